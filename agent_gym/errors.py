@@ -1,0 +1,63 @@
+"""Exception hierarchy of agent_gym.
+
+Programmer errors (bad arguments) raise the built-in ``ValueError``/``TypeError``;
+the classes here signal failures of components around an episode: a policy server
+that cannot be reached, a missing optional dependency, an invalid configuration.
+Model output is never a reason to raise: it becomes an error observation.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AgentGymError",
+    "ConfigError",
+    "MissingExtraError",
+    "PolicyError",
+    "ServerError",
+    "TrajectoryError",
+]
+
+
+class AgentGymError(Exception):
+    """Base class of every error raised by agent_gym itself."""
+
+
+class ConfigError(AgentGymError, ValueError):
+    """A configuration value is invalid (also a ``ValueError``)."""
+
+
+class PolicyError(AgentGymError):
+    """The policy could not produce an action (every server failed, model crashed, ...)."""
+
+
+class ServerError(PolicyError):
+    """A specific inference server answered with an error or an unreadable body.
+
+    Attributes:
+        server: The address of the server that failed.
+        status: The HTTP status code, if one was received.
+    """
+
+    def __init__(self, message: str, *, server: str | None = None, status: int | None = None) -> None:
+        super().__init__(message)
+        self.server = server
+        self.status = status
+
+
+class TrajectoryError(AgentGymError, ValueError):
+    """A trajectory record is inconsistent (bad tensor, wrong metric keys, ...)."""
+
+
+class MissingExtraError(AgentGymError, ImportError):
+    """An optional dependency is not installed.
+
+    The message names the pip extra that installs it, e.g. ``pip install 'agent-gym[ray]'``.
+    """
+
+    def __init__(self, module: str, extra: str) -> None:
+        super().__init__(
+            f"{module!r} is required for this feature but is not installed; "
+            f"install it with: pip install 'agent-gym[{extra}]'"
+        )
+        self.module = module
+        self.extra = extra

@@ -1,0 +1,459 @@
+"""Records exchanged between environments, policies, wrappers and trainers.
+
+``Trajectory``, ``Step`` and ``StepTrajectory`` follow the seed API exactly (field
+names, defaults and the seven metric keys); extra fields carry defaults so code
+written against the seed keeps working. Every record validates itself on
+construction and round-trips through plain JSON with ``to_dict``/``from_dict``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, TypedDict
+
+import torch
+
+from agent_gym.errors import TrajectoryError
+
+__all__ = [
+    "METRIC_KEYS",
+    "EpisodeStatus",
+    "FinishReason",
+    "Message",
+    "PolicyOutput",
+    "Segment",
+    "Step",
+    "StepTrajectory",
+    "Trajectory",
+    "compute_mc_return",
+    "default_metrics",
+]
+
+METRIC_KEYS: tuple[str, ...] = (
+    "steps",
+    "toolcall_reward",
+    "res_reward",
+    "reward_time",
+    "env_time",
+    "llm_time",
+    "total_time",
+)
+"""The exact keys of ``Trajectory.metrics``."""
+
+
+class Message(TypedDict):
+    """One chat message: ``role`` in system/user/assistant/tool, ``content`` a string."""
+
+    role: str
+    content: str
+
+
+class EpisodeStatus(str, Enum):
+    """Why an episode ended. Every episode handed to a rollout ends with one."""
+
+    ENV_DONE = "ENV_DONE"
+    MAX_STEPS = "MAX_STEPS"
+    TRUNCATION = "TRUNCATION"
+    PROMPT_TRUNCATION = "PROMPT_TRUNCATION"
+    TIMEOUT = "TIMEOUT"
+    ENV_ERROR = "ENV_ERROR"
+    POLICY_ERROR = "POLICY_ERROR"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class FinishReason:
+    """Values of ``PolicyOutput.finish_reason``."""
+
+    STOP = "stop"
+    LENGTH = "length"
+    PROMPT_TRUNCATION = "prompt_truncation"
+    ERROR = "error"
+    ALL = (STOP, LENGTH, PROMPT_TRUNCATION, ERROR)
+
+
+def default_metrics() -> dict[str, Any]:
+    """Return a fresh metrics dict with the seed's seven keys and zero values."""
+    return {
+        "steps": 0,
+        "toolcall_reward": 0.0,
+        "res_reward": 0.0,
+        "reward_time": 0.0,
+        "env_time": 0.0,
+        "llm_time": 0.0,
+        "total_time": 0.0,
+    }
+
+
+@dataclass
+class PolicyOutput:
+    """One assistant turn produced by a policy, with the exact tokens behind it.
+
+    Attributes:
+        text: The assistant message content (the decoded sampled tokens).
+        prompt_token_ids: The full prompt ids sent for this turn.
+        token_ids: The raw sampled ids, including the final EOS/stop token.
+        logprobs: One log-probability per sampled id.
+        finish_reason: ``"stop"``, ``"length"``, ``"prompt_truncation"`` or ``"error"``.
+        llm_time: Seconds the policy spent on this turn.
+        retokenized: True when ``token_ids`` are not the ids the model sampled.
+        new_segment: True when ``prompt_token_ids`` do not extend the previous turn's
+            prompt and sampled ids (the history was rewritten, e.g. by memory).
+        server: Address of the server that answered, if any.
+        error: A message when ``finish_reason == "error"``.
+    """
+
+    text: str
+    prompt_token_ids: list[int] | None = None
+    token_ids: list[int] | None = None
+    logprobs: list[float] | None = None
+    finish_reason: str = FinishReason.STOP
+    llm_time: float = 0.0
+    retokenized: bool = False
+    new_segment: bool = False
+    server: str | None = None
+    error: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str):
+            raise TypeError(f"PolicyOutput.text: expected str, got {type(self.text).__name__}")
+        if self.finish_reason not in FinishReason.ALL:
+            raise ValueError(
+                f"PolicyOutput.finish_reason: expected one of {FinishReason.ALL}, got {self.finish_reason!r}"
+            )
+        if self.logprobs is not None and self.token_ids is not None and len(self.logprobs) != len(self.token_ids):
+            raise ValueError(
+                f"PolicyOutput.logprobs: expected {len(self.token_ids)} values (one per token id), "
+                f"got {len(self.logprobs)}"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PolicyOutput:
+        """Build from ``to_dict`` output."""
+        return cls(**data)
+
+
+def _as_tensor(name: str, value: Any, dtype: torch.dtype | None = None) -> torch.Tensor:
+    if isinstance(value, torch.Tensor):
+        tensor = value
+    elif isinstance(value, (list, tuple)):
+        try:
+            tensor = torch.tensor(list(value), dtype=dtype) if len(value) else torch.zeros(0, dtype=dtype or torch.long)
+        except (TypeError, ValueError) as exc:
+            raise TrajectoryError(f"{name}: expected a sequence of numbers, got {value!r:.80}") from exc
+    else:
+        raise TrajectoryError(f"{name}: expected torch.Tensor, got {type(value).__name__}")
+    if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+        raise TrajectoryError(f"{name}: expected finite values, got NaN or Inf")
+    return tensor
+
+
+def _check_messages(name: str, messages: Any) -> None:
+    if not isinstance(messages, list):
+        raise TrajectoryError(f"{name}: expected list[dict[str, str]], got {type(messages).__name__}")
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise TrajectoryError(f"{name}[{i}]: expected dict[str, str], got {type(message).__name__}")
+        for key, value in message.items():
+            if not isinstance(key, str) or not isinstance(value, str):
+                raise TrajectoryError(
+                    f"{name}[{i}]: expected str keys and values, got {key!r}: {type(value).__name__}"
+                )
+
+
+@dataclass
+class Segment:
+    """One trainable (prompt, response, mask) sequence of an episode.
+
+    An episode whose prompt was never rewritten has one segment. When memory
+    rewrites the history, a new segment starts; all segments of an episode share
+    the trajectory's ``rollout_id``.
+
+    Attributes:
+        prompt_tokens: Prompt ids of the segment's first turn.
+        response_tokens: Everything after the prompt: sampled ids and the ids of
+            environment messages between turns.
+        response_masks: 1 on sampled ids, 0 elsewhere.
+        response_logprobs: The server's logprob on sampled ids, 0 elsewhere.
+        first_step: Index of the segment's first step.
+        last_step: Index of the segment's last step (inclusive).
+    """
+
+    prompt_tokens: torch.Tensor
+    response_tokens: torch.Tensor
+    response_masks: torch.Tensor
+    response_logprobs: torch.Tensor
+    first_step: int = 0
+    last_step: int = 0
+
+    def __post_init__(self) -> None:
+        self.prompt_tokens = _as_tensor("Segment.prompt_tokens", self.prompt_tokens, torch.long)
+        self.response_tokens = _as_tensor("Segment.response_tokens", self.response_tokens, torch.long)
+        self.response_masks = _as_tensor("Segment.response_masks", self.response_masks, torch.long)
+        self.response_logprobs = _as_tensor("Segment.response_logprobs", self.response_logprobs, torch.float32)
+        lengths = {len(self.response_tokens), len(self.response_masks), len(self.response_logprobs)}
+        if len(lengths) != 1:
+            raise TrajectoryError(
+                "Segment: expected response_tokens, response_masks and response_logprobs of equal length, got "
+                f"{len(self.response_tokens)}, {len(self.response_masks)}, {len(self.response_logprobs)}"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict (tensors become lists)."""
+        return {
+            "prompt_tokens": self.prompt_tokens.tolist(),
+            "response_tokens": self.response_tokens.tolist(),
+            "response_masks": self.response_masks.tolist(),
+            "response_logprobs": self.response_logprobs.tolist(),
+            "first_step": self.first_step,
+            "last_step": self.last_step,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Segment:
+        """Build from ``to_dict`` output."""
+        return cls(**data)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Segment) and self.to_dict() == other.to_dict()
+
+
+_TENSOR_FIELDS = ("prompt_tokens", "response_tokens", "response_masks")
+
+
+@dataclass(eq=False)
+class Trajectory:
+    """A whole agent run as token tensors, the reward and timing metrics (seed API).
+
+    Attributes:
+        prompt_tokens: Token ids of the input prompt.
+        response_tokens: Token ids of the response (sampled and environment tokens).
+        response_masks: 1 on tokens the model sampled, 0 elsewhere.
+        idx: Trajectory index, an int >= 0.
+        trajectory_reward: Sum of the step rewards.
+        chat_completions: The conversation, a list of str -> str dicts.
+        metrics: Exactly the keys of ``METRIC_KEYS``.
+        response_logprobs: Sampled-token logprobs aligned with ``response_tokens``
+            (0 on masked positions), or None when unknown.
+        rollout_id: Shared by every segment and record of one episode.
+        group_id: Shared by the ``samples_per_task`` siblings of one task.
+        status: An ``EpisodeStatus`` value, or "" while unknown.
+        retokenized: True when the tokens come from re-tokenizing text rather
+            than from the sampled ids.
+    """
+
+    prompt_tokens: torch.Tensor
+    response_tokens: torch.Tensor
+    response_masks: torch.Tensor
+    idx: int = 0
+    trajectory_reward: float | int = 0.0
+    chat_completions: list[dict[str, str]] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=default_metrics)
+    response_logprobs: torch.Tensor | None = None
+    rollout_id: str = ""
+    group_id: str = ""
+    status: str = ""
+    retokenized: bool = False
+
+    def __post_init__(self) -> None:
+        for name in _TENSOR_FIELDS:
+            setattr(self, name, _as_tensor(f"{type(self).__name__}.{name}", getattr(self, name), torch.long))
+        if self.response_logprobs is not None:
+            self.response_logprobs = _as_tensor(
+                f"{type(self).__name__}.response_logprobs", self.response_logprobs, torch.float32
+            )
+        if isinstance(self.idx, bool) or not isinstance(self.idx, int) or self.idx < 0:
+            raise TrajectoryError(f"Trajectory.idx: expected an int >= 0, got {self.idx!r}")
+        if isinstance(self.trajectory_reward, bool) or not isinstance(self.trajectory_reward, (int, float)):
+            raise TrajectoryError(
+                f"Trajectory.trajectory_reward: expected float or int, got {type(self.trajectory_reward).__name__}"
+            )
+        if not math.isfinite(self.trajectory_reward):
+            raise TrajectoryError(f"Trajectory.trajectory_reward: expected a finite number, got {self.trajectory_reward}")
+        _check_messages("Trajectory.chat_completions", self.chat_completions)
+        if not isinstance(self.metrics, dict):
+            raise TrajectoryError(f"Trajectory.metrics: expected dict, got {type(self.metrics).__name__}")
+        if set(self.metrics) != set(METRIC_KEYS):
+            # The seed's own example omits the reward keys: fill missing keys, reject unknown ones.
+            unknown = sorted(set(self.metrics) - set(METRIC_KEYS))
+            if unknown:
+                raise TrajectoryError(
+                    f"Trajectory.metrics: expected only the keys {list(METRIC_KEYS)}, got unknown keys {unknown}"
+                )
+            self.metrics = {**default_metrics(), **self.metrics}
+        for key, value in self.metrics.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise TrajectoryError(f"Trajectory.metrics[{key!r}]: expected a finite number, got {value!r}")
+        if len(self.response_tokens) != len(self.response_masks):
+            raise TrajectoryError(
+                f"Trajectory.response_masks: expected length {len(self.response_tokens)} "
+                f"(same as response_tokens), got {len(self.response_masks)}"
+            )
+        if self.response_logprobs is not None and len(self.response_logprobs) != len(self.response_tokens):
+            raise TrajectoryError(
+                f"Trajectory.response_logprobs: expected length {len(self.response_tokens)}, "
+                f"got {len(self.response_logprobs)}"
+            )
+        if self.status and self.status not in EpisodeStatus._value2member_map_:
+            raise TrajectoryError(
+                f"Trajectory.status: expected one of {[s.value for s in EpisodeStatus]}, got {self.status!r}"
+            )
+        self.status = str(self.status)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict: tensors become lists, nested records dicts."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, torch.Tensor):
+                value = value.tolist()
+            elif f.name == "steps":
+                value = [s.to_dict() for s in value]
+            elif f.name == "segments":
+                value = [s.to_dict() for s in value]
+            elif f.name in ("chat_completions", "metrics"):
+                value = _json_copy(value)
+            elif f.name == "task":
+                value = _json_copy(value)
+            out[f.name] = value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Trajectory:
+        """Build from ``to_dict`` output; unknown keys raise ``TrajectoryError``."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise TrajectoryError(f"{cls.__name__}.from_dict: unknown keys {unknown}")
+        kwargs = dict(data)
+        if kwargs.get("response_logprobs") is not None:
+            kwargs["response_logprobs"] = torch.tensor(kwargs["response_logprobs"], dtype=torch.float32)
+        if "steps" in kwargs:
+            kwargs["steps"] = [Step.from_dict(s) for s in kwargs["steps"]]
+        if "segments" in kwargs:
+            kwargs["segments"] = [Segment.from_dict(s) for s in kwargs["segments"]]
+        return cls(**kwargs)
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self.to_dict() == other.to_dict()  # type: ignore[union-attr]
+
+
+def _json_copy(value: Any) -> Any:
+    """Deep-copy plain JSON-like data, turning tuples into lists and tensors into lists."""
+    if isinstance(value, dict):
+        return {k: _json_copy(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_copy(v) for v in value]
+    if isinstance(value, torch.Tensor):
+        return value.tolist()
+    if isinstance(value, Enum):
+        return value.value
+    return value
+
+
+@dataclass
+class Step:
+    """One turn of an episode (seed API).
+
+    Attributes:
+        chat_completions: The full context the model saw at this turn (history included).
+        thought: Text inside ``<think>`` of the model response.
+        action: Text inside ``<tool_call>`` of the model response (None if no call).
+        observation: What this step received: the user question at turn 0, else the
+            result of the previous action.
+        model_response: The whole assistant message.
+        info: Extra data (tool calls, per-step token ids, timings, errors).
+        reward: Immediate reward, ``toolcall_reward + res_reward``.
+        done: Whether the episode ended at this step.
+        mc_return: Monte Carlo return from this step onward.
+    """
+
+    chat_completions: list[dict[str, str]] = field(default_factory=list)
+    thought: str = ""
+    action: Any = None
+    observation: Any = None
+    model_response: str = ""
+    info: dict = field(default_factory=dict)
+    reward: float = 0.0
+    done: bool = False
+    mc_return: float = 0.0
+
+    def __post_init__(self) -> None:
+        _check_messages("Step.chat_completions", self.chat_completions)
+        if not isinstance(self.info, dict):
+            raise TrajectoryError(f"Step.info: expected dict, got {type(self.info).__name__}")
+        for name in ("reward", "mc_return"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise TrajectoryError(f"Step.{name}: expected a finite number, got {value!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict."""
+        return {f.name: _json_copy(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Step:
+        """Build from ``to_dict`` output."""
+        return cls(**data)
+
+
+@dataclass(eq=False)
+class StepTrajectory(Trajectory):
+    """A trajectory with its per-turn steps (seed API) and its trainable segments.
+
+    The top-level token tensors are those of the first segment; ``segments`` holds
+    every segment (one unless memory rewrote the prompt).
+
+    Attributes:
+        task: The task dict the episode ran on.
+        steps: The episode's steps, non-empty.
+        segments: Trainable (prompt, response, mask) sequences sharing ``rollout_id``.
+    """
+
+    task: Any = None
+    steps: list[Step] = field(default_factory=list)
+    segments: list[Segment] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not isinstance(self.steps, list) or not self.steps:
+            raise TrajectoryError("StepTrajectory.steps: expected a non-empty list of Step, got an empty list")
+        for i, step in enumerate(self.steps):
+            if not isinstance(step, Step):
+                raise TrajectoryError(f"StepTrajectory.steps[{i}]: expected Step, got {type(step).__name__}")
+        for i, segment in enumerate(self.segments):
+            if not isinstance(segment, Segment):
+                raise TrajectoryError(f"StepTrajectory.segments[{i}]: expected Segment, got {type(segment).__name__}")
+
+
+def compute_mc_return(steps: Sequence[Step], gamma: float = 1.0) -> list[float]:
+    """Fill ``step.mc_return`` with the discounted return from each step onward.
+
+    ``G = 0; for s in reversed(steps): G = s.reward + gamma * G; s.mc_return = G``.
+
+    Args:
+        steps: The episode's steps, in order. Modified in place.
+        gamma: Discount factor in [0, 1].
+
+    Returns:
+        The returns, in step order.
+
+    Raises:
+        ValueError: If gamma is outside [0, 1].
+    """
+    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0.0 <= gamma <= 1.0:
+        raise ValueError(f"gamma: expected a number in [0, 1], got {gamma!r}")
+    g = 0.0
+    for step in reversed(steps):
+        g = float(step.reward) + gamma * g
+        step.mc_return = g
+    return [s.mc_return for s in steps]
