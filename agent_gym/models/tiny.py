@@ -1,0 +1,111 @@
+"""A tiny random-weight causal LM with the real Qwen vocabulary.
+
+The model has the Qwen2 architecture (hidden size 64, 2 layers by default, tied embeddings)
+and exactly ``len(tokenizer)`` output logits, so every id it samples decodes. Weights come
+from a seeded initialisation, so the same arguments always give the same model. It is meant
+for CPU development and tests: its text is noise, but its token ids, logprobs and chat
+formatting are exercised exactly like a real model's.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agent_gym.models.tokenizers import QWEN_TOKENIZER_VERSION, cached_build, load_qwen_tokenizer
+
+if TYPE_CHECKING:  # pragma: no cover
+    from transformers import PreTrainedTokenizerBase
+
+__all__ = ["TINY_MODEL_VERSION", "build_tiny_model", "default_model_path"]
+
+#: Bump when the default model changes (architecture, init): invalidates caches.
+TINY_MODEL_VERSION = "tiny-qwen2-v1"
+
+
+def build_tiny_model(
+    path: str | os.PathLike,
+    *,
+    tokenizer: PreTrainedTokenizerBase | None = None,
+    seed: int = 0,
+    hidden_size: int = 64,
+    num_layers: int = 2,
+) -> Path:
+    """Build a tiny random-weight Qwen2-architecture causal LM and save it with its tokenizer.
+
+    The directory is loadable with ``AutoModelForCausalLM.from_pretrained(path)`` and
+    ``AutoTokenizer.from_pretrained(path)`` and by ``python -m agent_gym.server --model path``.
+
+    Args:
+        path: Output directory (created if needed).
+        tokenizer: Tokenizer to pair with the model; defaults to :func:`load_qwen_tokenizer`.
+            The vocabulary size of the model is ``len(tokenizer)``.
+        seed: Seed of the weight initialisation.
+        hidden_size: Hidden size (a multiple of 16: 4 attention heads of even size).
+        num_layers: Number of decoder layers.
+
+    Returns:
+        ``Path(path)``.
+
+    Raises:
+        ValueError: ``hidden_size`` or ``num_layers`` is invalid.
+    """
+    if not isinstance(hidden_size, int) or hidden_size < 16 or hidden_size % 16:
+        raise ValueError(f"expected hidden_size to be a positive multiple of 16, got {hidden_size!r}")
+    if not isinstance(num_layers, int) or num_layers < 1:
+        raise ValueError(f"expected num_layers >= 1, got {num_layers!r}")
+    import torch
+    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+
+    tok = tokenizer if tokenizer is not None else load_qwen_tokenizer()
+    eos_ids = _eos_ids(tok)
+    config = Qwen2Config(
+        vocab_size=len(tok),
+        hidden_size=hidden_size,
+        intermediate_size=hidden_size * 2,
+        num_hidden_layers=num_layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=32768,
+        rope_theta=1_000_000.0,
+        tie_word_embeddings=True,
+        bos_token_id=tok.bos_token_id if tok.bos_token_id is not None else tok.pad_token_id,
+        eos_token_id=eos_ids[0] if len(eos_ids) == 1 else eos_ids,
+        pad_token_id=tok.pad_token_id,
+        initializer_range=0.02,
+    )
+    state = torch.random.get_rng_state()
+    try:
+        torch.manual_seed(seed)
+        model = Qwen2ForCausalLM(config).to(torch.float32).eval()
+    finally:
+        torch.random.set_rng_state(state)
+    model.generation_config = GenerationConfig(
+        eos_token_id=eos_ids, pad_token_id=tok.pad_token_id, bos_token_id=config.bos_token_id, do_sample=True
+    )
+    out = Path(path)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(out))
+    tok.save_pretrained(str(out))
+    return out
+
+
+def _eos_ids(tok: Any) -> list[int]:
+    ids: list[int] = []
+    if tok.eos_token_id is not None:
+        ids.append(int(tok.eos_token_id))
+    pad = tok.pad_token_id
+    if pad is not None and pad not in ids and tok.convert_ids_to_tokens(pad) == "<|endoftext|>":
+        ids.append(int(pad))  # Qwen stops on <|endoftext|> as well as <|im_end|>
+    return ids
+
+
+def default_model_path() -> Path:
+    """Return the directory of agent_gym's default tiny model, building it on first use.
+
+    The model is :func:`build_tiny_model` with the Qwen tokenizer and seed 0, cached under
+    :func:`agent_gym.models.tokenizers.cache_root` (safe under concurrent first use).
+    """
+    name = f"{TINY_MODEL_VERSION}-{QWEN_TOKENIZER_VERSION}-seed0"
+    return cached_build(name, lambda tmp: build_tiny_model(tmp, seed=0))
