@@ -1,0 +1,87 @@
+"""What the policy sees of the conversation: all of it, or a memory's prompt view.
+
+``TrajectoryWrapper`` keeps the env's whole conversation and asks a
+``PromptView`` once per turn for the messages to hand to the policy. Without
+memory the view is the conversation itself; with memory it is the memory's
+``get_prompt_messages()`` (summaries, elided thinking).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["FullConversation", "MemoryView", "PromptView", "make_prompt_view"]
+
+
+@runtime_checkable
+class PromptView(Protocol):
+    """Turns the growing conversation into the messages the policy is given."""
+
+    def add(self, messages: Sequence[dict[str, str]]) -> None:
+        """Append messages the env produced (including the assistant's)."""
+
+    def messages(self) -> list[dict[str, str]]:
+        """Return the prompt messages for the next turn (called once per turn)."""
+
+
+class FullConversation:
+    """The policy sees the whole conversation, unchanged."""
+
+    def __init__(self) -> None:
+        self._messages: list[dict[str, str]] = []
+
+    def add(self, messages: Sequence[dict[str, str]]) -> None:
+        """Append messages."""
+        self._messages.extend(messages)
+
+    def messages(self) -> list[dict[str, str]]:
+        """Return a copy of the conversation."""
+        return list(self._messages)
+
+
+class MemoryView:
+    """Adapts a memory object (``add`` + ``get_prompt_messages``) to ``PromptView``.
+
+    Args:
+        memory: An object with ``add(messages)`` and ``get_prompt_messages()``,
+            e.g. ``agent_gym.MemorySummary``.
+    """
+
+    def __init__(self, memory: Any) -> None:
+        self.memory = memory
+
+    def add(self, messages: Sequence[dict[str, str]]) -> None:
+        """Hand new messages to the memory."""
+        if messages:
+            self.memory.add(list(messages))
+
+    def messages(self) -> list[dict[str, str]]:
+        """Return the memory's prompt view (it may summarize here, once per turn)."""
+        return list(self.memory.get_prompt_messages())
+
+
+def make_prompt_view(memory: Any) -> Callable[[], PromptView]:
+    """Return a factory of per-episode prompt views for the ``memory`` argument.
+
+    Args:
+        memory: None, a ``MemoryConfig``, or a zero-argument callable returning
+            a memory object (``add`` + ``get_prompt_messages``).
+
+    Raises:
+        TypeError: If ``memory`` is none of these.
+    """
+    if memory is None:
+        return FullConversation
+    if callable(memory) and not hasattr(memory, "get_prompt_messages"):
+        return lambda: MemoryView(memory())
+    try:
+        from agent_gym.memory import MemoryConfig, memory_from_config
+    except ImportError:  # pragma: no cover - memory is part of the package
+        MemoryConfig = None  # type: ignore[assignment]
+    if MemoryConfig is not None and isinstance(memory, MemoryConfig):
+        return lambda: MemoryView(memory_from_config(memory))
+    raise TypeError(
+        "memory: expected None, a MemoryConfig or a callable returning a memory object, "
+        f"got {type(memory).__name__}"
+    )

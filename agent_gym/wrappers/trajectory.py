@@ -1,0 +1,309 @@
+"""TrajectoryWrapper: record an episode as a ``StepTrajectory`` with exact tokens.
+
+The wrapper sits outermost around any agent_gym env. It records one ``Step``
+per ``step()`` (all seed fields), computes Monte Carlo returns, assembles the
+token tensors from the policy's own prompt and sampled ids, tracks timings,
+and at the end of the episode puts the ``StepTrajectory`` in
+``info["trajectory"]``. With ``memory`` set, the observation handed to the
+policy is the memory's prompt view instead of the whole conversation.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+
+from agent_gym.parsing import parse_response
+from agent_gym.types import (
+    EpisodeStatus,
+    PolicyOutput,
+    Step,
+    StepTrajectory,
+    compute_mc_return,
+    default_metrics,
+)
+from agent_gym.wrappers.prompt_view import PromptView, make_prompt_view
+from agent_gym.wrappers.token_assembly import TokenAssembler
+
+__all__ = ["TrajectoryWrapper"]
+
+
+def _plain(messages: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
+    """Keep only role/content of each message, as strings."""
+    return [{"role": str(m["role"]), "content": str(m.get("content") or "")} for m in messages]
+
+
+class TrajectoryWrapper(gym.Wrapper):
+    """Records every step and emits a ``StepTrajectory`` at the end of the episode.
+
+    Actions may be plain strings or ``PolicyOutput``s. With ``PolicyOutput``s that
+    carry token ids, the trajectory's tokens are exactly the ids the policy sent
+    and sampled: each turn's prompt must extend the previous prompt plus the
+    sampled ids (checked every turn; a break starts a new segment). With plain
+    strings and a ``tokenizer``, the conversation is rendered with the chat
+    template and the response text re-tokenized; the trajectory then has
+    ``retokenized=True``.
+
+    Args:
+        env: The environment (an agent_gym env, possibly already wrapped).
+        gamma: Discount factor for ``mc_return``, in [0, 1].
+        memory: None (the policy sees the whole conversation), a
+            ``MemoryConfig``, or a callable returning a fresh memory object per
+            episode (anything with ``add(messages)`` and ``get_prompt_messages()``).
+        tokenizer: A Hugging Face tokenizer with a chat template, used only for
+            string actions (or ``PolicyOutput``s without token ids).
+
+    Example:
+        >>> import gymnasium as gym, agent_gym
+        >>> env = agent_gym.TrajectoryWrapper(gym.make("agent_gym/ToolUse-v0"))
+        >>> obs, info = env.reset(seed=0)
+        >>> while True:
+        ...     obs, reward, terminated, truncated, info = env.step(env.unwrapped.oracle_action())
+        ...     if terminated or truncated:
+        ...         break
+        >>> info["trajectory"].trajectory_reward > 0
+        True
+    """
+
+    def __init__(
+        self,
+        env: gym.Env,
+        *,
+        gamma: float = 1.0,
+        memory: Any = None,
+        tokenizer: Any = None,
+    ) -> None:
+        super().__init__(env)
+        if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0.0 <= gamma <= 1.0:
+            raise ValueError(f"gamma: expected a number in [0, 1], got {gamma!r}")
+        self.gamma = float(gamma)
+        self.tokenizer = tokenizer
+        self._view_factory: Callable[[], PromptView] = make_prompt_view(memory)
+        self._reset_state()
+
+    # ------------------------------------------------------------------ state
+    def _reset_state(self) -> None:
+        self._view: PromptView | None = None
+        self._steps: list[Step] = []
+        self._assembler = TokenAssembler()
+        self._conversation: list[dict[str, str]] = []
+        self._prompt_view: list[dict[str, str]] = []
+        self._observation: Any = None
+        self._task: Any = None
+        self._policy_tools: list[dict] | None = None
+        self._rollout_id = ""
+        self._retokenized = False
+        self._times = {"env_time": 0.0, "llm_time": 0.0, "reward_time": 0.0}
+        self._start = time.perf_counter()
+        self._finished: StepTrajectory | None = None
+
+    @property
+    def rollout_id(self) -> str:
+        """The current episode's id (also used as the policy session id)."""
+        return self._rollout_id
+
+    @property
+    def steps(self) -> list[Step]:
+        """The steps recorded so far in the current episode."""
+        return list(self._steps)
+
+    # ------------------------------------------------------------------ gym API
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        """Reset the env and start recording a new episode.
+
+        Returns:
+            The policy's view of the conversation and the env's info, plus
+            ``episode_id`` and ``policy_tools`` (the tool schemas to pass to the
+            policy, or None when the env describes its tools in the prompt).
+        """
+        self._reset_state()
+        started = time.perf_counter()
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._times["env_time"] += time.perf_counter() - started
+        self._rollout_id = uuid.uuid4().hex
+        self._task = info.get("task")
+        self._policy_tools = None if info.get("tools_in_prompt") else (info.get("tools") or None)
+        self._conversation = _plain(obs)
+        self._view = self._view_factory()
+        self._view.add(self._conversation)
+        self._prompt_view = _plain(self._view.messages())
+        self._observation = self._initial_observation()
+        info = dict(info)
+        info["episode_id"] = self._rollout_id
+        info["policy_tools"] = self._policy_tools
+        return tuple(self._prompt_view), info
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        """Step the env with ``action`` and record the step.
+
+        Returns:
+            The usual 5-tuple; the observation is the policy's view. When the
+            episode ends, ``info["trajectory"]`` holds the ``StepTrajectory`` and
+            ``info["status"]`` its status.
+        """
+        if self._view is None:
+            raise gym.error.ResetNeeded("TrajectoryWrapper.step: call reset() before step()")
+        if self._finished is not None:
+            raise gym.error.ResetNeeded("TrajectoryWrapper.step: the episode has ended; call reset()")
+        text = action.text if isinstance(action, PolicyOutput) else action
+        step_index = len(self._steps)
+        seen = list(self._prompt_view)
+        token_info = self._record_tokens(step_index, action, seen)
+
+        started = time.perf_counter()
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._times["env_time"] += time.perf_counter() - started
+        self._times["reward_time"] += float(getattr(self.env.unwrapped, "last_reward_time", 0.0) or 0.0)
+
+        new_conversation = _plain(obs)
+        new_messages = new_conversation[len(self._conversation) :]
+        self._conversation = new_conversation
+        self._view.add(new_messages)
+        self._prompt_view = _plain(self._view.messages())
+
+        parsed = parse_response(text if isinstance(text, str) else str(text))
+        action_text = "\n".join(call.raw for call in parsed.tool_calls) if parsed.tool_calls else None
+        done = bool(terminated or truncated)
+        step_info = {k: v for k, v in info.items() if k != "trajectory"}
+        step_info.update(token_info)
+        self._steps.append(
+            Step(
+                chat_completions=seen,
+                thought=parsed.thought or "",
+                action=action_text,
+                observation=self._observation,
+                model_response=text if isinstance(text, str) else str(text),
+                info=step_info,
+                reward=float(reward),
+                done=done,
+            )
+        )
+        # What the env appended after the assistant message is the next step's observation.
+        env_messages = [m for m in new_messages if m["role"] != "assistant"]
+        self._observation = "\n".join(m["content"] for m in env_messages)
+
+        if done:
+            status = info.get("status") or (EpisodeStatus.ENV_DONE if terminated else EpisodeStatus.MAX_STEPS)
+            trajectory = self._build(EpisodeStatus(str(status)))
+            info = dict(info)
+            info["status"] = trajectory.status
+            info["trajectory"] = trajectory
+        return tuple(self._prompt_view), reward, terminated, truncated, info
+
+    def finish(self, status: EpisodeStatus | str, error: str | None = None) -> StepTrajectory:
+        """End the episode from outside (policy failure, timeout, env crash).
+
+        Args:
+            status: Why the episode ended.
+            error: A message recorded on the last step's info.
+
+        Returns:
+            The ``StepTrajectory`` of the steps recorded so far (a single empty
+            step when none were), carrying ``status``.
+        """
+        if self._finished is not None:
+            return self._finished
+        if not self._steps:
+            self._steps.append(
+                Step(
+                    chat_completions=list(self._prompt_view),
+                    observation=self._observation,
+                    info={"error": error} if error else {},
+                    done=True,
+                )
+            )
+        else:
+            last = self._steps[-1]
+            last.done = True
+            if error:
+                last.info["error"] = error
+        return self._build(EpisodeStatus(str(status)))
+
+    def record_llm_time(self, seconds: float) -> None:
+        """Add policy time measured outside a ``PolicyOutput`` (e.g. string policies)."""
+        self._times["llm_time"] += float(seconds)
+
+    # ------------------------------------------------------------------ internals
+    def _initial_observation(self) -> Any:
+        task = self._task
+        if isinstance(task, dict) and "question" in task:
+            return task["question"]
+        users = [m["content"] for m in self._conversation if m["role"] == "user"]
+        return users[-1] if users else None
+
+    def _record_tokens(self, step_index: int, action: Any, seen: list[dict[str, str]]) -> dict[str, Any]:
+        """Add this turn's ids to the assembler and return what the step info keeps."""
+        if isinstance(action, PolicyOutput):
+            self._times["llm_time"] += float(action.llm_time)
+            if action.retokenized:
+                self._retokenized = True
+            if action.token_ids is not None and action.prompt_token_ids is not None:
+                new_segment = self._assembler.add_turn(
+                    step_index,
+                    action.prompt_token_ids,
+                    action.token_ids,
+                    action.logprobs,
+                    force_new_segment=action.new_segment,
+                )
+                return {
+                    "finish_reason": action.finish_reason,
+                    "num_prompt_tokens": len(action.prompt_token_ids),
+                    "num_sampled_tokens": len(action.token_ids),
+                    "new_segment": new_segment,
+                    "llm_time": action.llm_time,
+                }
+            text = action.text
+        else:
+            text = action
+        if self.tokenizer is None or not isinstance(text, str):
+            return {}
+        prompt_ids, sampled_ids = self._retokenize(seen, text)
+        self._retokenized = True
+        new_segment = self._assembler.add_turn(step_index, prompt_ids, sampled_ids, None)
+        return {"num_prompt_tokens": len(prompt_ids), "num_sampled_tokens": len(sampled_ids), "new_segment": new_segment}
+
+    def _retokenize(self, messages: list[dict[str, str]], text: str) -> tuple[list[int], list[int]]:
+        tok = self.tokenizer
+        kwargs: dict[str, Any] = {"add_generation_prompt": True, "tokenize": False}
+        if self._policy_tools:
+            kwargs["tools"] = self._policy_tools
+        rendered = tok.apply_chat_template(messages, **kwargs)
+        prompt_ids = list(tok.encode(rendered, add_special_tokens=False))
+        sampled = list(tok.encode(text, add_special_tokens=False))
+        eos = tok.eos_token_id
+        if eos is not None:
+            sampled.append(int(eos))
+        return prompt_ids, sampled
+
+    def _build(self, status: EpisodeStatus) -> StepTrajectory:
+        compute_mc_return(self._steps, self.gamma)
+        segments = self._assembler.segments()
+        metrics = default_metrics()
+        metrics["steps"] = len(self._steps)
+        metrics["toolcall_reward"] = float(sum(float(s.info.get("toolcall_reward", 0.0)) for s in self._steps))
+        metrics["res_reward"] = float(sum(float(s.info.get("res_reward", 0.0)) for s in self._steps))
+        metrics.update({k: float(v) for k, v in self._times.items()})
+        metrics["total_time"] = time.perf_counter() - self._start
+        first = segments[0] if segments else None
+        trajectory = StepTrajectory(
+            prompt_tokens=first.prompt_tokens if first is not None else [],
+            response_tokens=first.response_tokens if first is not None else [],
+            response_masks=first.response_masks if first is not None else [],
+            response_logprobs=first.response_logprobs if first is not None else [],
+            trajectory_reward=float(sum(s.reward for s in self._steps)),
+            chat_completions=list(self._conversation),
+            metrics=metrics,
+            rollout_id=self._rollout_id,
+            status=status.value,
+            retokenized=self._retokenized,
+            task=self._task,
+            steps=list(self._steps),
+            segments=segments,
+        )
+        self._finished = trajectory
+        return trajectory
+

@@ -1,0 +1,158 @@
+import json
+import math
+
+import pytest
+import torch
+
+from agent_gym.errors import TrajectoryError
+from agent_gym.types import (
+    METRIC_KEYS,
+    EpisodeStatus,
+    PolicyOutput,
+    Segment,
+    Step,
+    StepTrajectory,
+    Trajectory,
+    compute_mc_return,
+)
+
+
+def make_traj(**overrides):
+    kwargs = dict(
+        prompt_tokens=torch.tensor([7, 8, 9]),
+        response_tokens=torch.tensor([10, 11, 12]),
+        response_masks=torch.tensor([1, 1, 1]),
+    )
+    kwargs.update(overrides)
+    return Trajectory(**kwargs)
+
+
+def make_step_traj(**overrides):
+    kwargs = dict(
+        prompt_tokens=torch.tensor([1, 2]),
+        response_tokens=torch.tensor([3, 4, 5]),
+        response_masks=torch.tensor([1, 0, 1]),
+        response_logprobs=torch.tensor([-0.5, 0.0, -0.25]),
+        trajectory_reward=1.5,
+        chat_completions=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}],
+        rollout_id="abc",
+        group_id="g",
+        status="ENV_DONE",
+        task={"id": "t1", "question": "q", "ground_truth": "42", "extra": [1, 2]},
+        steps=[Step(chat_completions=[{"role": "user", "content": "hi"}], thought="t", action="a", observation="q",
+                    model_response="yo", info={"tool_calls": [{"name": "x"}]}, reward=1.5, done=True, mc_return=1.5)],
+        segments=[Segment([1, 2], [3, 4, 5], [1, 0, 1], [-0.5, 0.0, -0.25], 0, 0)],
+    )
+    kwargs.update(overrides)
+    return StepTrajectory(**kwargs)
+
+
+def test_seed_defaults():
+    t = make_traj()
+    assert t.idx == 0
+    assert t.trajectory_reward == 0.0
+    assert t.chat_completions == []
+    assert set(t.metrics) == set(METRIC_KEYS)
+    assert all(v == 0 for v in t.metrics.values())
+
+
+def test_seed_example_metrics_are_completed():
+    # The seed's own example passes five of the seven keys.
+    t = make_traj(metrics={"steps": 1, "reward_time": 2.0, "env_time": 3.0, "llm_time": 4.0, "total_time": 9.0})
+    assert set(t.metrics) == set(METRIC_KEYS)
+    assert t.metrics["res_reward"] == 0.0
+
+
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        ({"prompt_tokens": "1 2 3"}, "prompt_tokens: expected torch.Tensor"),
+        ({"response_tokens": torch.tensor([1.0, float("nan"), 2.0]), "response_masks": torch.tensor([1, 1, 1])}, "NaN or Inf"),
+        ({"response_masks": torch.tensor([1.0, float("inf"), 1.0])}, "NaN or Inf"),
+        ({"idx": -1}, "idx: expected an int >= 0"),
+        ({"idx": 1.5}, "idx: expected an int >= 0"),
+        ({"metrics": {"steps": 1, "bogus": 2}}, "unknown keys"),
+        ({"metrics": {"steps": float("nan")}}, "finite number"),
+        ({"chat_completions": [{"role": "user", "content": 3}]}, "expected str keys and values"),
+        ({"chat_completions": ["hello"]}, r"chat_completions\[0\]: expected dict"),
+        ({"trajectory_reward": float("inf")}, "finite"),
+        ({"trajectory_reward": "1"}, "expected float or int"),
+        ({"response_masks": torch.tensor([1, 1])}, "expected length 3"),
+        ({"status": "WHATEVER"}, "status: expected one of"),
+    ],
+)
+def test_trajectory_validation(overrides, match):
+    with pytest.raises(TrajectoryError, match=match):
+        make_traj(**overrides)
+
+
+def test_step_trajectory_requires_steps():
+    with pytest.raises(TrajectoryError, match="non-empty"):
+        make_step_traj(steps=[])
+    with pytest.raises(TrajectoryError, match="expected Step"):
+        make_step_traj(steps=[{"thought": "x"}])
+
+
+def test_step_validation():
+    with pytest.raises(TrajectoryError, match="reward"):
+        Step(reward=float("nan"))
+    with pytest.raises(TrajectoryError, match="chat_completions"):
+        Step(chat_completions=[{"role": "user", "content": None}])
+
+
+def test_json_round_trip():
+    original = make_step_traj()
+    text = json.dumps(original.to_dict())
+    restored = StepTrajectory.from_dict(json.loads(text))
+    assert restored == original
+    assert torch.equal(restored.response_tokens, original.response_tokens)
+    assert restored.steps[0].info == {"tool_calls": [{"name": "x"}]}
+    assert restored.segments[0] == original.segments[0]
+    assert restored.task == original.task
+    assert restored != make_step_traj(trajectory_reward=2.0)
+
+
+def test_from_dict_rejects_unknown_keys():
+    data = make_traj().to_dict()
+    data["surprise"] = 1
+    with pytest.raises(TrajectoryError, match="unknown keys"):
+        Trajectory.from_dict(data)
+
+
+def test_policy_output_validation_and_round_trip():
+    out = PolicyOutput(text="hi", prompt_token_ids=[1], token_ids=[2, 3], logprobs=[-0.1, -0.2])
+    assert PolicyOutput.from_dict(out.to_dict()) == out
+    with pytest.raises(ValueError, match="one per token id"):
+        PolicyOutput(text="hi", token_ids=[1, 2], logprobs=[0.0])
+    with pytest.raises(ValueError, match="finish_reason"):
+        PolicyOutput(text="hi", finish_reason="done")
+    with pytest.raises(TypeError, match="expected str"):
+        PolicyOutput(text=None)
+
+
+def test_segment_lengths_checked():
+    with pytest.raises(TrajectoryError, match="equal length"):
+        Segment([1], [2, 3], [1], [0.0, 0.0])
+
+
+def test_mc_return_gamma_one():
+    steps = [Step(reward=r) for r in (0.1, -0.5, 1.0)]
+    assert compute_mc_return(steps, 1.0) == pytest.approx([0.6, 0.5, 1.0])
+    assert [s.mc_return for s in steps] == pytest.approx([0.6, 0.5, 1.0])
+
+
+def test_mc_return_gamma_half():
+    steps = [Step(reward=r) for r in (0.1, -0.5, 1.0)]
+    # G2 = 1.0; G1 = -0.5 + 0.5 * 1.0 = 0.0; G0 = 0.1 + 0.5 * 0.0 = 0.1
+    assert compute_mc_return(steps, 0.5) == pytest.approx([0.1, 0.0, 1.0])
+
+
+@pytest.mark.parametrize("gamma", [-0.1, 1.5, math.nan, "1", True])
+def test_mc_return_rejects_bad_gamma(gamma):
+    with pytest.raises(ValueError, match="gamma"):
+        compute_mc_return([Step()], gamma)
+
+
+def test_status_values():
+    assert {s.value for s in EpisodeStatus} == {
+        "ENV_DONE", "MAX_STEPS", "TRUNCATION", "PROMPT_TRUNCATION", "TIMEOUT", "ENV_ERROR", "POLICY_ERROR"}
