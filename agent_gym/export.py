@@ -1,0 +1,448 @@
+"""Write, read and convert trajectories: JSONL, Parquet and slime-style samples.
+
+JSONL and Parquet files round-trip :class:`~agent_gym.types.StepTrajectory` (and
+plain :class:`~agent_gym.types.Trajectory`) records exactly: reading a file gives
+records equal to the ones written. Both formats are written incrementally by
+:class:`TrajectoryWriter`, so a run that is interrupted leaves a readable file
+holding every episode that finished:
+
+* JSONL: one JSON object per line, flushed after every record. A final line cut
+  short by a hard kill is skipped (with a warning) by :func:`read_jsonl`.
+* Parquet: token columns are native ``list<int64>`` / ``list<float>`` columns a
+  trainer can read directly; nested records (steps, task, conversation) are JSON
+  strings. Rows are written in row groups; the file footer is written when the
+  writer closes, which happens on ``KeyboardInterrupt`` too.
+
+:func:`to_slime_samples` turns trajectories into the dicts a slime/vime custom
+generate function returns: one sample per trainable segment, siblings sharing
+``rollout_id``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from agent_gym.types import METRIC_KEYS, EpisodeStatus, Segment, StepTrajectory, Trajectory
+
+__all__ = [
+    "SLIME_STATUS",
+    "TrajectoryWriter",
+    "iter_jsonl",
+    "read_jsonl",
+    "read_parquet",
+    "read_trajectories",
+    "to_slime_samples",
+    "write_jsonl",
+    "write_parquet",
+]
+
+logger = logging.getLogger(__name__)
+
+_JSON_COLUMNS = ("chat_completions", "task", "steps")
+_KIND_KEY = "_kind"
+
+SLIME_STATUS: dict[str, str] = {
+    EpisodeStatus.ENV_DONE.value: "completed",
+    EpisodeStatus.MAX_STEPS.value: "completed",
+    EpisodeStatus.TRUNCATION.value: "truncated",
+    EpisodeStatus.PROMPT_TRUNCATION.value: "truncated",
+    EpisodeStatus.TIMEOUT.value: "aborted",
+    EpisodeStatus.ENV_ERROR.value: "aborted",
+    EpisodeStatus.POLICY_ERROR.value: "aborted",
+}
+"""Episode status -> slime ``Sample.Status`` value (``completed``/``truncated``/``aborted``)."""
+
+
+# --------------------------------------------------------------------------- records
+def _record(trajectory: Trajectory) -> dict[str, Any]:
+    if not isinstance(trajectory, Trajectory):
+        raise TypeError(f"expected Trajectory or StepTrajectory, got {type(trajectory).__name__}")
+    data = trajectory.to_dict()
+    data[_KIND_KEY] = "StepTrajectory" if isinstance(trajectory, StepTrajectory) else "Trajectory"
+    return data
+
+
+def _from_record(data: dict[str, Any]) -> Trajectory:
+    data = dict(data)
+    kind = data.pop(_KIND_KEY, None) or ("StepTrajectory" if "steps" in data else "Trajectory")
+    cls = StepTrajectory if kind == "StepTrajectory" else Trajectory
+    return cls.from_dict(data)
+
+
+def _check_suffix(path: Path, suffixes: Sequence[str], what: str) -> None:
+    if path.suffix.lower() not in suffixes:
+        raise ValueError(f"{what}: expected a path ending in {' or '.join(suffixes)}, got {str(path)!r}")
+
+
+# --------------------------------------------------------------------------- JSONL
+def write_jsonl(trajectories: Iterable[Trajectory], path: str | os.PathLike[str], *, append: bool = False) -> Path:
+    """Write trajectories to a JSON Lines file, one record per line.
+
+    Args:
+        trajectories: The records to write.
+        path: Destination file.
+        append: Add to an existing file instead of replacing it.
+
+    Returns:
+        The path written.
+    """
+    path = Path(path)
+    with TrajectoryWriter(path, format="jsonl", append=append) as writer:
+        writer.write_many(trajectories)
+    return path
+
+
+def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[Trajectory]:
+    """Yield the records of a JSON Lines file one at a time.
+
+    A last line without its newline that does not parse (a run killed while
+    writing) is skipped with a warning; any other malformed line raises.
+
+    Args:
+        path: The file to read.
+
+    Yields:
+        ``StepTrajectory`` (or ``Trajectory``) records in file order.
+
+    Raises:
+        ValueError: If a complete line is not a valid record.
+    """
+    path = Path(path)
+    with path.open("r", encoding="utf-8") as fh:
+        lines = fh.readlines()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if number == len(lines) and not line.endswith("\n"):
+                logger.warning("%s: skipping an incomplete last line (the writer was interrupted)", path)
+                return
+            raise ValueError(f"{path}:{number}: expected a JSON object, got invalid JSON ({exc})") from exc
+        yield _from_record(data)
+
+
+def read_jsonl(path: str | os.PathLike[str]) -> list[StepTrajectory]:
+    """Read every record of a JSON Lines file written by :func:`write_jsonl`.
+
+    Args:
+        path: The file to read.
+
+    Returns:
+        The records, equal to those written.
+    """
+    return list(iter_jsonl(path))  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- Parquet
+def _pyarrow() -> Any:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    return pa, pq
+
+
+def _schema() -> Any:
+    pa, _ = _pyarrow()
+    metric_fields = [pa.field(k, pa.int64() if k == "steps" else pa.float64()) for k in METRIC_KEYS]
+    segment = pa.struct(
+        [
+            pa.field("prompt_tokens", pa.list_(pa.int64())),
+            pa.field("response_tokens", pa.list_(pa.int64())),
+            pa.field("response_masks", pa.list_(pa.int64())),
+            pa.field("response_logprobs", pa.list_(pa.float32())),
+            pa.field("first_step", pa.int64()),
+            pa.field("last_step", pa.int64()),
+        ]
+    )
+    return pa.schema(
+        [
+            pa.field(_KIND_KEY, pa.string()),
+            pa.field("idx", pa.int64()),
+            pa.field("rollout_id", pa.string()),
+            pa.field("group_id", pa.string()),
+            pa.field("status", pa.string()),
+            pa.field("retokenized", pa.bool_()),
+            pa.field("trajectory_reward", pa.float64()),
+            pa.field("reward_is_int", pa.bool_()),
+            pa.field("prompt_tokens", pa.list_(pa.int64())),
+            pa.field("response_tokens", pa.list_(pa.int64())),
+            pa.field("response_masks", pa.list_(pa.int64())),
+            pa.field("response_logprobs", pa.list_(pa.float32())),
+            pa.field("metrics", pa.struct(metric_fields)),
+            pa.field("segments", pa.list_(segment)),
+            pa.field("chat_completions", pa.string()),
+            pa.field("task", pa.string()),
+            pa.field("steps", pa.string()),
+        ]
+    )
+
+
+def _to_row(trajectory: Trajectory) -> dict[str, Any]:
+    data = _record(trajectory)
+    row: dict[str, Any] = {k: data.get(k) for k in _schema().names if k not in _JSON_COLUMNS}
+    reward = data["trajectory_reward"]
+    row["trajectory_reward"] = float(reward)
+    row["reward_is_int"] = isinstance(reward, int)
+    row["metrics"] = {k: data["metrics"][k] for k in METRIC_KEYS}
+    for name in _JSON_COLUMNS:
+        row[name] = json.dumps(data[name]) if name in data else None
+    return row
+
+
+def _from_row(row: dict[str, Any]) -> Trajectory:
+    data = dict(row)
+    if data.pop("reward_is_int", False):
+        data["trajectory_reward"] = int(data["trajectory_reward"])
+    for name in _JSON_COLUMNS:
+        value = data.pop(name)
+        if value is not None:
+            data[name] = json.loads(value)
+    if data.get("segments") is None:
+        data.pop("segments", None)
+    if data[_KIND_KEY] != "StepTrajectory":
+        data.pop("segments", None)
+    return _from_record(data)
+
+
+def write_parquet(
+    trajectories: Iterable[Trajectory], path: str | os.PathLike[str], *, row_group_size: int = 256
+) -> Path:
+    """Write trajectories to a Parquet file.
+
+    Args:
+        trajectories: The records to write.
+        path: Destination file (replaced if it exists).
+        row_group_size: Records per row group.
+
+    Returns:
+        The path written.
+    """
+    path = Path(path)
+    with TrajectoryWriter(path, format="parquet", row_group_size=row_group_size) as writer:
+        writer.write_many(trajectories)
+    return path
+
+
+def read_parquet(path: str | os.PathLike[str]) -> list[StepTrajectory]:
+    """Read every record of a Parquet file written by :func:`write_parquet`.
+
+    Args:
+        path: The file to read.
+
+    Returns:
+        The records, equal to those written.
+    """
+    _, pq = _pyarrow()
+    table = pq.read_table(Path(path))
+    return [_from_row(row) for row in table.to_pylist()]  # type: ignore[misc]
+
+
+def read_trajectories(path: str | os.PathLike[str]) -> list[StepTrajectory]:
+    """Read a ``.jsonl`` or ``.parquet`` file, choosing the format by suffix.
+
+    Args:
+        path: The file to read.
+
+    Returns:
+        The records in file order.
+    """
+    path = Path(path)
+    _check_suffix(path, (".jsonl", ".parquet"), "read_trajectories")
+    return read_parquet(path) if path.suffix.lower() == ".parquet" else read_jsonl(path)
+
+
+# --------------------------------------------------------------------------- writer
+class TrajectoryWriter:
+    """Incremental writer of trajectories; the format follows the file suffix.
+
+    JSONL records are flushed to disk one by one. Parquet rows are buffered and
+    written as a row group every ``row_group_size`` records; closing the writer
+    (also on an exception such as ``KeyboardInterrupt`` when used as a context
+    manager) writes the remaining rows and the footer, so the file is valid.
+
+    Args:
+        path: Destination, ending in ``.jsonl`` or ``.parquet``.
+        format: ``"jsonl"`` or ``"parquet"``; inferred from the suffix when None.
+        append: JSONL only: append to an existing file.
+        row_group_size: Parquet only: records per row group.
+
+    Example:
+        >>> with TrajectoryWriter("out.jsonl") as writer:  # doctest: +SKIP
+        ...     for trajectory in trajectories:
+        ...         writer.write(trajectory)
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        format: str | None = None,
+        append: bool = False,
+        row_group_size: int = 16,
+    ) -> None:
+        self.path = Path(path)
+        if format is None:
+            _check_suffix(self.path, (".jsonl", ".parquet"), "TrajectoryWriter")
+            format = self.path.suffix.lower().lstrip(".")
+        if format not in ("jsonl", "parquet"):
+            raise ValueError(f"TrajectoryWriter.format: expected 'jsonl' or 'parquet', got {format!r}")
+        if isinstance(row_group_size, bool) or not isinstance(row_group_size, int) or row_group_size < 1:
+            raise ValueError(f"TrajectoryWriter.row_group_size: expected an int >= 1, got {row_group_size!r}")
+        if append and format == "parquet":
+            raise ValueError("TrajectoryWriter.append: expected False for parquet (files cannot be appended to)")
+        self.format = format
+        self.row_group_size = row_group_size
+        self.count = 0
+        self._buffer: list[dict[str, Any]] = []
+        self._closed = False
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if format == "jsonl":
+            self._fh: Any = self.path.open("a" if append else "w", encoding="utf-8")
+            self._pq_writer: Any = None
+        else:
+            pa, pq = _pyarrow()
+            self._fh = None
+            self._pq_writer = pq.ParquetWriter(str(self.path), _schema())
+            # A file with zero row groups is still valid once closed.
+
+    def write(self, trajectory: Trajectory) -> None:
+        """Write one record (flushed now for JSONL, per row group for Parquet)."""
+        if self._closed:
+            raise ValueError("TrajectoryWriter.write: the writer is closed")
+        if self.format == "jsonl":
+            self._fh.write(json.dumps(_record(trajectory), ensure_ascii=False) + "\n")
+            self._fh.flush()
+        else:
+            self._buffer.append(_to_row(trajectory))
+            if len(self._buffer) >= self.row_group_size:
+                self.flush()
+        self.count += 1
+
+    def write_many(self, trajectories: Iterable[Trajectory]) -> None:
+        """Write several records in order."""
+        for trajectory in trajectories:
+            self.write(trajectory)
+
+    def flush(self) -> None:
+        """Push buffered records to the file (a new row group for Parquet)."""
+        if self._closed:
+            return
+        if self.format == "jsonl":
+            self._fh.flush()
+            return
+        if self._buffer:
+            pa, _ = _pyarrow()
+            table = pa.Table.from_pylist(self._buffer, schema=_schema())
+            self._pq_writer.write_table(table)
+            self._buffer = []
+
+    def close(self) -> None:
+        """Flush and close the file; safe to call twice."""
+        if self._closed:
+            return
+        try:
+            self.flush()
+        finally:
+            self._closed = True
+            if self._fh is not None:
+                self._fh.close()
+            if self._pq_writer is not None:
+                self._pq_writer.close()
+
+    def __enter__(self) -> TrajectoryWriter:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+# --------------------------------------------------------------------------- slime
+def _segments(trajectory: Trajectory) -> list[Segment]:
+    segments = list(getattr(trajectory, "segments", None) or [])
+    if segments:
+        return segments
+    logprobs = trajectory.response_logprobs
+    if logprobs is None:
+        logprobs = [0.0] * len(trajectory.response_tokens)
+    return [
+        Segment(
+            prompt_tokens=trajectory.prompt_tokens,
+            response_tokens=trajectory.response_tokens,
+            response_masks=trajectory.response_masks,
+            response_logprobs=logprobs,
+        )
+    ]
+
+
+def to_slime_samples(
+    trajectories: Iterable[Trajectory], *, include_empty: bool = False
+) -> list[dict[str, Any]]:
+    """Turn trajectories into slime/vime ``Sample``-style dicts, one per segment.
+
+    Each dict has ``tokens`` (prompt + response ids), ``response_length``,
+    ``loss_mask`` (one entry per response token: 1 on sampled ids),
+    ``rollout_log_probs`` (aligned with ``loss_mask``, 0 on masked positions),
+    ``reward`` (the episode's reward), ``status`` (slime's ``completed`` /
+    ``truncated`` / ``aborted``, see :data:`SLIME_STATUS`), ``rollout_id`` (shared
+    by the segments of one episode), ``group_index`` / ``index`` and
+    ``metadata`` (agent_gym status, group id, segment position, task id, metrics).
+
+    Args:
+        trajectories: Records from ``collect`` or a file.
+        include_empty: Keep segments with no response tokens (e.g. an episode
+            whose policy failed on its first turn); they are dropped by default
+            because they carry nothing to train on.
+
+    Returns:
+        The samples, in trajectory then segment order.
+    """
+    samples: list[dict[str, Any]] = []
+    group_index: dict[str, int] = {}
+    for trajectory in trajectories:
+        segments = _segments(trajectory)
+        status = trajectory.status or ""
+        task = getattr(trajectory, "task", None)
+        for position, segment in enumerate(segments):
+            response_length = len(segment.response_tokens)
+            if response_length == 0 and not include_empty:
+                continue
+            prompt = segment.prompt_tokens.tolist()
+            response = segment.response_tokens.tolist()
+            group = trajectory.group_id or trajectory.rollout_id
+            samples.append(
+                {
+                    "tokens": prompt + response,
+                    "response_length": response_length,
+                    "loss_mask": segment.response_masks.tolist(),
+                    "rollout_log_probs": segment.response_logprobs.tolist(),
+                    "reward": float(trajectory.trajectory_reward),
+                    "status": SLIME_STATUS.get(status, "completed" if not status else "aborted"),
+                    "rollout_id": trajectory.rollout_id,
+                    "group_index": group_index.setdefault(group, len(group_index)),
+                    "index": len(samples),
+                    "label": task.get("ground_truth") if isinstance(task, dict) else None,
+                    "metadata": {
+                        "episode_status": status,
+                        "group_id": trajectory.group_id,
+                        "idx": trajectory.idx,
+                        "segment_index": position,
+                        "num_segments": len(segments),
+                        "first_step": segment.first_step,
+                        "last_step": segment.last_step,
+                        "task_id": task.get("id") if isinstance(task, dict) else None,
+                        "retokenized": trajectory.retokenized,
+                        "metrics": dict(trajectory.metrics),
+                    },
+                }
+            )
+    return samples
