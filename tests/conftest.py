@@ -1,0 +1,189 @@
+"""Shared fixtures: real offline tokenizers, a tiny model, and real reference-server processes.
+
+Fixtures (all session-scoped except ``start_server``'s servers, which live for the session too):
+
+* ``qwen_tokenizer`` / ``deepseek_tokenizer``: real tokenizers built offline.
+* ``tiny_model_dir``: a tiny random-weight Qwen2 model + Qwen tokenizer in a temporary directory.
+* ``tiny_deepseek_model_dir``: the same architecture over the DeepSeek vocabulary.
+* ``reference_server``: ``"127.0.0.1:PORT"`` of a ``python -m agent_gym.server`` process
+  serving ``tiny_model_dir`` (max_model_len 4096).
+* ``start_server(**options)``: starts another server process and returns a :class:`ServerProcess`
+  (a ``str`` equal to its ``"127.0.0.1:PORT"`` address, with ``.url``, ``.process``, ``.kill()``).
+  Options map to command-line flags (``fake_tokens=4`` -> ``--fake-tokens 4``, ``hang=True`` ->
+  ``--hang``); ``model`` defaults to ``tiny_model_dir``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+STARTUP_TIMEOUT_S = 120.0
+
+
+class ServerProcess(str):
+    """Address ``"127.0.0.1:PORT"`` of a running server process, with handles to control it."""
+
+    process: subprocess.Popen
+    url: str
+    log_path: Path
+
+    def __new__(cls, address: str, process: subprocess.Popen, log_path: Path) -> ServerProcess:
+        obj = super().__new__(cls, address)
+        obj.process = process
+        obj.url = f"http://{address}"
+        obj.log_path = log_path
+        return obj
+
+    @property
+    def address(self) -> str:
+        """The ``"127.0.0.1:PORT"`` address (same as ``str(self)``)."""
+        return str(self)
+
+    def alive(self) -> bool:
+        """Whether the process is still running."""
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        """Kill the process abruptly (SIGKILL) and reap it."""
+        if self.alive():
+            self.process.kill()
+        self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        """Stop the process gracefully, killing it if it does not exit within 5 s."""
+        if self.alive():
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def log(self) -> str:
+        """The server's combined stdout/stderr so far."""
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _options_to_argv(options: dict[str, Any]) -> list[str]:
+    argv: list[str] = []
+    for key, value in options.items():
+        flag = "--" + key.replace("_", "-")
+        if value is None or value is False:
+            continue
+        if value is True:
+            argv.append(flag)
+        else:
+            argv += [flag, str(value)]
+    return argv
+
+
+def launch_server(log_dir: Path, **options: Any) -> ServerProcess:
+    """Start ``python -m agent_gym.server`` with ``options`` on a free port and wait for ``/health``.
+
+    Raises:
+        RuntimeError: The server exited or did not become healthy in time (its log is included).
+    """
+    last_error = ""
+    for _attempt in range(3):
+        port = _free_port()
+        log_path = log_dir / f"server-{port}.log"
+        argv = [sys.executable, "-m", "agent_gym.server", "--host", "127.0.0.1", "--port", str(port)]
+        argv += _options_to_argv(options)
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
+        server = ServerProcess(f"127.0.0.1:{port}", proc, log_path)
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if not server.alive():
+                break
+            try:
+                if httpx.get(f"{server.url}/health", timeout=1.0).status_code == 200:
+                    return server
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        server.stop()
+        last_error = server.log()
+        if "address already in use" not in last_error.lower():
+            break
+    raise RuntimeError(f"reference server with {options} did not start:\n{last_error[-4000:]}")
+
+
+@pytest.fixture(scope="session")
+def qwen_tokenizer():
+    """The real Qwen2.5/Qwen3 tokenizer (built offline, cached)."""
+    from agent_gym.models import load_qwen_tokenizer
+
+    return load_qwen_tokenizer()
+
+
+@pytest.fixture(scope="session")
+def deepseek_tokenizer():
+    """The real DeepSeek tokenizer from the ``deepseek-tokenizer`` package."""
+    from agent_gym.models import load_deepseek_tokenizer
+
+    return load_deepseek_tokenizer()
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory, qwen_tokenizer) -> Path:
+    """Directory of a tiny random-weight Qwen2 model with the Qwen tokenizer (seed 0)."""
+    from agent_gym.models import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-qwen"), tokenizer=qwen_tokenizer, seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_deepseek_model_dir(tmp_path_factory: pytest.TempPathFactory, deepseek_tokenizer) -> Path:
+    """Directory of a tiny random-weight Qwen2-architecture model over the DeepSeek vocabulary."""
+    from agent_gym.models import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-deepseek"), tokenizer=deepseek_tokenizer, seed=0)
+
+
+@pytest.fixture(scope="session")
+def start_server(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> Iterator[Callable[..., ServerProcess]]:
+    """Factory starting extra server processes; all are stopped at the end of the session.
+
+    Example::
+
+        def test_retry(start_server):
+            server = start_server(fake_tokens=4, fail_first=2, fail_status=429)
+            httpx.post(f"http://{server}/v1/completions", json={...})
+    """
+    log_dir = tmp_path_factory.mktemp("server-logs")
+    servers: list[ServerProcess] = []
+
+    def _start(**options: Any) -> ServerProcess:
+        options.setdefault("model", str(tiny_model_dir))
+        server = launch_server(log_dir, **options)
+        servers.append(server)
+        return server
+
+    yield _start
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def reference_server(start_server: Callable[..., ServerProcess]) -> str:
+    """Address ``"127.0.0.1:PORT"`` of a reference server serving ``tiny_model_dir``."""
+    return start_server(max_model_len=4096)
