@@ -1,0 +1,29 @@
+"""Reference OpenAI-compatible server on transformers that speaks vLLM's dialect.
+
+Run it with ``python -m agent_gym.server --model PATH --port 8000`` or ``agent-gym serve``.
+It exists for CPU development and tests of clients (token-in completions with
+``return_token_ids``, processed logprobs, vLLM error bodies); it is not a production server.
+
+Testing aids (never enable them in real use): ``--fake-tokens N [--fake-latency-ms M]`` answers
+without a model; ``--fail-first N --fail-status S``, ``--hang``/``--hang-after N``,
+``--malformed-json`` and ``--die-after N`` inject faults into the generation endpoints.
+"""
+
+from __future__ import annotations
+
+from agent_gym.server.app import Faults, create_app
+from agent_gym.server.engine import FakeEngine, GenRequest, SeqResult, TransformersEngine
+from agent_gym.server.main import add_server_arguments, build_app, main, serve
+
+__all__ = [
+    "FakeEngine",
+    "Faults",
+    "GenRequest",
+    "SeqResult",
+    "TransformersEngine",
+    "add_server_arguments",
+    "build_app",
+    "create_app",
+    "main",
+    "serve",
+]

@@ -1,0 +1,303 @@
+"""FastAPI application of the reference server (vLLM's OpenAI-compatible dialect).
+
+Endpoints: ``POST /v1/completions``, ``POST /v1/chat/completions``, ``GET /v1/models``,
+``POST /tokenize``, ``POST /detokenize``, ``GET /health``. Errors use vLLM's body
+``{"error": {"message", "type", "param", "code"}}``. Generation runs in the engine's worker
+thread (or without a model in fake mode), never on the event loop.
+
+:class:`Faults` holds the *testing aids* (failing, hanging, dying, malformed answers) that the
+command line can switch on; they only affect the two generation endpoints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+
+from agent_gym.server.engine import SeqResult
+from agent_gym.server.protocol import (
+    BadRequest,
+    ChatRequest,
+    CompletionRequest,
+    DetokenizeRequest,
+    TokenizeRequest,
+    context_error,
+    message_text,
+    to_gen_request,
+)
+
+__all__ = ["Faults", "create_app"]
+
+
+@dataclass
+class Faults:
+    """Fault injection for tests of clients (off by default).
+
+    Applied, in this order, to the k-th request (k = 1, 2, ...) of a generation endpoint:
+
+    Attributes:
+        die_after: When set, the process exits abruptly on request ``die_after + 1``
+            (the client sees a dropped connection, like a crashed server).
+        fail_first: Requests ``1..fail_first`` answer ``fail_status`` with an error body.
+        fail_status: Status of those failures (e.g. 500 or 429).
+        hang_after: When set, requests after the first ``hang_after`` never get an answer.
+        malformed_json: Answer 200 with a truncated, unparseable JSON body.
+    """
+
+    die_after: int | None = None
+    fail_first: int = 0
+    fail_status: int = 500
+    hang_after: int | None = None
+    malformed_json: bool = False
+
+    def __post_init__(self) -> None:
+        self._count = 0
+        self._lock = threading.Lock()
+
+    async def before(self) -> Response | None:
+        """Return the injected response for this request, or ``None`` to serve it normally."""
+        with self._lock:
+            self._count += 1
+            k = self._count
+        if self.die_after is not None and k > self.die_after:
+            os._exit(17)
+        if k <= self.fail_first:
+            kind = "TooManyRequests" if self.fail_status == 429 else "InternalServerError"
+            body = {"error": {"message": f"injected failure {k}/{self.fail_first}", "type": kind,
+                              "param": None, "code": self.fail_status}}
+            headers = {"Retry-After": "0"} if self.fail_status == 429 else None
+            return JSONResponse(body, status_code=self.fail_status, headers=headers)
+        if self.hang_after is not None and k > self.hang_after:
+            while True:  # until the client gives up and the server is stopped
+                await asyncio.sleep(3600)
+        if self.malformed_json:
+            return Response(content=b'{"id": "cmpl-malformed", "choices": [{"text": ', media_type="application/json")
+        return None
+
+
+class _TokenText:
+    """Per-id decoded strings (cached) for logprob entries."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        self.cache: dict[int, str] = {}
+
+    def __call__(self, token_id: int, as_ids: bool) -> str:
+        if as_ids:
+            return f"token_id:{token_id}"
+        s = self.cache.get(token_id)
+        if s is None:
+            s = self.tokenizer.decode([token_id], skip_special_tokens=False)
+            self.cache[token_id] = s
+        return s
+
+
+def create_app(engine: Any, *, served_model_name: str | None = None, faults: Faults | None = None) -> FastAPI:
+    """Build the FastAPI app serving ``engine``.
+
+    Args:
+        engine: A :class:`~agent_gym.server.engine.TransformersEngine` or
+            :class:`~agent_gym.server.engine.FakeEngine` (anything with ``tokenizer``,
+            ``max_model_len``, ``vocab_size`` and ``async generate(GenRequest)``).
+        served_model_name: Name reported by ``/v1/models`` and in responses (default: the
+            engine's model path). Requests may name any model; the field is informational.
+        faults: Fault injection for tests; ``None`` disables it.
+    """
+    app = FastAPI(title="agent_gym reference server", docs_url=None, redoc_url=None)
+    tok = engine.tokenizer
+    name = served_model_name or str(engine.model_path)
+    created = int(time.time())
+    token_text = _TokenText(tok)
+    faults = faults or Faults()
+
+    @app.exception_handler(BadRequest)
+    async def _bad_request(_: Request, exc: BadRequest) -> JSONResponse:
+        return JSONResponse(exc.body(), status_code=exc.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errs = exc.errors()
+        first = errs[0] if errs else {}
+        loc = [str(x) for x in first.get("loc", ()) if x != "body"]
+        msg = "; ".join(f"{'.'.join(str(x) for x in e.get('loc', ()) if x != 'body')}: {e.get('msg')}" for e in errs)
+        return JSONResponse(BadRequest(msg or "invalid request", param=loc[0] if loc else None).body(), status_code=400)
+
+    def chat_prompt(messages: list[dict[str, Any]], tools: Any, kwargs: dict | None, add_gen: bool,
+                    cont: bool = False) -> list[int]:
+        msgs = []
+        for m in messages:
+            if not isinstance(m, dict) or "role" not in m:
+                raise BadRequest("each message must be an object with a 'role'", param="messages")
+            msgs.append({**m, "content": message_text(m.get("content"))})
+        try:
+            enc = tok.apply_chat_template(
+                msgs, tools=tools, tokenize=True, add_generation_prompt=add_gen and not cont,
+                continue_final_message=cont, **(kwargs or {}),
+            )
+        except Exception as exc:  # template errors are the client's messages' fault
+            raise BadRequest(f"chat template failed: {exc}", param="messages") from exc
+        ids = enc["input_ids"] if isinstance(enc, dict) or hasattr(enc, "keys") else enc
+        return list(ids)
+
+    @app.get("/health")
+    async def health() -> Response:
+        ok = getattr(engine, "healthy", True)
+        return Response(status_code=200 if ok else 503)
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return {"object": "list", "data": [{
+            "id": name, "object": "model", "created": created, "owned_by": "agent_gym",
+            "root": str(engine.model_path), "parent": None, "max_model_len": engine.max_model_len,
+            "permission": [],
+        }]}
+
+    @app.post("/tokenize")
+    async def tokenize(req: TokenizeRequest) -> dict[str, Any]:
+        if req.messages is not None:
+            ids = chat_prompt(req.messages, req.tools, req.chat_template_kwargs, req.add_generation_prompt)
+        elif req.prompt is not None:
+            ids = tok.encode(req.prompt, add_special_tokens=req.add_special_tokens)
+        else:
+            raise BadRequest("either 'prompt' or 'messages' is required", param="prompt")
+        strs = tok.convert_ids_to_tokens(ids) if req.return_token_strs else None
+        return {"count": len(ids), "max_model_len": engine.max_model_len, "tokens": ids, "token_strs": strs}
+
+    @app.post("/detokenize")
+    async def detokenize(req: DetokenizeRequest) -> dict[str, Any]:
+        for t in req.tokens:
+            if not 0 <= t < engine.vocab_size:
+                raise BadRequest(f"Token id {t} is out of vocabulary (size {engine.vocab_size}).", param="tokens")
+        return {"prompt": tok.decode(req.tokens)}
+
+    @app.post("/v1/completions")
+    async def completions(req: CompletionRequest) -> Response:
+        injected = await faults.before()
+        if injected is not None:
+            return injected
+        prompts = _split_prompts(req.prompt)
+        if req.echo:
+            raise BadRequest("echo=true is not supported by this reference server.", param="echo")
+        max_tokens = 16 if req.max_tokens is None else req.max_tokens
+        top = 0 if req.logprobs is None else req.logprobs
+        gens = []
+        for p in prompts:
+            ids = tok.encode(p, add_special_tokens=req.add_special_tokens) if isinstance(p, str) else p
+            if not ids:
+                raise BadRequest("The prompt cannot be empty.", param="prompt")
+            err = context_error(engine.max_model_len, len(ids), max_tokens)
+            if err is not None:
+                raise err
+            gens.append(to_gen_request(req, ids, max_tokens=max_tokens, top_logprobs=top, vocab_size=engine.vocab_size))
+        results = await asyncio.gather(*(engine.generate(g) for g in gens))
+        choices = []
+        prompt_tokens = completion_tokens = 0
+        for g, samples in zip(gens, results):
+            prompt_tokens += len(g.prompt_ids)
+            for s in samples:
+                completion_tokens += len(s.token_ids)
+                choices.append({
+                    "index": len(choices),
+                    "text": s.text,
+                    "logprobs": _completion_logprobs(s, token_text, req.return_tokens_as_token_ids)
+                    if req.logprobs is not None else None,
+                    "finish_reason": s.finish_reason,
+                    "stop_reason": s.stop_reason,
+                    "prompt_logprobs": None,
+                    "prompt_token_ids": list(g.prompt_ids) if req.return_token_ids else None,
+                    "token_ids": list(s.token_ids) if req.return_token_ids else None,
+                })
+        return JSONResponse({
+            "id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion", "created": int(time.time()),
+            "model": name, "choices": choices,
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens},
+        })
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(req: ChatRequest) -> Response:
+        injected = await faults.before()
+        if injected is not None:
+            return injected
+        if not req.messages:
+            raise BadRequest("messages must be a non-empty list.", param="messages")
+        ids = chat_prompt(req.messages, req.tools, req.chat_template_kwargs, req.add_generation_prompt,
+                          req.continue_final_message)
+        max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
+        err = context_error(engine.max_model_len, len(ids), max_tokens)
+        if err is not None:
+            raise err
+        if max_tokens is None:
+            max_tokens = engine.max_model_len - len(ids)
+        top = (req.top_logprobs or 0) if req.logprobs else 0
+        gen = to_gen_request(req, ids, max_tokens=max_tokens, top_logprobs=top, vocab_size=engine.vocab_size)
+        samples = await engine.generate(gen)
+        choices = []
+        for i, s in enumerate(samples):
+            choices.append({
+                "index": i,
+                "message": {"role": "assistant", "content": s.text, "reasoning_content": None, "tool_calls": []},
+                "logprobs": _chat_logprobs(s, token_text, req.return_tokens_as_token_ids, top) if req.logprobs else None,
+                "finish_reason": s.finish_reason,
+                "stop_reason": s.stop_reason,
+                "token_ids": list(s.token_ids) if req.return_token_ids else None,
+            })
+        completion_tokens = sum(len(s.token_ids) for s in samples)
+        return JSONResponse({
+            "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
+            "model": name, "choices": choices,
+            "prompt_token_ids": ids if req.return_token_ids else None,
+            "prompt_logprobs": None,
+            "usage": {"prompt_tokens": len(ids), "completion_tokens": completion_tokens,
+                      "total_tokens": len(ids) + completion_tokens},
+        })
+
+    return app
+
+
+def _split_prompts(prompt: Any) -> list[str | list[int]]:
+    if isinstance(prompt, str):
+        return [prompt]
+    if not prompt:
+        raise BadRequest("The prompt cannot be empty.", param="prompt")
+    if all(isinstance(x, int) for x in prompt):
+        return [list(prompt)]
+    return list(prompt)
+
+
+def _completion_logprobs(s: SeqResult, text: _TokenText, as_ids: bool) -> dict[str, Any]:
+    tokens = [text(t, as_ids) for t in s.token_ids]
+    offsets, pos = [], 0
+    for t in s.token_ids:
+        offsets.append(pos)
+        pos += len(text(t, False))
+    tops = []
+    for t, lp, top in zip(s.token_ids, s.logprobs, s.top_logprobs):
+        entry = {text(t, as_ids): lp}
+        for tid, v in top:
+            entry.setdefault(text(tid, as_ids), v)
+        tops.append(entry)
+    return {"text_offset": offsets, "token_logprobs": list(s.logprobs), "tokens": tokens, "top_logprobs": tops}
+
+
+def _chat_logprobs(s: SeqResult, text: _TokenText, as_ids: bool, top_n: int) -> dict[str, Any]:
+    content = []
+    for t, lp, top in zip(s.token_ids, s.logprobs, s.top_logprobs):
+        tstr = text(t, as_ids)
+        content.append({
+            "token": tstr, "logprob": lp, "bytes": list(text(t, False).encode("utf-8")),
+            "top_logprobs": [
+                {"token": text(i, as_ids), "logprob": v, "bytes": list(text(i, False).encode("utf-8"))}
+                for i, v in top[:top_n]
+            ],
+        })
+    return {"content": content}
