@@ -1,0 +1,409 @@
+"""Incremental, token-exact prompt building for multi-turn chat.
+
+:class:`ChatTokenBuilder` keeps, per session, the prompt ids sent and the ids the
+model sampled. The next turn's prompt is::
+
+    previous prompt ids + sampled ids (+ end-of-turn id if sampling stopped early)
+        + ids of the new messages + generation prompt
+
+The ids of the new messages come from a fixed, cached *base conversation* that ends
+with an assistant turn: the chat template renders ``base + new messages`` with the
+generation prompt, and the ids after the base assistant's end-of-turn token are the
+suffix. Earlier turns are never re-rendered, so:
+
+* the model's own sampled ids stay in the context (a re-tokenization of the text can
+  merge bytes differently, and Qwen3-style templates drop earlier ``<think>`` blocks);
+* the newline a ChatML template puts after ``<|im_end|>`` belongs to the suffix, never
+  to the sampled ids;
+* turn ``k`` costs O(new messages), not O(conversation).
+
+When the incoming messages are not "previous messages + the assistant message just
+sampled + new messages" (memory rewrote the history, thinking was elided, tools
+changed), the conversation is rendered afresh and the turn is flagged ``new_segment``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["ChatTokenBuilder", "PromptPlan", "as_id_list", "template_supports_tools"]
+
+_BASE_USER = "Say hello."
+_BASE_ASSISTANT = "Hello there, friend."
+_BASE: tuple[dict[str, str], ...] = (
+    {"role": "user", "content": _BASE_USER},
+    {"role": "assistant", "content": _BASE_ASSISTANT},
+)
+
+
+def as_id_list(result: Any) -> list[int]:
+    """Return the token ids of an ``apply_chat_template(tokenize=True)`` or tokenizer call.
+
+    Handles a plain list, a ``BatchEncoding``/dict with ``input_ids`` (transformers 5.x)
+    and tensors, batched or not (the first row is taken).
+
+    Raises:
+        TypeError: If no ids can be found in ``result``.
+    """
+    if isinstance(result, Mapping) or hasattr(result, "input_ids"):
+        result = result["input_ids"] if isinstance(result, Mapping) else result.input_ids
+    if hasattr(result, "tolist"):
+        result = result.tolist()
+    if isinstance(result, (list, tuple)):
+        if result and isinstance(result[0], (list, tuple)):
+            result = result[0]
+        return [int(t) for t in result]
+    raise TypeError(f"expected token ids (list or BatchEncoding), got {type(result).__name__}")
+
+
+def template_supports_tools(tokenizer: Any) -> bool:
+    """Return whether the tokenizer's chat template renders a ``tools`` argument.
+
+    Detection is by source: a template that never mentions ``tools`` ignores it.
+    """
+    template = getattr(tokenizer, "chat_template", None)
+    if isinstance(template, Mapping):
+        return "tool_use" in template or any("tools" in str(t) for t in template.values())
+    return isinstance(template, str) and "tools" in template
+
+
+def _describe_tools(schemas: list[dict[str, Any]]) -> str:
+    """Plain-text tool description for templates without tool support."""
+    try:
+        from agent_gym.tools import describe_tools
+    except ImportError:
+        describe_tools = None
+    if describe_tools is not None:
+        return str(describe_tools(schemas))
+    lines = ["You can call these tools (JSON schemas):"]
+    lines += [json.dumps(schema, ensure_ascii=False, sort_keys=True) for schema in schemas]
+    return "\n".join(lines)
+
+
+def _normalize(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        raise TypeError(f"messages: expected a sequence of message dicts, got {type(messages).__name__}")
+    out: list[dict[str, Any]] = []
+    for i, message in enumerate(messages):
+        if not isinstance(message, Mapping) or "role" not in message:
+            raise TypeError(f"messages[{i}]: expected a dict with 'role' and 'content', got {message!r:.80}")
+        item = dict(message)
+        if item.get("content") is None:
+            item["content"] = ""
+        out.append(item)
+    if not out:
+        raise ValueError("messages: expected at least one message, got an empty sequence")
+    return out
+
+
+def _tools_key(tools: list[dict[str, Any]] | None) -> str | None:
+    return json.dumps(tools, sort_keys=True, ensure_ascii=False) if tools else None
+
+
+@dataclass
+class PromptPlan:
+    """The prompt of one turn, before sampling.
+
+    Attributes:
+        session_id: The session the plan belongs to.
+        prompt_ids: The full prompt ids to send.
+        messages: The (normalized) messages the prompt encodes.
+        new_segment: True when the prompt does not extend the previous turn's prompt and
+            sampled ids (history rewritten): a new training segment starts here.
+        incremental: True when the prompt was built from the previous turn without
+            re-rendering earlier messages.
+        segment_start: Length of the prompt that opened the current segment; ids after it
+            are the segment's response (sampled and environment ids).
+    """
+
+    session_id: str
+    prompt_ids: list[int]
+    messages: list[dict[str, Any]]
+    new_segment: bool
+    incremental: bool
+    segment_start: int
+    tools_key: str | None = None
+
+    @property
+    def response_length(self) -> int:
+        """Ids after the segment's first prompt (sampled + environment), before this turn."""
+        return len(self.prompt_ids) - self.segment_start
+
+
+@dataclass
+class _Session:
+    messages: list[dict[str, Any]]
+    tools_key: str | None
+    prompt_ids: list[int]
+    sampled_ids: list[int]
+    text: str
+    segment_start: int
+    turns: int = 1
+
+
+@dataclass
+class _BaseInfo:
+    """What the base conversation looks like for one tools setting."""
+
+    eot_count: int
+    valid_prefixes: set[tuple[int, ...]] = field(default_factory=set)
+
+
+class ChatTokenBuilder:
+    """Builds each turn's prompt ids from the previous turn's exact ids.
+
+    Args:
+        tokenizer: A Hugging Face tokenizer with a chat template.
+        chat_template_kwargs: Extra template variables (e.g. ``{"enable_thinking": False}``).
+        track_retokenization: Count turns whose sampled ids differ from a re-tokenization
+            of their text (see :attr:`noncanonical_turns`). Costs one encode per turn.
+
+    Raises:
+        ValueError: If the tokenizer has no chat template, or its assistant turns do not
+            end with a special end-of-turn token.
+
+    Example:
+        >>> builder = ChatTokenBuilder(tokenizer)  # doctest: +SKIP
+        >>> plan = builder.prepare("ep-1", [{"role": "user", "content": "2+2?"}])  # doctest: +SKIP
+        >>> builder.commit(plan, sampled_ids, text)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+        *,
+        track_retokenization: bool = True,
+    ) -> None:
+        if not getattr(tokenizer, "chat_template", None):
+            raise ValueError("tokenizer: expected a tokenizer with a chat template, got one without")
+        self.tokenizer = tokenizer
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        self.track_retokenization = track_retokenization
+        self.supports_tools = template_supports_tools(tokenizer)
+        self._sessions: dict[str, _Session] = {}
+        self._bases: dict[str | None, _BaseInfo] = {}
+        self._lock = threading.Lock()
+        self.noncanonical_turns = 0
+        self.fresh_renders = 0
+        self.eot_token_id = self._find_eot()
+        eos = getattr(tokenizer, "eos_token_id", None)
+        self.stop_ids: frozenset[int] = frozenset({self.eot_token_id} | ({int(eos)} if eos is not None else set()))
+
+    # ------------------------------------------------------------------ rendering
+    def render_text(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        *,
+        add_generation_prompt: bool = True,
+    ) -> str:
+        """Render ``messages`` with the chat template (tools in the template or the system message)."""
+        msgs, kwargs = self._template_args(_normalize(messages), tools)
+        return self.tokenizer.apply_chat_template(
+            msgs, tokenize=False, add_generation_prompt=add_generation_prompt, **kwargs
+        )
+
+    def render_ids(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        *,
+        add_generation_prompt: bool = True,
+    ) -> list[int]:
+        """Render ``messages`` and tokenize them in one go (a full, non-incremental render)."""
+        msgs, kwargs = self._template_args(_normalize(messages), tools)
+        result = self.tokenizer.apply_chat_template(
+            msgs, tokenize=True, add_generation_prompt=add_generation_prompt, **kwargs
+        )
+        return as_id_list(result)
+
+    def _template_args(
+        self, msgs: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        kwargs = dict(self.chat_template_kwargs)
+        if tools:
+            if self.supports_tools:
+                kwargs["tools"] = tools
+            else:
+                description = _describe_tools(tools)
+                if msgs and msgs[0].get("role") == "system":
+                    head = str(msgs[0].get("content") or "")
+                    msgs = [{**msgs[0], "content": f"{head}\n\n{description}" if head else description}, *msgs[1:]]
+                else:
+                    msgs = [{"role": "system", "content": description}, *msgs]
+        return msgs, kwargs
+
+    # ------------------------------------------------------------------ base conversation
+    def _find_eot(self) -> int:
+        """Return the special token that ends an assistant turn in this template."""
+        ids = self.render_ids(list(_BASE), add_generation_prompt=False)
+        special = set(getattr(self.tokenizer, "all_special_ids", []) or [])
+        special |= set(getattr(self.tokenizer, "added_tokens_decoder", {}) or {})
+        for pos in range(len(ids) - 1, -1, -1):
+            token = ids[pos]
+            if token in special:
+                return token
+            if self.tokenizer.decode([token], skip_special_tokens=False).strip():
+                break
+        eos = getattr(self.tokenizer, "eos_token_id", None)
+        if eos is not None and eos in ids:
+            return int(eos)
+        raise ValueError(
+            "tokenizer: expected assistant turns to end with a special end-of-turn token, "
+            f"got a template whose base turn ends with {self.tokenizer.decode(ids[-4:])!r}"
+        )
+
+    def _base_info(self, tools: list[dict[str, Any]] | None, key: str | None) -> _BaseInfo:
+        info = self._bases.get(key)
+        if info is None:
+            template_tools = tools if self.supports_tools else None
+            ids = self.render_ids(list(_BASE), template_tools, add_generation_prompt=False)
+            last = max(i for i, t in enumerate(ids) if t == self.eot_token_id)
+            info = _BaseInfo(eot_count=ids[: last + 1].count(self.eot_token_id))
+            self._bases[key] = info
+        return info
+
+    def suffix_ids(self, new_messages: Sequence[Mapping[str, Any]], tools: list[dict[str, Any]] | None = None) -> (
+        list[int] | None
+    ):
+        """Ids that follow a finished assistant turn for ``new_messages`` plus the generation prompt.
+
+        Returns:
+            The ids, or None when the rendered base part does not look like the cached base
+            conversation (the caller then renders the whole conversation).
+        """
+        key = _tools_key(tools) if self.supports_tools else None
+        info = self._base_info(tools, key)
+        msgs = [dict(m) for m in _BASE] + _normalize(new_messages) if new_messages else [dict(m) for m in _BASE]
+        kwargs = dict(self.chat_template_kwargs)
+        if tools and self.supports_tools:
+            kwargs["tools"] = tools
+        full = as_id_list(self.tokenizer.apply_chat_template(msgs, tokenize=True, add_generation_prompt=True, **kwargs))
+        seen, cut = 0, -1
+        for pos, token in enumerate(full):
+            if token == self.eot_token_id:
+                seen += 1
+                if seen == info.eot_count:
+                    cut = pos + 1
+                    break
+        if cut < 0:
+            return None
+        prefix = tuple(full[:cut])
+        if prefix not in info.valid_prefixes:
+            text = self.tokenizer.decode(list(prefix[:-1]), skip_special_tokens=False)
+            if not text.rstrip().endswith(_BASE_ASSISTANT) or _BASE_USER not in text:
+                return None
+            if len(info.valid_prefixes) < 16:
+                info.valid_prefixes.add(prefix)
+        return full[cut:]
+
+    # ------------------------------------------------------------------ sessions
+    def prepare(
+        self,
+        session_id: str,
+        messages: Sequence[Mapping[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+    ) -> PromptPlan:
+        """Return the prompt ids for the next turn of ``session_id`` (state is not changed).
+
+        Args:
+            session_id: The episode.
+            messages: The whole conversation as the policy sees it.
+            tools: OpenAI function schemas, or None.
+
+        Returns:
+            A :class:`PromptPlan`; pass it to :meth:`commit` once the turn is sampled.
+
+        Raises:
+            RuntimeError: If the incremental prompt breaks the prefix invariant (a bug).
+        """
+        msgs = _normalize(messages)
+        key = _tools_key(tools)
+        with self._lock:
+            state = self._sessions.get(session_id)
+        if state is not None:
+            new = self._continuation(state, msgs, key)
+            suffix = self.suffix_ids(new, tools) if new is not None else None
+            if suffix is not None:
+                head = state.prompt_ids + state.sampled_ids
+                if not state.sampled_ids or state.sampled_ids[-1] != self.eot_token_id:
+                    head.append(self.eot_token_id)
+                ids = head + suffix
+                n_prev, n_sampled = len(state.prompt_ids), len(state.sampled_ids)
+                if ids[:n_prev] != state.prompt_ids or ids[n_prev : n_prev + n_sampled] != state.sampled_ids:
+                    raise RuntimeError(f"session {session_id!r}: prefix invariant broken while building the prompt")
+                return PromptPlan(session_id, ids, msgs, False, True, state.segment_start, key)
+        ids = self.render_ids(msgs, tools, add_generation_prompt=True)
+        self.fresh_renders += 1
+        return PromptPlan(session_id, ids, msgs, state is not None, False, len(ids), key)
+
+    def _continuation(
+        self, state: _Session, msgs: list[dict[str, Any]], key: str | None
+    ) -> list[dict[str, Any]] | None:
+        """Return the messages added after the last sampled turn, or None if history was rewritten."""
+        n = len(state.messages)
+        if key != state.tools_key or len(msgs) <= n or msgs[:n] != state.messages:
+            return None
+        reply = msgs[n]
+        if reply.get("role") != "assistant":
+            return None
+        content = str(reply.get("content") or "")
+        if content != state.text and content.strip() != state.text.strip():
+            return None
+        return msgs[n + 1 :]
+
+    def commit(self, plan: PromptPlan, sampled_ids: Sequence[int], text: str) -> bool:
+        """Record the ids sampled for ``plan``; the next :meth:`prepare` extends them.
+
+        Args:
+            plan: The plan returned by :meth:`prepare` for this turn.
+            sampled_ids: The raw sampled ids (including a final end-of-turn/stop id).
+            text: The assistant message content the caller will add to the conversation.
+
+        Returns:
+            True when ``sampled_ids`` equal a fresh tokenization of ``text`` (plus the stop id),
+            False when a re-tokenization would have changed them (always True when tracking
+            is off).
+        """
+        sampled = [int(t) for t in sampled_ids]
+        canonical = True
+        if self.track_retokenization:
+            core = sampled[:-1] if sampled and sampled[-1] in self.stop_ids else sampled
+            canonical = self.tokenizer.encode(text, add_special_tokens=False) == core
+            if not canonical:
+                self.noncanonical_turns += 1
+        with self._lock:
+            old = self._sessions.get(plan.session_id)
+            turns = old.turns + 1 if old is not None else 1
+            self._sessions[plan.session_id] = _Session(
+                plan.messages, plan.tools_key, plan.prompt_ids, sampled, text, plan.segment_start, turns
+            )
+        return canonical
+
+    def decode_response(self, sampled_ids: Sequence[int], extra_stop_ids: Sequence[int] = ()) -> str:
+        """Decode sampled ids to the assistant message text (a final stop id is left out)."""
+        ids = list(sampled_ids)
+        if ids and (ids[-1] in self.stop_ids or ids[-1] in extra_stop_ids):
+            ids = ids[:-1]
+        return self.tokenizer.decode(ids, skip_special_tokens=False)
+
+    def session_ids(self, session_id: str) -> list[int]:
+        """Return the last prompt ids plus sampled ids of ``session_id`` (empty if unknown)."""
+        with self._lock:
+            state = self._sessions.get(session_id)
+        return [] if state is None else state.prompt_ids + state.sampled_ids
+
+    def close(self, session_id: str) -> None:
+        """Forget ``session_id``."""
+        with self._lock:
+            self._sessions.pop(session_id, None)
+
+    @property
+    def num_sessions(self) -> int:
+        """Number of sessions currently tracked."""
+        return len(self._sessions)

@@ -1,0 +1,194 @@
+"""Sampling parameters shared by every policy.
+
+:class:`SamplingParams` carries the fields and value ranges of the seed API's
+``v1/completions`` parameters (``n``, ``top_k``, ``logprobs``, ``min_p``,
+``detokenize``, ``frequency_penalty``, ``max_tokens``, ``min_tokens``,
+``presence_penalty``, ``seed``, ``temperature``, ``top_p``) plus the vLLM extras
+``stop``, ``stop_token_ids`` and ``repetition_penalty``. Out-of-range values raise
+a ``pydantic.ValidationError`` (a ``ValueError``) whose message names the field
+and its allowed range.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+
+__all__ = ["SAMPLING_RANGES", "SamplingParams"]
+
+#: Allowed closed ranges of the numeric fields, ``None`` meaning unbounded on that side.
+SAMPLING_RANGES: dict[str, tuple[float | None, float | None]] = {
+    "n": (1, None),
+    "logprobs": (0, None),
+    "min_p": (0.0, 1.0),
+    "frequency_penalty": (-2.0, 2.0),
+    "presence_penalty": (-2.0, 2.0),
+    "max_tokens": (1, 64000),
+    "min_tokens": (0, 64000),
+    "seed": (-65535, 65535),
+    "temperature": (0.0, 2.0),
+    "top_p": (1e-8, 1.0),
+}
+
+
+def _range_text(lo: float | None, hi: float | None) -> str:
+    if hi is None:
+        return f">= {lo}"
+    return f"in [{lo}, {hi}]"
+
+
+class SamplingParams(BaseModel):
+    """How a policy samples one assistant turn.
+
+    Defaults follow the seed API (``top_k=50``, ``logprobs=1``, ``max_tokens=128``,
+    ``temperature=0.2``). A policy always records the sampled tokens' own logprobs;
+    ``logprobs`` is the number of extra top alternatives requested per position (vLLM
+    semantics, 0 = only the sampled token).
+
+    Attributes:
+        n: Number of samples per request (>= 1). Policies produce one turn per call
+            and request a single sample; ``n`` is used by the raw ``completions`` API.
+        top_k: Keep the ``k`` most likely tokens; 0 or -1 turns it off.
+        logprobs: Number of top alternatives to return per position (>= 0).
+        min_p: Drop tokens less likely than ``min_p`` times the most likely one, in [0, 1].
+        detokenize: Whether the server should detokenize (the policy always decodes
+            the sampled ids itself).
+        frequency_penalty: Penalty proportional to a token's count so far, in [-2, 2].
+        max_tokens: Most tokens to sample per turn, in [1, 64000]; a policy may send
+            fewer (the remaining context or response budget).
+        min_tokens: Fewest tokens before a stop token may end the turn, in [0, 64000].
+        presence_penalty: Penalty for tokens already present, in [-2, 2].
+        seed: Random seed in [-65535, 65535], or None for a random stream.
+        temperature: Sampling temperature in [0, 2]; 0 is greedy.
+        top_p: Nucleus mass in [1e-8, 1].
+        stop: Stop strings (kept in the output).
+        stop_token_ids: Extra ids that end a turn (kept in the output).
+        repetition_penalty: Multiplicative penalty (> 0; 1 is off).
+
+    Example:
+        >>> SamplingParams(temperature=1.0, max_tokens=256).to_request()["max_tokens"]
+        256
+    """
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
+
+    n: int = 1
+    top_k: int = 50
+    logprobs: int = 1
+    min_p: float = 0.0
+    detokenize: bool = False
+    frequency_penalty: float = 0.0
+    max_tokens: int = 128
+    min_tokens: int = 0
+    presence_penalty: float = 0.0
+    seed: int | None = None
+    temperature: float = 0.2
+    top_p: float = 1.0
+    stop: list[str] = []
+    stop_token_ids: list[int] = []
+    repetition_penalty: float = 1.0
+
+    @field_validator(*SAMPLING_RANGES, mode="after")
+    @classmethod
+    def _in_range(cls, value: Any, info: Any) -> Any:
+        if value is None:
+            return value
+        lo, hi = SAMPLING_RANGES[info.field_name]
+        if (lo is not None and value < lo) or (hi is not None and value > hi):
+            raise ValueError(f"{info.field_name}: expected a value {_range_text(lo, hi)}, got {value!r}")
+        return value
+
+    @field_validator("top_k", mode="after")
+    @classmethod
+    def _top_k(cls, value: int) -> int:
+        if value < -1:
+            raise ValueError(f"top_k: expected -1 (off) or a value >= 0, got {value!r}")
+        return value
+
+    @field_validator("repetition_penalty", mode="after")
+    @classmethod
+    def _repetition(cls, value: float) -> float:
+        if not value > 0.0:
+            raise ValueError(f"repetition_penalty: expected a value > 0, got {value!r}")
+        return value
+
+    @field_validator("stop", mode="before")
+    @classmethod
+    def _stop(cls, value: Any) -> Any:
+        if value is None:
+            return []
+        if isinstance(value, str):
+            return [value]
+        return value
+
+    @field_validator("stop_token_ids", mode="before")
+    @classmethod
+    def _stop_ids(cls, value: Any) -> Any:
+        if value is None:
+            return []
+        return value
+
+    @field_validator("stop_token_ids", mode="after")
+    @classmethod
+    def _stop_ids_range(cls, value: list[int]) -> list[int]:
+        bad = [v for v in value if v < 0]
+        if bad:
+            raise ValueError(f"stop_token_ids: expected ids >= 0, got {bad}")
+        return value
+
+    @model_validator(mode="after")
+    def _min_le_max(self) -> SamplingParams:
+        if self.min_tokens > self.max_tokens:
+            raise ValueError(
+                f"min_tokens: expected a value <= max_tokens ({self.max_tokens}), got {self.min_tokens}"
+            )
+        return self
+
+    @classmethod
+    def coerce(cls, value: SamplingParams | dict[str, Any] | None) -> SamplingParams:
+        """Return ``value`` as ``SamplingParams`` (a dict is validated, None gives the defaults).
+
+        Raises:
+            TypeError: If ``value`` is neither a ``SamplingParams``, a dict nor None.
+        """
+        if value is None:
+            return cls()
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, dict):
+            return cls(**value)
+        raise TypeError(f"sampling: expected SamplingParams, dict or None, got {type(value).__name__}")
+
+    def to_request(self, *, max_tokens: int | None = None, n: int | None = None) -> dict[str, Any]:
+        """Return the vLLM ``/v1/completions`` (and chat) sampling fields.
+
+        Args:
+            max_tokens: Overrides ``self.max_tokens`` (e.g. the remaining budget). Always sent,
+                because the completions API defaults to 16.
+            n: Overrides ``self.n``.
+
+        Returns:
+            A JSON-ready dict: ``n``, ``max_tokens``, ``min_tokens``, ``temperature``,
+            ``top_p``, ``top_k``, ``min_p``, the three penalties, ``seed`` (when set),
+            ``stop`` and ``stop_token_ids`` (when non-empty).
+        """
+        body: dict[str, Any] = {
+            "n": self.n if n is None else n,
+            "max_tokens": self.max_tokens if max_tokens is None else max_tokens,
+            "min_tokens": self.min_tokens,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "top_k": self.top_k,
+            "min_p": self.min_p,
+            "frequency_penalty": self.frequency_penalty,
+            "presence_penalty": self.presence_penalty,
+            "repetition_penalty": self.repetition_penalty,
+        }
+        if self.seed is not None:
+            body["seed"] = self.seed
+        if self.stop:
+            body["stop"] = list(self.stop)
+        if self.stop_token_ids:
+            body["stop_token_ids"] = list(self.stop_token_ids)
+        return body

@@ -1,0 +1,232 @@
+"""An in-process policy on a Hugging Face causal LM (CPU development, tests, small models).
+
+:class:`TransformersPolicy` speaks the same protocol as
+:class:`~agent_gym.policy.vllm_policy.VLLMPolicy` and records the same things: the
+exact prompt ids (built incrementally by a
+:class:`~agent_gym.policy.chat_tokens.ChatTokenBuilder`), the sampled ids including the
+final stop id, and each sampled id's processed logprob in float32 (log-softmax after
+penalties, temperature, top-k, top-p and min-p, as vLLM's ``processed_logprobs``).
+Generation runs in a worker thread so ``aact`` never blocks the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from agent_gym.policy.base import AsyncPolicyBase
+from agent_gym.policy.chat_tokens import ChatTokenBuilder
+from agent_gym.policy.sampling import SamplingParams
+from agent_gym.types import FinishReason, Message, PolicyOutput
+
+__all__ = ["TransformersPolicy", "sample_next"]
+
+
+def sample_next(
+    logits: Any,
+    sampling: SamplingParams,
+    generated: Sequence[int],
+    context: Sequence[int],
+    banned: Sequence[int],
+    generator: Any,
+) -> tuple[int, float]:
+    """Pick the next id from raw logits; return ``(id, processed logprob)``.
+
+    Args:
+        logits: 1-D float tensor of next-token logits.
+        sampling: The sampling parameters.
+        generated: Ids sampled so far in this turn (for frequency/presence penalties).
+        context: Prompt and generated ids (for the repetition penalty).
+        banned: Ids masked out (stop ids before ``min_tokens``).
+        generator: A ``torch.Generator`` for reproducible draws.
+    """
+    import torch
+
+    logits = logits.float().clone()
+    if sampling.repetition_penalty != 1.0 and context:
+        seen = torch.tensor(sorted(set(context)), dtype=torch.long)
+        vals = logits[seen]
+        logits[seen] = torch.where(vals > 0, vals / sampling.repetition_penalty, vals * sampling.repetition_penalty)
+    if generated and (sampling.frequency_penalty or sampling.presence_penalty):
+        counts = torch.bincount(torch.tensor(list(generated)), minlength=logits.numel())[: logits.numel()].float()
+        logits -= sampling.frequency_penalty * counts + sampling.presence_penalty * (counts > 0).float()
+    if banned:
+        logits[torch.tensor(sorted(set(banned)), dtype=torch.long)] = float("-inf")
+    if sampling.temperature < 1e-5:
+        logp = torch.log_softmax(logits, dim=-1)
+        token = int(torch.argmax(logits))
+        return token, float(logp[token])
+    logits = logits / sampling.temperature
+    if 0 < sampling.top_k < logits.numel():
+        kth = torch.topk(logits, sampling.top_k).values[-1]
+        logits[logits < kth] = float("-inf")
+    if sampling.top_p < 1.0:
+        ordered, order = torch.sort(logits, descending=True)
+        probs = torch.softmax(ordered, dim=-1)
+        drop = (probs.cumsum(-1) - probs) > sampling.top_p
+        drop[0] = False
+        logits[order[drop]] = float("-inf")
+    if sampling.min_p > 0.0:
+        probs = torch.softmax(logits, dim=-1)
+        logits[probs < sampling.min_p * probs.max()] = float("-inf")
+    logp = torch.log_softmax(logits, dim=-1)
+    token = int(torch.multinomial(logp.exp(), 1, generator=generator))
+    return token, float(logp[token])
+
+
+class TransformersPolicy(AsyncPolicyBase):
+    """Policy running a Hugging Face causal LM in-process.
+
+    Args:
+        model_or_path: A ``PreTrainedModel`` or a path/name for ``AutoModelForCausalLM``.
+        tokenizer: Its tokenizer (a chat template is required); loaded from the path if None.
+        sampling: ``SamplingParams`` (or a dict of them). ``seed`` makes each turn reproducible.
+        max_model_len: Context length; defaults to the model's ``max_position_embeddings``.
+        max_response_length: Most ids after a segment's first prompt (sampled and environment ids).
+        device: Torch device for a model loaded from a path.
+        dtype: Torch dtype name for a model loaded from a path (default ``"float32"``).
+        chat_template_kwargs: Extra chat template variables.
+
+    Example:
+        >>> policy = TransformersPolicy(model_dir, sampling=SamplingParams(temperature=1.0))  # doctest: +SKIP
+        >>> out = policy.act([{"role": "user", "content": "hi"}], session_id="ep-0")  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        model_or_path: Any,
+        tokenizer: Any = None,
+        sampling: SamplingParams | dict[str, Any] | None = None,
+        *,
+        max_model_len: int | None = None,
+        max_response_length: int | None = None,
+        device: str = "cpu",
+        dtype: str = "float32",
+        chat_template_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if isinstance(model_or_path, (str,)) or hasattr(model_or_path, "__fspath__"):
+            path = str(model_or_path)
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
+            model.to(device)
+            if tokenizer is None:
+                tokenizer = AutoTokenizer.from_pretrained(path)
+        else:
+            model = model_or_path
+            if tokenizer is None:
+                name = getattr(getattr(model, "config", None), "_name_or_path", None)
+                if not name:
+                    raise ValueError("tokenizer: expected a tokenizer for a model object without a saved path")
+                tokenizer = AutoTokenizer.from_pretrained(name)
+        if isinstance(tokenizer, str):
+            tokenizer = AutoTokenizer.from_pretrained(tokenizer)
+        model.eval()
+        self.model = model
+        self.tokenizer = tokenizer
+        self.sampling = SamplingParams.coerce(sampling)
+        self.device = next(model.parameters()).device
+        config_len = getattr(model.config, "max_position_embeddings", None)
+        self.max_model_len = int(max_model_len or config_len or 4096)
+        if max_response_length is not None and max_response_length < 1:
+            raise ValueError(f"max_response_length: expected an int >= 1 or None, got {max_response_length!r}")
+        self.max_response_length = max_response_length
+        self.builder = ChatTokenBuilder(tokenizer, chat_template_kwargs)
+        self._vocab = int(model.get_output_embeddings().weight.shape[0])
+        eos = set(self.builder.stop_ids) | set(self.sampling.stop_token_ids)
+        gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+        if gen_eos is not None:
+            eos |= set(gen_eos) if isinstance(gen_eos, (list, tuple)) else {int(gen_eos)}
+        self.stop_ids = frozenset(i for i in eos if 0 <= i < self._vocab)
+        self._model_lock = threading.Lock()
+        self._rng = random.Random()
+
+    # ------------------------------------------------------------------ generation
+    def generate_ids(self, prompt_ids: list[int], max_tokens: int) -> tuple[list[int], list[float], str]:
+        """Sample up to ``max_tokens`` ids after ``prompt_ids`` (blocking).
+
+        Returns:
+            ``(sampled ids, processed logprobs, finish_reason)``; the ids include the stop id
+            when generation ended on one (``"stop"``), or end at ``max_tokens`` (``"length"``).
+        """
+        import torch
+
+        sampling = self.sampling
+        seed = sampling.seed if sampling.seed is not None else self._rng.randrange(2**31)
+        generator = torch.Generator(device="cpu").manual_seed(seed % 2**63)
+        out: list[int] = []
+        logps: list[float] = []
+        finish = FinishReason.LENGTH
+        stop_ids = sorted(self.stop_ids)
+        with self._model_lock, torch.inference_mode():
+            cache = None
+            step_input = torch.tensor([prompt_ids], dtype=torch.long, device=self.device)
+            for _ in range(max_tokens):
+                result = self.model(input_ids=step_input, past_key_values=cache, use_cache=True)
+                cache = result.past_key_values
+                logits = result.logits[0, -1, : self._vocab].to("cpu", torch.float32)
+                banned = stop_ids if len(out) < sampling.min_tokens else ()
+                token, logp = sample_next(logits, sampling, out, prompt_ids + out, banned, generator)
+                out.append(token)
+                logps.append(logp)
+                if token in self.stop_ids:
+                    finish = FinishReason.STOP
+                    break
+                if sampling.stop and self._hit_stop_string(out):
+                    finish = FinishReason.STOP
+                    break
+                step_input = torch.tensor([[token]], dtype=torch.long, device=self.device)
+        return out, logps, finish
+
+    def _hit_stop_string(self, out: list[int]) -> bool:
+        longest = max(len(s) for s in self.sampling.stop)
+        tail = self.tokenizer.decode(out[-(longest + 4) :], skip_special_tokens=False)
+        return any(s in tail for s in self.sampling.stop)
+
+    async def aact(
+        self, messages: Sequence[Message], *, session_id: str, tools: list[dict] | None = None
+    ) -> PolicyOutput:
+        """Sample the next assistant turn for ``messages`` in a worker thread."""
+        if not isinstance(session_id, str) or not session_id:
+            raise ValueError(f"session_id: expected a non-empty str, got {session_id!r}")
+        start = time.perf_counter()
+        plan = self.builder.prepare(session_id, messages, tools)
+        budget = min(self.sampling.max_tokens, self.max_model_len - len(plan.prompt_ids))
+        if self.max_response_length is not None:
+            budget = min(budget, self.max_response_length - plan.response_length)
+        if budget <= 0:
+            return PolicyOutput(
+                text="",
+                prompt_token_ids=list(plan.prompt_ids),
+                token_ids=[],
+                logprobs=[],
+                finish_reason=FinishReason.PROMPT_TRUNCATION,
+                llm_time=time.perf_counter() - start,
+                new_segment=plan.new_segment,
+                error=f"prompt of {len(plan.prompt_ids)} ids leaves no room to sample",
+            )
+        ids, logprobs, finish = await asyncio.to_thread(self.generate_ids, plan.prompt_ids, budget)
+        if finish == FinishReason.STOP and ids[-1] in self.stop_ids:
+            text = self.tokenizer.decode(ids[:-1], skip_special_tokens=False)
+        else:
+            text = self.tokenizer.decode(ids, skip_special_tokens=False)
+        self.builder.commit(plan, ids, text)
+        return PolicyOutput(
+            text=text,
+            prompt_token_ids=list(plan.prompt_ids),
+            token_ids=ids,
+            logprobs=logprobs,
+            finish_reason=finish,
+            llm_time=time.perf_counter() - start,
+            new_segment=plan.new_segment,
+        )
+
+    def close_session(self, session_id: str) -> None:
+        """Forget the token state of ``session_id``."""
+        self.builder.close(session_id)
