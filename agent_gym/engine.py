@@ -1,0 +1,443 @@
+"""Agent engine API of the seed: ``BaseEngineWrapper`` and the gym-backed ``GymEngineWrapper``.
+
+An RL framework drives an *agent engine* through one small interface: build it
+with a tokenizer, sampling parameters and limits, point it at inference servers
+(``server_addresses``), call ``initialize()`` once, then
+``generate_agent_trajectories_async(tasks)`` for every batch of tasks
+``[{"id", "question", "ground_truth"}]``. ``GymEngineWrapper`` implements it by
+running an agent_gym environment over the tasks with a ``VLLMPolicy``.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import ipaddress
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from agent_gym.errors import ConfigError, ServerError
+from agent_gym.types import StepTrajectory, Trajectory
+
+__all__ = [
+    "MAX_N_PARALLEL_AGENTS",
+    "MAX_PROMPT_LENGTH",
+    "MAX_RESPONSE_LENGTH",
+    "MAX_STEPS",
+    "BaseEngineWrapper",
+    "CompletionsFn",
+    "GymEngineWrapper",
+    "split_segments",
+    "validate_server_address",
+]
+
+MAX_PROMPT_LENGTH = 128 * 1024
+"""Upper bound of ``max_prompt_length`` (128K tokens)."""
+MAX_RESPONSE_LENGTH = 8 * 1024
+"""Upper bound of ``max_response_length`` (8K tokens)."""
+MAX_N_PARALLEL_AGENTS = 64
+"""Upper bound of ``n_parallel_agents``."""
+MAX_STEPS = 10
+"""Upper bound of ``max_steps``."""
+
+_AGENT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
+
+CompletionsFn = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+"""An async callable taking a ``/v1/completions`` request dict and returning the response JSON."""
+
+
+def _check_int(name: str, value: Any, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name}: expected int, got {type(value).__name__}")
+    if not low <= value <= high:
+        raise ConfigError(f"{name}: expected an int in [{low}, {high}], got {value}")
+    return value
+
+
+def validate_server_address(address: Any) -> str:
+    """Check an inference server address of the form ``IP:PORT`` (or ``HOST:PORT``).
+
+    Args:
+        address: e.g. ``"127.0.0.1:8000"``; ``http://`` prefixes are accepted and removed.
+
+    Returns:
+        The address without scheme or trailing slash.
+
+    Raises:
+        TypeError: If ``address`` is not a string.
+        ConfigError: If it is not ``IP:PORT`` with a port in [0, 65535].
+    """
+    if not isinstance(address, str):
+        raise TypeError(f"server address: expected str 'IP:PORT', got {type(address).__name__}")
+    text = address.strip().rstrip("/")
+    for scheme in ("http://", "https://"):
+        if text.startswith(scheme):
+            text = text[len(scheme) :]
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(f"server address: expected 'IP:PORT' with a port in [0, 65535], got {address!r}")
+    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    try:
+        ipaddress.ip_address(bare)
+    except ValueError:
+        if not _HOSTNAME.match(bare):
+            raise ConfigError(f"server address: expected 'IP:PORT', got {address!r}") from None
+    return text
+
+
+class _Completions:
+    """``POST /v1/completions`` on one server, as an async callable."""
+
+    def __init__(self, address: str, *, default_max_tokens: int, timeout: float) -> None:
+        self.address = address
+        self.url = f"http://{address}/v1/completions"
+        self.default_max_tokens = default_max_tokens
+        self.timeout = timeout
+
+    async def __call__(self, request: dict[str, Any]) -> dict[str, Any]:
+        import httpx
+
+        if not isinstance(request, dict):
+            raise TypeError(f"completions request: expected dict, got {type(request).__name__}")
+        if "prompt" not in request:
+            raise ValueError("completions request: expected a 'prompt' key, got none")
+        body = dict(request)
+        body.setdefault("max_tokens", self.default_max_tokens)
+        try:
+            async with httpx.AsyncClient(timeout=self.timeout) as client:
+                response = await client.post(self.url, json=body)
+        except httpx.HTTPError as exc:
+            raise ServerError(f"{self.url}: request failed: {exc!r}", server=self.address) from exc
+        if response.status_code != 200:
+            raise ServerError(
+                f"{self.url}: HTTP {response.status_code}: {response.text[:500]}",
+                server=self.address,
+                status=response.status_code,
+            )
+        return response.json()
+
+    def __repr__(self) -> str:
+        return f"<completions {self.url}>"
+
+
+class BaseEngineWrapper(abc.ABC):
+    """Abstract agent engine (seed API) that an RL framework drives.
+
+    Args:
+        agent_name: Name of the agent scenario: letters, digits and ``_``, not
+            starting with a digit, non-empty.
+        tokenizer: A ``transformers`` ``PreTrainedTokenizer`` or ``PreTrainedTokenizerFast``.
+        sampling_params: Sampling parameters for inference (default empty).
+        max_prompt_length: Prompt limit in tokens, in [1, 128K].
+        max_response_length: Response limit in tokens, in [1, 8K].
+        n_parallel_agents: Agents run concurrently, in [1, 64].
+        max_steps: Steps per episode, in [1, 10].
+        server_addresses: ``"IP:PORT"`` of each OpenAI-compatible (vLLM) server.
+        request_timeout: Seconds before a completions request fails.
+
+    Raises:
+        TypeError: If an argument has the wrong type.
+        ConfigError: If a value is out of range (also a ``ValueError``).
+
+    Example:
+        >>> class MyEngine(BaseEngineWrapper):
+        ...     def initialize(self): ...
+        ...     async def generate_agent_trajectories_async(self, tasks): return []
+        >>> engine = MyEngine("my_agent", tokenizer, server_addresses=["127.0.0.1:8000"])  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        agent_name: str,
+        tokenizer: Any,
+        sampling_params: dict[str, Any] | None = None,
+        max_prompt_length: int = MAX_PROMPT_LENGTH,
+        max_response_length: int = MAX_RESPONSE_LENGTH,
+        n_parallel_agents: int = 8,
+        max_steps: int = 5,
+        *,
+        server_addresses: Sequence[str] | None = None,
+        request_timeout: float = 600.0,
+    ) -> None:
+        if not isinstance(agent_name, str):
+            raise TypeError(f"agent_name: expected str, got {type(agent_name).__name__}")
+        if not _AGENT_NAME.match(agent_name):
+            raise ConfigError(
+                "agent_name: expected letters, digits and '_' only, not starting with a digit and non-empty, "
+                f"got {agent_name!r}"
+            )
+        from transformers import PreTrainedTokenizer, PreTrainedTokenizerFast
+
+        if tokenizer is None:
+            raise TypeError("tokenizer: expected PreTrainedTokenizer or PreTrainedTokenizerFast, got None")
+        if not isinstance(tokenizer, (PreTrainedTokenizer, PreTrainedTokenizerFast)):
+            raise TypeError(
+                f"tokenizer: expected PreTrainedTokenizer or PreTrainedTokenizerFast, got {type(tokenizer).__name__}"
+            )
+        if sampling_params is None:
+            sampling_params = {}
+        if not isinstance(sampling_params, dict):
+            raise TypeError(f"sampling_params: expected dict, got {type(sampling_params).__name__}")
+        if isinstance(request_timeout, bool) or not isinstance(request_timeout, (int, float)) or request_timeout <= 0:
+            raise ConfigError(f"request_timeout: expected a number > 0, got {request_timeout!r}")
+        self.agent_name = agent_name
+        self.tokenizer = tokenizer
+        self.sampling_params = dict(sampling_params)
+        self.max_prompt_length = _check_int("max_prompt_length", max_prompt_length, 1, MAX_PROMPT_LENGTH)
+        self.max_response_length = _check_int("max_response_length", max_response_length, 1, MAX_RESPONSE_LENGTH)
+        self.n_parallel_agents = _check_int("n_parallel_agents", n_parallel_agents, 1, MAX_N_PARALLEL_AGENTS)
+        self.max_steps = _check_int("max_steps", max_steps, 1, MAX_STEPS)
+        self.request_timeout = float(request_timeout)
+        self._server_addresses: list[str] = []
+        self._completions: list[CompletionsFn] = []
+        self.server_addresses = list(server_addresses or [])
+
+    # ------------------------------------------------------------------ servers
+    @property
+    def server_addresses(self) -> list[str]:
+        """The ``"IP:PORT"`` address of each inference server (validated on assignment)."""
+        return list(self._server_addresses)
+
+    @server_addresses.setter
+    def server_addresses(self, addresses: Sequence[str]) -> None:
+        if isinstance(addresses, str) or not isinstance(addresses, Sequence):
+            raise TypeError(f"server_addresses: expected list[str], got {type(addresses).__name__}")
+        self._server_addresses = [validate_server_address(a) for a in addresses]
+        self._completions = [
+            _Completions(a, default_max_tokens=self.max_response_length, timeout=self.request_timeout)
+            for a in self._server_addresses
+        ]
+
+    @property
+    def completions(self) -> list[CompletionsFn]:
+        """One async ``/v1/completions`` function per server, in ``server_addresses`` order.
+
+        ``await engine.completions[0](request)`` posts ``request`` (``max_tokens``
+        defaults to ``max_response_length``) and returns the response JSON;
+        a failure raises :class:`~agent_gym.errors.ServerError`.
+        """
+        return list(self._completions)
+
+    # ------------------------------------------------------------------ engine API
+    @abc.abstractmethod
+    def initialize(self) -> None:
+        """Prepare the engine (clients, environments); called once before generating."""
+
+    @abc.abstractmethod
+    def generate_agent_trajectories_async(self, tasks: list[dict[str, Any]]) -> Any:
+        """Run the agent over ``tasks`` and return (or resolve to) ``list[Trajectory]``.
+
+        Args:
+            tasks: Dicts with ``id``, ``question`` and ``ground_truth``.
+        """
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(agent_name={self.agent_name!r}, servers={self._server_addresses}, "
+            f"n_parallel_agents={self.n_parallel_agents}, max_steps={self.max_steps})"
+        )
+
+
+def split_segments(trajectories: Sequence[StepTrajectory]) -> list[StepTrajectory]:
+    """Return one record per trainable segment; segments of an episode share ``rollout_id``.
+
+    Each record carries its segment's tokens at the top level, ``segments=[segment]``
+    and the steps the segment covers; reward, metrics, status and ids are the episode's.
+
+    Args:
+        trajectories: Episodes from ``collect``.
+
+    Returns:
+        The per-segment records, in episode then segment order.
+    """
+    out: list[StepTrajectory] = []
+    for trajectory in trajectories:
+        segments = list(trajectory.segments)
+        if len(segments) <= 1:
+            out.append(trajectory)
+            continue
+        for segment in segments:
+            steps = trajectory.steps[segment.first_step : segment.last_step + 1] or trajectory.steps
+            out.append(
+                StepTrajectory(
+                    prompt_tokens=segment.prompt_tokens,
+                    response_tokens=segment.response_tokens,
+                    response_masks=segment.response_masks,
+                    response_logprobs=segment.response_logprobs,
+                    idx=trajectory.idx,
+                    trajectory_reward=trajectory.trajectory_reward,
+                    chat_completions=list(trajectory.chat_completions),
+                    metrics=dict(trajectory.metrics),
+                    rollout_id=trajectory.rollout_id,
+                    group_id=trajectory.group_id,
+                    status=trajectory.status,
+                    retokenized=trajectory.retokenized,
+                    task=trajectory.task,
+                    steps=list(steps),
+                    segments=[segment],
+                )
+            )
+    return out
+
+
+class GymEngineWrapper(BaseEngineWrapper):
+    """An engine that runs an agent_gym environment over tasks with a ``VLLMPolicy``.
+
+    Args:
+        agent_name: See :class:`BaseEngineWrapper`.
+        tokenizer: See :class:`BaseEngineWrapper`; used to build token-exact prompts.
+        sampling_params: vLLM sampling parameters (temperature, top_p, top_k, ...);
+            ``max_tokens`` defaults to ``max_response_length``.
+        max_prompt_length: See :class:`BaseEngineWrapper`.
+        max_response_length: See :class:`BaseEngineWrapper`.
+        n_parallel_agents: Episodes in flight at once.
+        max_steps: Steps per episode (passed to the env).
+        env_id: A registered env id, e.g. ``"agent_gym/ToolUse-v0"``.
+        env_kwargs: Extra ``gym.make`` keyword arguments.
+        server_addresses: ``"IP:PORT"`` of each server; episodes are spread over them.
+        samples_per_task: Episodes per task (siblings share ``group_id``).
+        gamma: Discount factor of ``mc_return``.
+        memory: Memory configuration handed to ``TrajectoryWrapper``.
+        episode_timeout: Seconds before an episode ends with status TIMEOUT.
+        seed: Base seed of the episodes.
+        policy_kwargs: Extra ``VLLMPolicy`` keyword arguments.
+        request_timeout: Seconds before a request fails.
+
+    Example:
+        >>> engine = GymEngineWrapper("tool_use", tokenizer, {"temperature": 0.7},
+        ...     env_id="agent_gym/ToolUse-v0", server_addresses=["127.0.0.1:8000"])  # doctest: +SKIP
+        >>> engine.initialize()  # doctest: +SKIP
+        >>> trajectories = await engine.generate_agent_trajectories_async(tasks)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        agent_name: str,
+        tokenizer: Any,
+        sampling_params: dict[str, Any] | None = None,
+        max_prompt_length: int = MAX_PROMPT_LENGTH,
+        max_response_length: int = MAX_RESPONSE_LENGTH,
+        n_parallel_agents: int = 8,
+        max_steps: int = 5,
+        *,
+        env_id: str,
+        env_kwargs: dict[str, Any] | None = None,
+        server_addresses: Sequence[str] | None = None,
+        samples_per_task: int = 1,
+        gamma: float = 1.0,
+        memory: Any = None,
+        episode_timeout: float | None = None,
+        seed: int = 0,
+        policy_kwargs: dict[str, Any] | None = None,
+        request_timeout: float = 600.0,
+    ) -> None:
+        super().__init__(
+            agent_name,
+            tokenizer,
+            sampling_params,
+            max_prompt_length,
+            max_response_length,
+            n_parallel_agents,
+            max_steps,
+            server_addresses=server_addresses,
+            request_timeout=request_timeout,
+        )
+        if not isinstance(env_id, str) or not env_id:
+            raise TypeError(f"env_id: expected a registered env id (str), got {env_id!r}")
+        if env_kwargs is not None and not isinstance(env_kwargs, dict):
+            raise TypeError(f"env_kwargs: expected dict or None, got {type(env_kwargs).__name__}")
+        self.env_id = env_id
+        self.env_kwargs = dict(env_kwargs or {})
+        self.samples_per_task = _check_int("samples_per_task", samples_per_task, 1, 1 << 20)
+        self.gamma = gamma
+        self.memory = memory
+        self.episode_timeout = episode_timeout
+        self.seed = seed
+        self.policy_kwargs = dict(policy_kwargs or {})
+        self.policy: Any = None
+        self._batches = 0
+
+    def _sampling(self) -> Any:
+        from agent_gym.policy import SamplingParams
+
+        params = {"max_tokens": self.max_response_length, **self.sampling_params}
+        return SamplingParams(**params)
+
+    def initialize(self) -> None:
+        """Build the ``VLLMPolicy`` on ``server_addresses``.
+
+        Raises:
+            ConfigError: If no server address is set.
+        """
+        if not self._server_addresses:
+            raise ConfigError("GymEngineWrapper.server_addresses: expected at least one 'IP:PORT', got []")
+        from agent_gym.policy import VLLMPolicy
+
+        kwargs = {"max_prompt_length": self.max_prompt_length, **self.policy_kwargs}
+        self.policy = VLLMPolicy(
+            self._server_addresses,
+            tokenizer=self.tokenizer,
+            sampling_params=self._sampling(),
+            **kwargs,
+        )
+
+    async def generate_agent_trajectories_async(self, tasks: list[dict[str, Any]]) -> list[Trajectory]:
+        """Run one episode per task (``samples_per_task`` each) and return the trajectories.
+
+        Args:
+            tasks: Dicts with ``id``, ``question`` and ``ground_truth``.
+
+        Returns:
+            One ``StepTrajectory`` per trainable segment, in task order; the
+            segments of an episode share ``rollout_id``, the samples of a task
+            share ``group_id``. Every task comes back, failed episodes with their
+            status (POLICY_ERROR, TIMEOUT, ENV_ERROR).
+        """
+        if not isinstance(tasks, list) or not all(isinstance(t, dict) for t in tasks):
+            raise TypeError(f"tasks: expected list[dict], got {type(tasks).__name__}")
+        for i, task in enumerate(tasks):
+            missing = [k for k in ("id", "question", "ground_truth") if k not in task]
+            if missing:
+                raise ValueError(f"tasks[{i}]: expected keys id, question, ground_truth, missing {missing}")
+        if not tasks:
+            return []
+        if self.policy is None:
+            self.initialize()
+        from agent_gym.rollout import collect_async
+
+        seed = self.seed + self._batches * 1_000_003
+        self._batches += 1
+        episodes = await collect_async(
+            self.env_id,
+            self.policy,
+            tasks=tasks,
+            samples_per_task=self.samples_per_task,
+            n_parallel=self.n_parallel_agents,
+            gamma=self.gamma,
+            memory=self.memory,
+            max_steps=self.max_steps,
+            episode_timeout=self.episode_timeout,
+            env_kwargs=self.env_kwargs,
+            progress=False,
+            seed=seed,
+        )
+        return list(split_segments(episodes))
+
+    def generate_agent_trajectories(self, tasks: list[dict[str, Any]]) -> list[Trajectory]:
+        """Blocking version of :meth:`generate_agent_trajectories_async` (works inside a running loop too)."""
+        from agent_gym.rollout import run_sync
+
+        return run_sync(lambda: self.generate_agent_trajectories_async(tasks))
+
+    def close(self) -> None:
+        """Release the policy's connections."""
+        close = getattr(self.policy, "close", None)
+        if callable(close):
+            result = close()
+            if asyncio.iscoroutine(result):
+                from agent_gym.rollout import run_sync
+
+                run_sync(lambda: result)
+        self.policy = None

@@ -1,0 +1,139 @@
+"""Daemon worker threads that run blocking env and policy calls for an event loop.
+
+``asyncio``'s default executor joins its threads at interpreter exit, so a tool
+that hangs forever would keep the process alive. This pool uses daemon threads,
+hands results back to the loop with ``call_soon_threadsafe``, and lets the caller
+abandon a call (after a timeout): the stuck thread retires when the call returns
+and a fresh worker takes its place, so capacity never shrinks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["ThreadPool"]
+
+_ids = itertools.count()
+
+
+class _Job:
+    """One call queued on the pool."""
+
+    __slots__ = ("after", "args", "fn", "future", "loop", "retire")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        self.loop = loop
+        self.fn = fn
+        self.args = args
+        self.future: asyncio.Future[Any] = loop.create_future()
+        self.after: Callable[[], None] | None = None
+        self.retire = False
+
+    def run(self) -> None:
+        try:
+            result, error = self.fn(*self.args), None
+        except BaseException as exc:  # noqa: BLE001 - handed back to the awaiting coroutine
+            result, error = None, exc
+        try:
+            self.loop.call_soon_threadsafe(self._settle, result, error)
+        except RuntimeError:  # the loop is closed: nobody is waiting any more
+            pass
+        after = self.after
+        if after is not None:
+            try:
+                after()
+            except Exception:  # noqa: BLE001 - cleanup of an abandoned call is best effort
+                pass
+
+    def _settle(self, result: Any, error: BaseException | None) -> None:
+        if self.future.done():
+            return
+        if error is not None:
+            self.future.set_exception(error)
+        else:
+            self.future.set_result(result)
+
+
+class ThreadPool:
+    """A fixed number of daemon worker threads fed from one queue.
+
+    Args:
+        size: Number of workers (at least 1).
+        name: Prefix of the thread names.
+    """
+
+    def __init__(self, size: int, name: str = "agent-gym-worker") -> None:
+        if size < 1:
+            raise ValueError(f"ThreadPool.size: expected an int >= 1, got {size}")
+        self.name = name
+        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._workers = 0
+        self._closed = False
+        for _ in range(size):
+            self._spawn()
+
+    @property
+    def workers(self) -> int:
+        """Number of live workers (abandoned calls not yet returned excluded)."""
+        return self._workers
+
+    def _spawn(self) -> None:
+        with self._lock:
+            self._workers += 1
+        thread = threading.Thread(target=self._work, name=f"{self.name}-{next(_ids)}", daemon=True)
+        thread.start()
+
+    def _work(self) -> None:
+        while True:
+            job = self._queue.get()
+            if job is None:
+                with self._lock:
+                    self._workers -= 1
+                return
+            job.run()
+            if job.retire:
+                return
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> _Job:
+        """Queue ``fn(*args)``; await ``job.future`` (must be called on the loop's thread)."""
+        if self._closed:
+            raise RuntimeError("ThreadPool.submit: the pool is shut down")
+        job = _Job(asyncio.get_running_loop(), fn, args)
+        self._queue.put(job)
+        return job
+
+    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn(*args)`` on a worker and return its result (or raise its exception)."""
+        return await self.submit(fn, *args).future
+
+    def abandon(self, job: _Job, after: Callable[[], None] | None = None) -> None:
+        """Give up on a running call: its worker retires once it returns, a new one replaces it.
+
+        Args:
+            job: The call to abandon.
+            after: Run on the worker once the call returns (e.g. close the env it used).
+        """
+        if job.future.done() and not job.future.cancelled():
+            if after is not None:
+                after()
+            return
+        job.after = after
+        job.retire = True
+        with self._lock:
+            self._workers -= 1
+        if not self._closed:
+            self._spawn()
+
+    def shutdown(self) -> None:
+        """Stop idle workers; calls still running finish on their daemon threads."""
+        if self._closed:
+            return
+        self._closed = True
+        for _ in range(self._workers):
+            self._queue.put(None)
