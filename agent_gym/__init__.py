@@ -38,3 +38,7 @@ __all__ = [
     "__version__",
     "compute_mc_return",
 ]
+
+from agent_gym.envs import register_envs  # noqa: E402
+
+register_envs()

@@ -1,0 +1,463 @@
+"""``AgentEnv``: the Gymnasium base environment of every agent_gym task.
+
+An episode is a conversation. The observation is the whole conversation so far,
+a tuple of ``{"role", "content"}`` dicts; the action is the next assistant
+message, as ``str`` or :class:`~agent_gym.types.PolicyOutput`. ``step`` appends
+the assistant message and the messages it caused: one ``tool`` message per tool
+call (results or errors), or a ``user`` nudge when the message neither called a
+tool nor answered. An ``<answer>`` ends the episode and is scored.
+
+Subclasses supply tasks (``default_tasks``), tools (``default_tools``), the
+prompt (``default_system_prompt``, ``format_question``) and scoring
+(``score_answer``); everything else (spaces, seeding, task validation, parsing,
+tool execution with limits, reward shaping, truncation, rendering, the oracle)
+lives here.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import unicodedata
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import gymnasium as gym
+
+from agent_gym.parsing import HermesToolCallParser, ParsedResponse, ToolCallParser
+from agent_gym.spaces import ConversationSpace, TextSpace
+from agent_gym.tools import DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_TIME_LIMIT, Tool, as_tool, describe_tools
+from agent_gym.types import EpisodeStatus, FinishReason, Message, PolicyOutput
+
+__all__ = ["AgentEnv", "RewardConfig", "format_tool_call", "normalize_text", "validate_task"]
+
+_NUDGE = (
+    "Your message contained neither a tool call nor a final answer. Call a tool with "
+    '<tool_call>{"name": ..., "arguments": {...}}</tool_call>, or give the final answer as <answer>...</answer>.'
+)
+_FINISH_STATUS = {
+    FinishReason.LENGTH: EpisodeStatus.TRUNCATION,
+    FinishReason.PROMPT_TRUNCATION: EpisodeStatus.PROMPT_TRUNCATION,
+    FinishReason.ERROR: EpisodeStatus.POLICY_ERROR,
+}
+
+
+@dataclass(frozen=True)
+class RewardConfig:
+    """Reward values of an :class:`AgentEnv`.
+
+    ``toolcall_reward`` of a step = ``tool_success`` if at least one call was
+    well-formed, succeeded and was useful, plus ``tool_error`` per failed call
+    (malformed, unknown tool, bad arguments, exception, time or size limit),
+    plus ``no_action`` when the message neither called a tool nor answered.
+    ``res_reward`` = ``correct`` times the task score of the answer (in [0, 1]).
+
+    Attributes:
+        correct: Reward for a fully correct answer.
+        tool_success: Bonus for a step with a useful successful tool call.
+        tool_error: Reward per failed tool call (negative).
+        no_action: Reward for a message with no tool call and no answer.
+    """
+
+    correct: float = 1.0
+    tool_success: float = 0.1
+    tool_error: float = -0.1
+    no_action: float = -0.1
+
+    @classmethod
+    def coerce(cls, value: RewardConfig | Mapping[str, float] | None) -> RewardConfig:
+        """Build from None (defaults), a mapping of field values, or a RewardConfig."""
+        if value is None:
+            return cls()
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, Mapping):
+            unknown = sorted(set(value) - set(asdict(cls())))
+            if unknown:
+                raise ValueError(f"rewards: expected keys among {list(asdict(cls()))}, got unknown {unknown}")
+            return cls(**{k: float(v) for k, v in value.items()})
+        raise TypeError(f"rewards: expected RewardConfig, a mapping or None, got {type(value).__name__}")
+
+
+def validate_task(task: Any, where: str = "task") -> dict[str, Any]:
+    """Check that a task has the keys every env needs and return it as a dict.
+
+    A task needs ``id`` (str or int), ``question`` (non-empty str) and
+    ``ground_truth`` (not None). An optional ``solution`` is a list of turns,
+    each a list of ``{"name", "arguments"}`` tool calls.
+
+    Args:
+        task: The task to check.
+        where: How to name the task in messages.
+
+    Returns:
+        The task as a (shallow-copied) dict.
+
+    Raises:
+        ValueError: Naming the missing or invalid key.
+    """
+    if not isinstance(task, Mapping):
+        raise ValueError(f"{where}: expected a dict with keys 'id', 'question', 'ground_truth', "
+                         f"got {type(task).__name__}")
+    missing = [k for k in ("id", "question", "ground_truth") if k not in task]
+    if missing:
+        raise ValueError(f"{where}: expected keys 'id', 'question', 'ground_truth', missing {missing} "
+                         f"(got keys {sorted(map(str, task))})")
+    if isinstance(task["id"], bool) or not isinstance(task["id"], (str, int)):
+        raise ValueError(f"{where}: expected 'id' to be str or int, got {type(task['id']).__name__}")
+    if not isinstance(task["question"], str) or not task["question"].strip():
+        raise ValueError(f"{where}: expected 'question' to be a non-empty str, got {task['question']!r:.60}")
+    if task["ground_truth"] is None:
+        raise ValueError(f"{where}: expected a 'ground_truth', got None")
+    solution = task.get("solution")
+    if solution is not None:
+        ok = isinstance(solution, list) and all(
+            isinstance(turn, list)
+            and all(isinstance(c, Mapping) and isinstance(c.get("name"), str)
+                    and isinstance(c.get("arguments", {}), Mapping) for c in turn)
+            for turn in solution
+        )
+        if not ok:
+            raise ValueError(f"{where}: expected 'solution' to be a list of turns, each a list of "
+                             f"{{'name', 'arguments'}} tool calls, got {solution!r:.80}")
+    return dict(task)
+
+
+def normalize_text(text: str) -> str:
+    """Normalise an answer for string comparison: NFKC, casefold, no punctuation, single spaces."""
+    text = unicodedata.normalize("NFKC", str(text)).casefold()
+    text = re.sub(r"[^\w\s]", " ", text)
+    return " ".join(text.split())
+
+
+def format_tool_call(name: str, arguments: Mapping[str, Any]) -> str:
+    """Render one hermes-style ``<tool_call>`` block."""
+    return "<tool_call>" + json.dumps({"name": name, "arguments": dict(arguments)}, ensure_ascii=False) + "</tool_call>"
+
+
+class AgentEnv(gym.Env[tuple[Message, ...], str]):
+    """A multi-turn tool-using conversation with a task to solve.
+
+    ## Action Space
+    The next assistant message: any ``str`` (a :class:`~agent_gym.spaces.TextSpace`),
+    or a :class:`~agent_gym.types.PolicyOutput` whose ``text`` is used. A
+    ``finish_reason`` of ``"length"``, ``"prompt_truncation"`` or ``"error"`` ends
+    the episode as truncated with status TRUNCATION, PROMPT_TRUNCATION or POLICY_ERROR.
+
+    ## Observation Space
+    The whole conversation so far, a tuple of ``{"role", "content"}`` dicts with
+    roles system, user, assistant and tool (a :class:`~agent_gym.spaces.ConversationSpace`).
+
+    ## Rewards
+    ``reward = toolcall_reward + res_reward`` (see :class:`RewardConfig`), both in ``info``.
+
+    ## Episode End
+    Terminated (status ENV_DONE) when the assistant gives an ``<answer>``;
+    truncated (status MAX_STEPS) after ``max_steps`` assistant messages, or as above
+    for a truncated or failed policy output. ``info["status"]`` is set only then.
+
+    ## Arguments
+    * ``tasks``: task dicts (``id``, ``question``, ``ground_truth``, optional ``solution``);
+      default ``default_tasks()``.
+    * ``tools``: tools or plain callables; default ``default_tools()``.
+    * ``max_steps``: assistant messages per episode (default 10).
+    * ``tools_in_prompt``: describe the tools in the system message (True) instead of
+      handing their schemas to the policy through ``info["tools"]`` (False, default).
+    * ``system_prompt``: replaces ``default_system_prompt``.
+    * ``rewards``: a :class:`RewardConfig` or a mapping of its fields.
+    * ``parser``: a :class:`~agent_gym.parsing.ToolCallParser` (default hermes tags).
+    * ``tool_time_limit`` / ``max_tool_output_chars``: limits for callables given as tools.
+    * ``max_tool_calls_per_step``: calls executed per message; extra calls are errors.
+    * ``render_mode``: None or ``"ansi"``.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 4}
+
+    default_system_prompt: str = (
+        "You are a helpful assistant that solves tasks step by step. You may think inside <think>...</think>. "
+        "Use the available tools whenever they help; each tool result comes back in a tool message. "
+        "When you know the final answer, reply with <answer>your final answer</answer>."
+    )
+    """System message of every episode (tool descriptions are appended when ``tools_in_prompt``)."""
+
+    def __init__(
+        self,
+        tasks: Sequence[Mapping[str, Any]] | None = None,
+        tools: Sequence[Tool | Callable[..., Any]] | None = None,
+        *,
+        max_steps: int = 10,
+        tools_in_prompt: bool = False,
+        system_prompt: str | None = None,
+        rewards: RewardConfig | Mapping[str, float] | None = None,
+        parser: ToolCallParser | None = None,
+        tool_time_limit: float | None = DEFAULT_TIME_LIMIT,
+        max_tool_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+        max_tool_calls_per_step: int = 8,
+        render_mode: str | None = None,
+    ) -> None:
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode: expected None or one of {self.metadata['render_modes']}, "
+                             f"got {render_mode!r}")
+        for name, value in (("max_steps", max_steps), ("max_tool_calls_per_step", max_tool_calls_per_step)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}: expected an int >= 1, got {value!r}")
+        if not isinstance(tools_in_prompt, bool):
+            raise TypeError(f"tools_in_prompt: expected bool, got {type(tools_in_prompt).__name__}")
+        if system_prompt is not None and not isinstance(system_prompt, str):
+            raise TypeError(f"system_prompt: expected str or None, got {type(system_prompt).__name__}")
+        if parser is not None and not isinstance(parser, ToolCallParser):
+            raise TypeError(f"parser: expected a ToolCallParser (with .parse(text)), got {type(parser).__name__}")
+        self.render_mode = render_mode
+        self.max_steps = max_steps
+        self.max_tool_calls_per_step = max_tool_calls_per_step
+        self.tools_in_prompt = tools_in_prompt
+        self.rewards = RewardConfig.coerce(rewards)
+        self.parser: ToolCallParser = parser if parser is not None else HermesToolCallParser()
+
+        raw_tasks = list(self.default_tasks() if tasks is None else tasks)
+        if not raw_tasks:
+            raise ValueError(f"tasks: expected a non-empty list of task dicts, got {tasks!r}")
+        self.tasks: list[dict[str, Any]] = [validate_task(t, f"tasks[{i}]") for i, t in enumerate(raw_tasks)]
+
+        raw_tools = list(self.default_tools() if tools is None else tools)
+        self.tools: dict[str, Tool] = {}
+        for item in raw_tools:
+            tool = as_tool(item, time_limit=tool_time_limit, max_output_chars=max_tool_output_chars)
+            if tool.name in self.tools:
+                raise ValueError(f"tools: expected unique tool names, got {tool.name!r} twice")
+            self.tools[tool.name] = tool
+        self._schemas_json = json.dumps([t.schema for t in self.tools.values()])
+        base_prompt = self.default_system_prompt if system_prompt is None else system_prompt
+        if tools_in_prompt and self.tools:
+            base_prompt = f"{base_prompt}\n\n{describe_tools(self.tool_schemas)}"
+        self.system_prompt = base_prompt
+
+        self.action_space = TextSpace()
+        self.observation_space = ConversationSpace()
+        self._task: dict[str, Any] | None = None
+        self._messages: list[dict[str, str]] = []
+        self._turns = 0
+        self._done = False
+        self._seen_calls: set[str] = set()
+        self._episode_id = ""
+
+    # ------------------------------------------------------------------ hooks for subclasses
+
+    def default_tasks(self) -> Sequence[Mapping[str, Any]]:
+        """Tasks used when none are given (subclasses override)."""
+        return []
+
+    def default_tools(self) -> Sequence[Tool | Callable[..., Any]]:
+        """Tools used when none are given (subclasses override)."""
+        return []
+
+    def format_question(self, task: Mapping[str, Any]) -> str:
+        """The first user message of an episode on ``task``."""
+        return str(task["question"])
+
+    def score_answer(self, task: Mapping[str, Any], answer: str) -> float:
+        """Score an answer in [0, 1]; the default compares normalised strings.
+
+        Args:
+            task: The current task.
+            answer: Text inside ``<answer>``.
+        """
+        return 1.0 if normalize_text(answer) == normalize_text(str(task["ground_truth"])) else 0.0
+
+    def is_useful_call(self, name: str, arguments: Mapping[str, Any]) -> bool:
+        """Whether a successful call earns the shaping bonus: by default, not an exact repeat."""
+        key = name + json.dumps(arguments, sort_keys=True, default=str)
+        if key in self._seen_calls:
+            return False
+        self._seen_calls.add(key)
+        return True
+
+    def oracle_answer(self, task: Mapping[str, Any]) -> str:
+        """The text the oracle puts inside ``<answer>`` (default: the ground truth)."""
+        return str(task["ground_truth"])
+
+    # ------------------------------------------------------------------ public API
+
+    @property
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """Fresh copies of the OpenAI function schemas of the env's tools."""
+        return json.loads(self._schemas_json)
+
+    @property
+    def task(self) -> dict[str, Any] | None:
+        """The current task (None before the first reset)."""
+        return self._task
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        """A copy of the conversation so far (the current observation)."""
+        return self._observation()
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        """Start an episode on a task drawn with ``self.np_random`` or given as ``options["task"]``.
+
+        Args:
+            seed: Seeds ``self.np_random`` (task choice is deterministic from it).
+            options: ``{"task": task_dict}`` to run a specific task, or ``{"task_index": i}``.
+
+        Returns:
+            The observation (system and user messages) and ``info`` with ``task``,
+            ``tools`` (schemas for the policy; empty when ``tools_in_prompt``),
+            ``tools_in_prompt`` and ``episode_id``.
+
+        Raises:
+            ValueError: If ``options["task"]`` is not a valid task or the index is out of range.
+        """
+        super().reset(seed=seed)
+        options = options or {}
+        if options.get("task") is not None:
+            task = validate_task(options["task"], 'options["task"]')
+        elif options.get("task_index") is not None:
+            index = options["task_index"]
+            if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(self.tasks):
+                raise ValueError(f'options["task_index"]: expected an int in [0, {len(self.tasks)}), got {index!r}')
+            task = self.tasks[index]
+        else:
+            task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
+        self._task = task
+        self._turns = 0
+        self._done = False
+        self._seen_calls = set()
+        self._episode_id = f"{task['id']}-{int(self.np_random.integers(1 << 32)):08x}"
+        self._messages = [
+            {"role": "system", "content": self.system_prompt},
+            {"role": "user", "content": self.format_question(task)},
+        ]
+        info = {
+            "task": copy.deepcopy(task),
+            "tools": [] if self.tools_in_prompt else self.tool_schemas,
+            "tools_in_prompt": self.tools_in_prompt,
+            "episode_id": self._episode_id,
+        }
+        return self._observation(), info
+
+    def step(self, action: str | PolicyOutput) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        """Append the assistant message, run its tool calls or score its answer.
+
+        Args:
+            action: The assistant message as ``str`` or ``PolicyOutput``.
+
+        Returns:
+            ``(obs, reward, terminated, truncated, info)``; ``info`` has ``toolcall_reward``,
+            ``res_reward``, ``tool_calls``, ``error`` (malformed action only) and
+            ``status`` (episode end only).
+
+        Raises:
+            TypeError: If ``action`` is neither a ``str`` nor a ``PolicyOutput``.
+            RuntimeError: If called before ``reset`` or after the episode ended.
+        """
+        if self._task is None:
+            raise RuntimeError("step() called before reset(); call env.reset() first")
+        if self._done:
+            raise RuntimeError("step() called after the episode ended; call env.reset() to start a new one")
+        if isinstance(action, str):
+            text, finish_reason = action, FinishReason.STOP
+        elif isinstance(action, PolicyOutput):
+            text, finish_reason = action.text, action.finish_reason
+        else:
+            raise TypeError(f"action: expected str or PolicyOutput, got {type(action).__name__}")
+        self._turns += 1
+        info: dict[str, Any] = {"toolcall_reward": 0.0, "res_reward": 0.0, "tool_calls": []}
+        terminated = truncated = False
+        status: EpisodeStatus | None = None
+        if finish_reason in _FINISH_STATUS:
+            if text or finish_reason == FinishReason.LENGTH:
+                self._messages.append({"role": "assistant", "content": text})
+            truncated, status = True, _FINISH_STATUS[finish_reason]
+        else:
+            self._messages.append({"role": "assistant", "content": text})
+            parsed = self.parser.parse(text)
+            if parsed.answer is not None:
+                info["res_reward"] = self._score(parsed.answer)
+                terminated, status = True, EpisodeStatus.ENV_DONE
+            else:
+                self._act(parsed, info)
+        if not (terminated or truncated) and self._turns >= self.max_steps:
+            truncated, status = True, EpisodeStatus.MAX_STEPS
+        if status is not None:
+            info["status"] = status
+            self._done = True
+        reward = info["toolcall_reward"] + info["res_reward"]
+        return self._observation(), reward, terminated, truncated, info
+
+    def oracle_action(self) -> str:
+        """The next assistant message of the current task's reference solution.
+
+        Turn ``k`` of ``task["solution"]`` becomes its tool call blocks; after the
+        last turn (or at once, for a task without a solution) the oracle answers.
+
+        Raises:
+            RuntimeError: Before ``reset`` or after the episode ended.
+        """
+        if self._task is None or self._done:
+            raise RuntimeError("oracle_action() needs a running episode; call env.reset() first")
+        solution = self._task.get("solution") or []
+        if self._turns < len(solution):
+            return "\n".join(format_tool_call(c["name"], c.get("arguments", {})) for c in solution[self._turns])
+        return f"<answer>{self.oracle_answer(self._task)}</answer>"
+
+    def render(self) -> str | None:
+        """Return the conversation as text in ``"ansi"`` mode (None without a render mode)."""
+        if self.render_mode != "ansi":
+            return None
+        parts = [f"[{m['role']}]\n{m['content']}" for m in self._messages]
+        return "\n\n".join(parts) + "\n"
+
+    # ------------------------------------------------------------------ internals
+
+    def _observation(self) -> tuple[Message, ...]:
+        return tuple({"role": m["role"], "content": m["content"]} for m in self._messages)  # type: ignore[misc]
+
+    def _score(self, answer: str) -> float:
+        assert self._task is not None
+        score = float(self.score_answer(self._task, answer))
+        return self.rewards.correct * min(max(score, 0.0), 1.0)
+
+    def _act(self, parsed: ParsedResponse, info: dict[str, Any]) -> None:
+        """Run the tool calls of a message without an answer; fill rewards and errors."""
+        errors: list[str] = []
+        useful = False
+        for error in parsed.errors:
+            errors.append(error)
+            self._messages.append({"role": "tool", "content": f"Error: {error}"})
+        for index, call in enumerate(parsed.tool_calls):
+            record: dict[str, Any] = {"name": call.name, "arguments": call.arguments}
+            if index >= self.max_tool_calls_per_step:
+                error = (f"tool call {call.name!r} skipped: at most {self.max_tool_calls_per_step} "
+                         f"calls are run per message")
+                content = f"Error: {error}"
+            else:
+                tool = self.tools.get(call.name)
+                if tool is None:
+                    known = ", ".join(self.tools) or "none"
+                    error = f"unknown tool {call.name!r}; available tools: {known}"
+                    content = f"Error: {error}"
+                else:
+                    result = tool.run(call.arguments)
+                    error, content = result.error, result.content
+                    if error is None:
+                        useful = self.is_useful_call(call.name, call.arguments) or useful
+            record["ok"] = error is None
+            record["error"] = error
+            record["output"] = content
+            info["tool_calls"].append(record)
+            if error is not None:
+                errors.append(error)
+            self._messages.append({"role": "tool", "content": content})
+        reward = self.rewards.tool_error * len(errors)
+        if useful:
+            reward += self.rewards.tool_success
+        if not parsed.tool_calls and not parsed.errors:
+            errors.append("the message has no <tool_call> and no <answer>")
+            self._messages.append({"role": "user", "content": _NUDGE})
+            reward += self.rewards.no_action
+        if errors:
+            info["error"] = "; ".join(errors)
+        info["toolcall_reward"] = reward

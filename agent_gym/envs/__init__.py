@@ -1,0 +1,57 @@
+"""Built-in environments and their Gymnasium registration.
+
+``register_envs()`` registers every built environment id (it runs when
+``agent_gym`` is imported). Entry points are strings, so importing the package
+does not import the environments themselves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gymnasium as gym
+
+__all__ = ["ENV_INFOS", "EnvInfo", "register_envs"]
+
+
+@dataclass(frozen=True)
+class EnvInfo:
+    """What ``register_envs`` registers for one id.
+
+    Attributes:
+        id: The Gymnasium id.
+        entry_point: ``"module:Class"``.
+        description: One line shown by ``agent-gym list``.
+        max_episode_steps: Steps before Gymnasium's ``TimeLimit`` truncates.
+        nondeterministic: True for envs whose steps depend on the outside world.
+    """
+
+    id: str
+    entry_point: str
+    description: str
+    max_episode_steps: int
+    nondeterministic: bool = False
+
+
+ENV_INFOS: tuple[EnvInfo, ...] = (
+    EnvInfo(
+        id="agent_gym/ToolUse-v0",
+        entry_point="agent_gym.envs.tool_use.env:ToolUseEnv",
+        description="Arithmetic, unit, date and inventory-lookup questions solved with tool calls (480 tasks).",
+        max_episode_steps=10,
+    ),
+)
+"""Every environment agent_gym registers."""
+
+
+def register_envs() -> None:
+    """Register every id of ``ENV_INFOS`` with Gymnasium (idempotent)."""
+    for info in ENV_INFOS:
+        if info.id in gym.registry:
+            continue
+        gym.register(
+            id=info.id,
+            entry_point=info.entry_point,
+            max_episode_steps=info.max_episode_steps,
+            nondeterministic=info.nondeterministic,
+        )

@@ -1,0 +1,181 @@
+"""``ToolUseEnv`` (``agent_gym/ToolUse-v0``): solve small tasks that need tools."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from agent_gym.core import AgentEnv, normalize_text
+from agent_gym.envs.tool_use.builtin_tools import BUILTIN_TOOLS
+from agent_gym.envs.tool_use.tasks import builtin_tasks
+from agent_gym.tools import Tool
+
+__all__ = ["ToolUseEnv", "answer_matches"]
+
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_DATE_FORMATS = ("%Y-%m-%d", "%B %d, %Y", "%B %d %Y", "%d %B %Y", "%b %d, %Y", "%b %d %Y", "%d %b %Y")
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+
+
+def _last_number(text: str) -> float | None:
+    cleaned = re.sub(r"(?<=\d),(?=\d{3}\b)", "", text)
+    matches = _NUMBER.findall(cleaned)
+    if not matches:
+        return None
+    try:
+        value = float(matches[-1])
+    except ValueError:  # pragma: no cover - the pattern only matches numbers
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _parse_date(text: str) -> dt.date | None:
+    text = text.strip().rstrip(".")
+    match = _ISO_DATE.search(text)
+    candidates = [match.group(0)] if match else []
+    candidates.append(text)
+    for candidate in candidates:
+        for fmt in _DATE_FORMATS:
+            try:
+                return dt.datetime.strptime(candidate, fmt).date()
+            except ValueError:
+                continue
+    return None
+
+
+def _infer_type(ground_truth: Any) -> str:
+    if isinstance(ground_truth, bool):
+        return "string"
+    if isinstance(ground_truth, (int, float)):
+        return "number"
+    text = str(ground_truth).strip()
+    if re.fullmatch(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?", text):
+        return "number"
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+        return "date"
+    return "string"
+
+
+def answer_matches(answer: str, ground_truth: Any, answer_type: str | None = None, tolerance: float = 1e-6) -> bool:
+    """Decide whether an answer is correct.
+
+    Args:
+        answer: The text inside ``<answer>``.
+        ground_truth: The expected answer.
+        answer_type: ``number`` (the last number in the answer, thousands separators
+            allowed, within ``tolerance`` absolute or 1e-6 relative), ``date`` (ISO or
+            "March 5, 2024" style), ``weekday`` (the only weekday named), ``string``
+            (normalised equality); inferred from ``ground_truth`` when None.
+        tolerance: Absolute tolerance for numbers.
+
+    Returns:
+        True if the answer is correct. Never raises on model text.
+    """
+    kind = answer_type or _infer_type(ground_truth)
+    if kind == "number":
+        expected = float(ground_truth)
+        got = _last_number(answer)
+        return got is not None and (abs(got - expected) <= tolerance or abs(got - expected) <= 1e-6 * abs(expected))
+    if kind == "date":
+        got_date = _parse_date(answer)
+        return got_date is not None and got_date == _parse_date(str(ground_truth))
+    if kind == "weekday":
+        named = {w for w in _WEEKDAYS if re.search(rf"\b{w}\b", answer.casefold())}
+        return named == {str(ground_truth).strip().casefold()}
+    return normalize_text(answer) == normalize_text(str(ground_truth))
+
+
+class ToolUseEnv(AgentEnv):
+    """Answer questions that need a calculator, unit conversion, date arithmetic or a table lookup.
+
+    480 built-in tasks (see :mod:`agent_gym.envs.tool_use.tasks`) in four families:
+    arithmetic, units, dates and lookups in a generated inventory table. Each
+    task has a reference solution that ``oracle_action()`` plays turn by turn.
+
+    ## Action Space
+    The next assistant message (``str`` or ``PolicyOutput``): optional ``<think>...</think>``,
+    then either one or more ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``
+    blocks or a final ``<answer>...</answer>``.
+
+    ## Observation Space
+    The conversation so far: a tuple of ``{"role", "content"}`` dicts (system, user,
+    assistant, tool). Tool results (or error messages) come back as ``tool`` messages,
+    one per call; a message with neither a call nor an answer gets a ``user`` nudge.
+
+    ## Rewards
+    ``res_reward`` = 1.0 for a correct answer (numbers within the task's tolerance,
+    dates and weekdays compared as such, strings normalised), else 0.
+    ``toolcall_reward`` = +0.1 for a step with a successful, non-repeated call;
+    -0.1 per malformed call, unknown tool, invalid arguments, tool error, timeout or
+    oversized output; -0.1 for a message with no call and no answer (configurable
+    with ``rewards``). ``reward`` is their sum.
+
+    ## Episode End
+    Terminated with status ENV_DONE when an ``<answer>`` is given. Truncated with
+    status MAX_STEPS after ``max_steps`` messages (registered ``max_episode_steps`` is 10:
+    pass ``max_episode_steps`` to ``gym.make`` together with a larger ``max_steps``),
+    TRUNCATION / PROMPT_TRUNCATION / POLICY_ERROR for a ``PolicyOutput`` whose
+    ``finish_reason`` is ``length`` / ``prompt_truncation`` / ``error``.
+
+    ## Arguments
+    * ``tasks``: your own task dicts (``id``, ``question``, ``ground_truth``, and optionally
+      ``answer_type``, ``tolerance``, ``solution``); default: the 480 built-in tasks.
+    * ``tools``: tools or plain functions; default: calculator, convert_units, date_add,
+      date_diff, weekday and lookup_item (``agent_gym.envs.tool_use.BUILTIN_TOOLS``).
+    * ``max_steps``, ``tools_in_prompt``, ``system_prompt``, ``rewards``, ``parser``,
+      ``tool_time_limit``, ``max_tool_output_chars``, ``max_tool_calls_per_step``,
+      ``render_mode``: see :class:`~agent_gym.core.AgentEnv`.
+
+    Example:
+        >>> import gymnasium as gym, agent_gym
+        >>> env = gym.make("agent_gym/ToolUse-v0", render_mode="ansi")
+        >>> obs, info = env.reset(seed=0)
+        >>> obs, reward, terminated, truncated, info = env.step(env.unwrapped.oracle_action())
+    """
+
+    default_system_prompt = (
+        "You are a careful assistant that solves tasks with tools. Do not compute, convert or recall facts in "
+        "your head: use the tools for every calculation, unit conversion, date computation and inventory lookup. "
+        "You may think inside <think>...</think> first. Call tools with <tool_call> blocks; each result comes "
+        "back in a tool message. When you have the result, reply with the final answer only, inside "
+        "<answer>...</answer>."
+    )
+
+    def __init__(
+        self,
+        tasks: Sequence[Mapping[str, Any]] | None = None,
+        tools: Sequence[Tool | Callable[..., Any]] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(tasks, tools, **kwargs)
+        for i, task in enumerate(self.tasks):
+            kind = task.get("answer_type")
+            if kind is not None and kind not in ("number", "date", "weekday", "string"):
+                raise ValueError(f"tasks[{i}]: expected 'answer_type' among number, date, weekday, string, "
+                                 f"got {kind!r}")
+            if kind == "number" or (kind is None and _infer_type(task["ground_truth"]) == "number"):
+                try:
+                    float(task["ground_truth"])
+                except (TypeError, ValueError):
+                    raise ValueError(f"tasks[{i}]: expected a numeric 'ground_truth', "
+                                     f"got {task['ground_truth']!r}") from None
+
+    def default_tasks(self) -> list[dict[str, Any]]:
+        """The 480 built-in tasks."""
+        return builtin_tasks()
+
+    def default_tools(self) -> Sequence[Callable[..., Any]]:
+        """The built-in tool functions."""
+        return BUILTIN_TOOLS
+
+    def score_answer(self, task: Mapping[str, Any], answer: str) -> float:
+        """1.0 if the answer matches the ground truth (see :func:`answer_matches`), else 0.0."""
+        try:
+            tolerance = float(task.get("tolerance", 1e-6))
+            return 1.0 if answer_matches(answer, task["ground_truth"], task.get("answer_type"), tolerance) else 0.0
+        except (TypeError, ValueError, OverflowError):
+            return 0.0
