@@ -28,13 +28,13 @@ def normalize_address(address: str) -> tuple[str, str]:
     """
     if not isinstance(address, str) or not address.strip():
         raise ValueError(f"server address: expected 'IP:PORT' or a URL, got {address!r}")
-    address = address.strip().rstrip("/")
+    address = address.strip()
     url = address if "://" in address else f"http://{address}"
     parts = urlsplit(url)
     if not parts.hostname:
         raise ValueError(f"server address: expected 'IP:PORT' or a URL, got {address!r}")
     name = parts.netloc
-    base = f"{parts.scheme}://{parts.netloc}{parts.path}".rstrip("/")
+    base = f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}"
     if base.endswith("/v1"):
         base = base[:-3]
     return name, base

@@ -12,6 +12,7 @@ Generation runs in a worker thread so ``aact`` never blocks the event loop.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import random
 import threading
 import time
@@ -146,6 +147,8 @@ class TransformersPolicy(AsyncPolicyBase):
         self.stop_ids = frozenset(i for i in eos if 0 <= i < self._vocab)
         self._model_lock = threading.Lock()
         self._rng = random.Random()
+        params = inspect.signature(model.forward).parameters
+        self._cache_kw = "cache" if "cache" in params else "past_key_values"
 
     # ------------------------------------------------------------------ generation
     def generate_ids(self, prompt_ids: list[int], max_tokens: int) -> tuple[list[int], list[float], str]:
@@ -168,8 +171,11 @@ class TransformersPolicy(AsyncPolicyBase):
             cache = None
             step_input = torch.tensor([prompt_ids], dtype=torch.long, device=self.device)
             for _ in range(max_tokens):
-                result = self.model(input_ids=step_input, past_key_values=cache, use_cache=True)
-                cache = result.past_key_values
+                kwargs = {self._cache_kw: cache} if cache is not None else {}
+                result = self.model(input_ids=step_input, use_cache=True, **kwargs)
+                cache = getattr(result, "cache", None)
+                if cache is None:
+                    cache = getattr(result, "past_key_values", None)
                 logits = result.logits[0, -1, : self._vocab].to("cpu", torch.float32)
                 banned = stop_ids if len(out) < sampling.min_tokens else ()
                 token, logp = sample_next(logits, sampling, out, prompt_ids + out, banned, generator)
