@@ -1,0 +1,235 @@
+"""collect / collect_async on deterministic in-process envs: scheduling, statuses, seeds, event loops."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import time
+
+import pytest
+from rollout_fakes import (
+    CrashingTool,
+    FailingPolicy,
+    ScriptedPolicy,
+    hang_add,
+    make_add_env,
+    make_tasks,
+    slow_add,
+    strip_timings,
+)
+
+from agent_gym.errors import MissingExtraError
+from agent_gym.rollout import collect, collect_async, plan_episodes
+from agent_gym.types import EpisodeStatus, StepTrajectory
+
+
+def test_plan_episodes_groups_and_seeds():
+    tasks = make_tasks(3)
+    specs = plan_episodes(tasks, None, samples_per_task=2, seed=10)
+    assert [s.index for s in specs] == list(range(6))
+    assert [s.group for s in specs] == [0, 0, 1, 1, 2, 2]
+    assert [s.seed for s in specs] == [10, 10, 11, 11, 12, 12]
+    assert specs[0].group_id == specs[1].group_id != specs[2].group_id
+    assert specs[3].task is tasks[1]
+    cycled = plan_episodes(tasks, 5, samples_per_task=1)
+    assert [s.task["id"] for s in cycled] == ["add-0", "add-1", "add-2", "add-0", "add-1"]
+    assert [s.task for s in plan_episodes(None, 2, 1)] == [None, None]
+
+
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [
+        ({"tasks": None, "num_episodes": None}, ValueError),
+        ({"tasks": make_tasks(1), "samples_per_task": 0}, ValueError),
+        ({"tasks": {"id": 1}}, TypeError),
+        ({"num_episodes": 1, "n_parallel": 0}, ValueError),
+        ({"num_episodes": 1, "backend": "spark"}, ValueError),
+        ({"num_episodes": 1, "episode_timeout": -1}, ValueError),
+    ],
+)
+def test_collect_rejects_bad_arguments(kwargs, error):
+    with pytest.raises(error):
+        collect(make_add_env, ScriptedPolicy(), progress=False, **kwargs)
+
+
+def test_collect_returns_every_task_in_order_with_groups():
+    policy = ScriptedPolicy()
+    tasks = make_tasks(10)
+    result = collect(make_add_env, policy, tasks=tasks, samples_per_task=3, n_parallel=4, progress=False)
+    assert len(result) == 30
+    assert all(isinstance(t, StepTrajectory) for t in result)
+    assert [t.idx for t in result] == list(range(30))
+    assert [t.task["id"] for t in result] == [t["id"] for t in tasks for _ in range(3)]
+    assert all(t.status == EpisodeStatus.ENV_DONE for t in result)
+    assert all(t.trajectory_reward > 1.0 for t in result)
+    for g in range(10):
+        siblings = result[3 * g : 3 * g + 3]
+        assert len({t.group_id for t in siblings}) == 1
+        assert len({t.rollout_id for t in siblings}) == 3
+    assert len({t.group_id for t in result}) == 10
+    # Every session the policy saw was closed.
+    assert set(policy.closed) == policy.sessions and len(policy.sessions) == 30
+
+
+def test_collect_without_tasks_uses_env_choice_and_same_seed_is_deterministic():
+    a = collect(make_add_env, ScriptedPolicy(), num_episodes=6, samples_per_task=2, seed=3, progress=False)
+    b = collect(make_add_env, ScriptedPolicy(), num_episodes=6, samples_per_task=2, seed=3, n_parallel=2, progress=False)
+    assert [strip_timings(x.to_dict()) for x in a] == [strip_timings(x.to_dict()) for x in b]
+    assert a[0].task == a[1].task  # siblings share the reset seed, hence the task
+
+
+def test_blocking_tools_run_off_the_event_loop():
+    # 8 episodes, each calls a tool that blocks for 0.2 s: in parallel ~0.2 s, serially >= 1.6 s.
+    started = time.perf_counter()
+    result = collect(lambda: make_add_env(slow_add), ScriptedPolicy(), tasks=make_tasks(8), n_parallel=8, progress=False)
+    elapsed = time.perf_counter() - started
+    assert all(t.status == EpisodeStatus.ENV_DONE and t.trajectory_reward > 1.0 for t in result)
+    assert elapsed < 1.0, elapsed
+
+
+def test_independent_scheduling_a_slow_episode_does_not_hold_the_batch():
+    class SlowFirst(ScriptedPolicy):
+        async def aact(self, messages, *, session_id, tools=None):
+            if "What is 0 + 1" in messages[1]["content"]:
+                await asyncio.sleep(0.6)
+            else:
+                await asyncio.sleep(0.05)
+            return self._answer(messages)
+
+    # 2 slots: one busy with the slow episode (2 turns x 0.6 s), the other runs the 9 others (2 x 0.05 s each).
+    started = time.perf_counter()
+    result = collect(make_add_env, SlowFirst(), tasks=make_tasks(10), n_parallel=2, progress=False)
+    elapsed = time.perf_counter() - started
+    assert len(result) == 10 and all(t.status == EpisodeStatus.ENV_DONE for t in result)
+    assert elapsed < 1.6, elapsed  # lockstep batches of two would take >= 1.2 + 4 * 0.1 s... and more
+
+
+def test_policy_exception_gives_policy_error_for_that_episode_only():
+    result = collect(make_add_env, ScriptedPolicy(fail_on=3), tasks=make_tasks(6), n_parallel=3, progress=False)
+    statuses = [t.status for t in result]
+    assert statuses[3] == EpisodeStatus.POLICY_ERROR
+    assert statuses[:3] + statuses[4:] == [EpisodeStatus.ENV_DONE] * 5
+    assert "policy exploded" in result[3].steps[-1].info["error"]
+    assert len(result[3].steps) >= 1
+
+
+def test_policy_error_output_gives_policy_error():
+    result = collect(make_add_env, FailingPolicy(), tasks=make_tasks(2), progress=False)
+    assert [t.status for t in result] == [EpisodeStatus.POLICY_ERROR] * 2
+
+
+def test_env_exception_gives_env_error_for_that_episode_only():
+    tasks = make_tasks(16)  # task 13 makes the tool raise
+    result = collect(lambda: make_add_env(CrashingTool(), tasks=tasks), ScriptedPolicy(), tasks=tasks, n_parallel=4,
+                     progress=False)
+    assert result[13].status == EpisodeStatus.ENV_ERROR
+    assert "tool crashed" in result[13].steps[-1].info["error"]
+    assert all(t.status == EpisodeStatus.ENV_DONE for i, t in enumerate(result) if i != 13)
+
+
+def test_env_construction_failure_gives_env_error():
+    def broken():
+        raise OSError("no sandbox")
+
+    result = collect(broken, ScriptedPolicy(), tasks=make_tasks(2), progress=False)
+    assert [t.status for t in result] == [EpisodeStatus.ENV_ERROR] * 2
+    assert result[0].task["id"] == "add-0"
+
+
+def test_hanging_tool_gives_timeout_for_that_episode_only():
+    tasks = make_tasks(16)  # task 13's tool call blocks for 3 s (no tool time limit)
+    factory = lambda: make_add_env(hang_add, tasks=tasks)  # noqa: E731
+    started = time.perf_counter()
+    result = collect(factory, ScriptedPolicy(), tasks=tasks, n_parallel=4, episode_timeout=1.0, progress=False)
+    elapsed = time.perf_counter() - started
+    assert result[13].status == EpisodeStatus.TIMEOUT
+    assert "episode_timeout" in result[13].steps[-1].info["error"]
+    assert all(t.status == EpisodeStatus.ENV_DONE for i, t in enumerate(result) if i != 13)
+    assert elapsed < 2.5, elapsed  # the stuck thread is abandoned, not awaited
+
+
+def test_slow_policy_times_out():
+    result = collect(make_add_env, ScriptedPolicy(delay=0.5), tasks=make_tasks(2), episode_timeout=0.2, progress=False)
+    assert [t.status for t in result] == [EpisodeStatus.TIMEOUT] * 2
+
+
+def test_sync_only_policy_runs_in_threads():
+    class SyncOnly:
+        def __init__(self):
+            self.inner = ScriptedPolicy(delay=0.1)
+
+        def act(self, messages, *, session_id, tools=None):
+            return self.inner.act(messages, session_id=session_id, tools=tools)
+
+        def close_session(self, session_id):
+            pass
+
+    started = time.perf_counter()
+    result = collect(make_add_env, SyncOnly(), tasks=make_tasks(8), n_parallel=8, progress=False)
+    assert all(t.status == EpisodeStatus.ENV_DONE for t in result)
+    assert time.perf_counter() - started < 1.0
+
+
+def test_on_episode_sees_every_trajectory():
+    seen = []
+    result = collect(make_add_env, ScriptedPolicy(), tasks=make_tasks(5), on_episode=seen.append, progress=False)
+    assert sorted(t.idx for t in seen) == [t.idx for t in result]
+
+
+def test_progress_bar_shows_mean_reward(capsys):
+    collect(make_add_env, ScriptedPolicy(), tasks=make_tasks(3), progress=True)
+    err = capsys.readouterr().err
+    assert "3/3" in err and "reward=" in err
+
+
+async def test_collect_inside_a_running_event_loop():
+    assert asyncio.get_running_loop() is not None
+    result = collect(make_add_env, ScriptedPolicy(), tasks=make_tasks(3), progress=False)
+    assert [t.status for t in result] == [EpisodeStatus.ENV_DONE] * 3
+    result = await collect_async(make_add_env, ScriptedPolicy(), tasks=make_tasks(3), progress=False)
+    assert [t.status for t in result] == [EpisodeStatus.ENV_DONE] * 3
+
+
+def test_list_of_env_factories_and_gamma():
+    result = collect([make_add_env, make_add_env], ScriptedPolicy(), tasks=make_tasks(4), gamma=0.5, progress=False)
+    steps = result[0].steps
+    assert steps[0].mc_return == pytest.approx(steps[0].reward + 0.5 * steps[1].reward)
+
+
+def test_env_kwargs_rejected_with_factories():
+    with pytest.raises(ValueError, match="env_kwargs"):
+        collect(make_add_env, ScriptedPolicy(), tasks=make_tasks(1), env_kwargs={"max_steps": 2}, progress=False)
+
+
+HAS_RAY = importlib.util.find_spec("ray") is not None
+
+
+@pytest.mark.skipif(HAS_RAY, reason="ray is installed; the missing-extra error cannot be shown")
+def test_ray_backend_without_ray_names_the_extra():
+    with pytest.raises(MissingExtraError, match=r"agent-gym\[ray\]"):
+        collect(make_add_env, ScriptedPolicy(), tasks=make_tasks(1), backend="ray", progress=False)
+
+
+@pytest.mark.skipif(not HAS_RAY, reason="the 'ray' extra is not installed (pip install 'agent-gym[ray]')")
+@pytest.mark.timeout(300)
+def test_ray_backend_matches_local_backend():
+    import ray
+    import rollout_fakes
+    from ray import cloudpickle
+
+    cloudpickle.register_pickle_by_value(rollout_fakes)  # the test helpers are not importable in Ray workers
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    tasks = make_tasks(6)
+    local = collect(make_add_env, ScriptedPolicy(), tasks=tasks, samples_per_task=2, seed=5, progress=False)
+    try:
+        remote = collect(
+            make_add_env, ScriptedPolicy(), tasks=tasks, samples_per_task=2, seed=5, n_parallel=2,
+            backend="ray", progress=False,
+        )
+        failing = collect(
+            make_add_env, ScriptedPolicy(fail_on=1), tasks=tasks[:2], n_parallel=2, backend="ray", progress=False
+        )
+    finally:
+        ray.shutdown()
+    assert [strip_timings(x.to_dict()) for x in remote] == [strip_timings(x.to_dict()) for x in local]
+    assert [t.status for t in failing] == [EpisodeStatus.ENV_DONE, EpisodeStatus.POLICY_ERROR]
