@@ -116,8 +116,8 @@ class MemorySimple:
     def last_view_rewritten(self) -> bool:
         """Whether the latest view is not the previous view plus the messages added since.
 
-        False for the first view of an episode and when only new messages were
-        appended unchanged. True after a summary, an elided thought, or a config
+        False for the first non-empty view of an episode and when only new
+        messages were appended unchanged. True after a summary, an elided thought, or a config
         change that altered earlier messages: token-level prefix consistency is
         broken and a trajectory should start a new segment.
         """
@@ -310,7 +310,7 @@ class MemorySimple:
         """Bring the view up to date, incrementally when possible, and set ``last_view_rewritten``."""
         pending, self._pending = self._pending, []
         n = len(self._messages)
-        had_view = self._view_version >= 0
+        had_view = self._view_version >= 0 and bool(self._view)  # an empty view is no previous prompt
         bounds = self._bounds(n)
         extend = (
             self._view_valid
@@ -322,7 +322,7 @@ class MemorySimple:
             count = self._counter.count
             self._view.extend(pending)
             self._view_tokens += sum(count(m["content"]) for m in pending)
-            rewritten = self._apply_filter()
+            rewritten = self._apply_filter() and had_view
         else:
             old = self._view
             head_end, body_start = bounds
