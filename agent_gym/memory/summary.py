@@ -209,6 +209,7 @@ class MemorySummary(MemorySimple):
         self.summaries: list[str] = []
         self.failed_summaries = 0
         self._last_view_summarized = False
+        self._warned_system = False
         super().__init__(config, tokenizer=tokenizer)
         self._check_config(self._config)
 
@@ -337,6 +338,12 @@ class MemorySummary(MemorySimple):
         self.summaries.append(summary)
         self._insert_message(end, {"role": "summary", "content": summary})
         self._last_view_summarized = True
+        if msgs[0]["role"] == "system" and cfg.before_raw_message == 0 and not self._warned_system:
+            self._warned_system = True
+            logger.warning(
+                "The system message is not in the raw head (before_raw_message=0), so the summary view no longer "
+                "contains it; set before_raw_message >= 1 to keep it."
+            )
 
     def _summarize_chunks(self, summarizer: Summarizer, prompt: str, previous: str,
                           message: dict[str, Any]) -> str | None:
