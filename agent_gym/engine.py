@@ -288,8 +288,8 @@ class GymEngineWrapper(BaseEngineWrapper):
     Args:
         agent_name: See :class:`BaseEngineWrapper`.
         tokenizer: See :class:`BaseEngineWrapper`; used to build token-exact prompts.
-        sampling_params: vLLM sampling parameters (temperature, top_p, top_k, ...);
-            ``max_tokens`` defaults to ``max_response_length``.
+        sampling_params: ``SamplingParams`` fields (temperature, top_p, top_k, ...);
+            ``max_tokens`` (per turn) defaults to ``min(max_response_length, 1024)``.
         max_prompt_length: See :class:`BaseEngineWrapper`.
         max_response_length: See :class:`BaseEngineWrapper`.
         n_parallel_agents: Episodes in flight at once.
@@ -302,7 +302,8 @@ class GymEngineWrapper(BaseEngineWrapper):
         memory: Memory configuration handed to ``TrajectoryWrapper``.
         episode_timeout: Seconds before an episode ends with status TIMEOUT.
         seed: Base seed of the episodes.
-        policy_kwargs: Extra ``VLLMPolicy`` keyword arguments.
+        policy_kwargs: Extra ``VLLMPolicy`` keyword arguments (``max_response_length``,
+            the budget of ids after an episode's first prompt, defaults to the engine's).
         request_timeout: Seconds before a request fails.
 
     Example:
@@ -362,8 +363,8 @@ class GymEngineWrapper(BaseEngineWrapper):
     def _sampling(self) -> Any:
         from agent_gym.policy import SamplingParams
 
-        params = {"max_tokens": self.max_response_length, **self.sampling_params}
-        return SamplingParams(**params)
+        params = {"max_tokens": min(self.max_response_length, 1024), **self.sampling_params}
+        return SamplingParams.coerce(params)
 
     def initialize(self) -> None:
         """Build the ``VLLMPolicy`` on ``server_addresses``.
@@ -375,13 +376,8 @@ class GymEngineWrapper(BaseEngineWrapper):
             raise ConfigError("GymEngineWrapper.server_addresses: expected at least one 'IP:PORT', got []")
         from agent_gym.policy import VLLMPolicy
 
-        kwargs = {"max_prompt_length": self.max_prompt_length, **self.policy_kwargs}
-        self.policy = VLLMPolicy(
-            self._server_addresses,
-            tokenizer=self.tokenizer,
-            sampling_params=self._sampling(),
-            **kwargs,
-        )
+        kwargs = {"max_response_length": self.max_response_length, **self.policy_kwargs}
+        self.policy = VLLMPolicy(self._server_addresses, self.tokenizer, self._sampling(), **kwargs)
 
     async def generate_agent_trajectories_async(self, tasks: list[dict[str, Any]]) -> list[Trajectory]:
         """Run one episode per task (``samples_per_task`` each) and return the trajectories.

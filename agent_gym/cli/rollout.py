@@ -1,0 +1,206 @@
+"""``agent-gym rollout``: collect a batch of episodes and write them to JSONL or Parquet.
+
+With ``--server`` the episodes are sampled from vLLM-compatible servers
+(``VLLMPolicy``); with ``--model`` from a local Hugging Face model
+(``TransformersPolicy``); with neither, from the embedded default model, offline.
+Episodes are written to ``--out`` as they finish, so Ctrl-C leaves a readable
+file holding every finished episode. A summary table follows the progress bar.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from agent_gym.types import EpisodeStatus, StepTrajectory
+
+__all__ = ["add_parser", "build_policy", "format_summary", "run", "summarize"]
+
+_FAILED = (EpisodeStatus.TIMEOUT.value, EpisodeStatus.ENV_ERROR.value, EpisodeStatus.POLICY_ERROR.value)
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register the ``rollout`` subcommand on ``subparsers``."""
+    parser = subparsers.add_parser(
+        "rollout",
+        help="collect episodes with a model and write trajectories",
+        description=__doc__.splitlines()[0] if __doc__ else None,
+    )
+    parser.add_argument("env_id", help="registered env id, e.g. agent_gym/ToolUse-v0")
+    parser.add_argument(
+        "--server", action="append", default=[], metavar="URL",
+        help="vLLM-compatible server 'IP:PORT' or URL (repeat for several)",
+    )
+    parser.add_argument("--model", metavar="PATH", help="local model directory (tokenizer source with --server)")
+    parser.add_argument("--episodes", type=int, default=8, metavar="N", help="number of tasks to run (default 8)")
+    parser.add_argument("--samples-per-task", type=int, default=1, metavar="K", help="episodes per task (default 1)")
+    parser.add_argument("--n-parallel", type=int, default=8, metavar="P", help="episodes in flight (default 8)")
+    parser.add_argument("--temperature", type=float, default=1.0, metavar="T", help="sampling temperature (default 1.0)")
+    parser.add_argument("--max-steps", type=int, default=None, metavar="S", help="turns per episode (env default)")
+    parser.add_argument("--max-tokens", type=int, default=256, metavar="N", help="tokens per turn (default 256)")
+    parser.add_argument("--episode-timeout", type=float, default=None, metavar="SEC", help="seconds per episode")
+    parser.add_argument(
+        "--out", default="rollouts.jsonl", metavar="FILE",
+        help="output file, .jsonl or .parquet (default rollouts.jsonl)",
+    )
+    parser.add_argument("--seed", type=int, default=0, metavar="N", help="base seed (default 0)")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    return parser
+
+
+def build_policy(args: argparse.Namespace) -> tuple[Any, str]:
+    """Build the policy the arguments ask for.
+
+    Returns:
+        The policy and a one-line description of it.
+    """
+    from agent_gym.policy import SamplingParams
+
+    sampling = SamplingParams(temperature=args.temperature, max_tokens=args.max_tokens, seed=args.seed)
+    if args.server:
+        from agent_gym.policy import VLLMPolicy
+
+        if args.model:
+            return VLLMPolicy(args.server, args.model, sampling), f"vLLM servers {args.server} (tokenizer {args.model})"
+        return VLLMPolicy(args.server, None, sampling, mode="chat"), f"vLLM servers {args.server} (chat mode)"
+    from agent_gym.policy import TransformersPolicy
+
+    if args.model:
+        return TransformersPolicy(args.model, sampling=sampling), f"local model {args.model}"
+    from agent_gym.models import default_model_path
+
+    path = default_model_path()
+    return TransformersPolicy(str(path), sampling=sampling), f"embedded default model ({path.name})"
+
+
+def summarize(trajectories: Sequence[StepTrajectory], wall_time: float) -> dict[str, Any]:
+    """Aggregate figures of a batch (what the summary table shows).
+
+    Args:
+        trajectories: The finished episodes.
+        wall_time: Seconds the collection took.
+
+    Returns:
+        episodes, mean_reward, success_rate, mean_steps, tokens_sampled, tokens_per_s,
+        env_time, llm_time, wall_time and a count per status.
+    """
+    n = len(trajectories)
+    tokens = sum(int(t.response_masks.sum()) + sum(int(s.response_masks.sum()) for s in t.segments[1:])
+                 for t in trajectories)
+    statuses: dict[str, int] = {}
+    for t in trajectories:
+        statuses[t.status] = statuses.get(t.status, 0) + 1
+    success = sum(1 for t in trajectories if float(t.metrics["res_reward"]) > 0)
+    return {
+        "episodes": n,
+        "mean_reward": sum(float(t.trajectory_reward) for t in trajectories) / n if n else 0.0,
+        "success_rate": success / n if n else 0.0,
+        "mean_steps": sum(int(t.metrics["steps"]) for t in trajectories) / n if n else 0.0,
+        "tokens_sampled": tokens,
+        "tokens_per_s": tokens / wall_time if wall_time > 0 else 0.0,
+        "env_time": sum(float(t.metrics["env_time"]) for t in trajectories),
+        "llm_time": sum(float(t.metrics["llm_time"]) for t in trajectories),
+        "wall_time": wall_time,
+        "statuses": statuses,
+    }
+
+
+def format_summary(summary: dict[str, Any]) -> str:
+    """Render :func:`summarize` output as an aligned two-column table."""
+    busy = summary["env_time"] + summary["llm_time"]
+    env_share = summary["env_time"] / busy if busy > 0 else 0.0
+    rows = [
+        ("episodes", f"{summary['episodes']}"),
+        ("mean reward", f"{summary['mean_reward']:.4f}"),
+        ("success rate", f"{summary['success_rate']:.1%}"),
+        ("mean steps", f"{summary['mean_steps']:.2f}"),
+        ("tokens sampled", f"{summary['tokens_sampled']}"),
+        ("tokens/s", f"{summary['tokens_per_s']:.1f}"),
+        ("time env / llm", f"{summary['env_time']:.2f}s / {summary['llm_time']:.2f}s "
+                           f"({env_share:.0%} / {1 - env_share:.0%})"),
+        ("wall time", f"{summary['wall_time']:.2f}s"),
+        ("statuses", ", ".join(f"{k or '?'}={v}" for k, v in sorted(summary["statuses"].items())) or "-"),
+    ]
+    width = max(len(name) for name, _ in rows)
+    line = "-" * (width + 3 + max(len(value) for _, value in rows))
+    return "\n".join([line, *(f"{name:<{width}} | {value}" for name, value in rows), line])
+
+
+def _check_args(args: argparse.Namespace) -> str | None:
+    for name in ("episodes", "samples_per_task", "n_parallel", "max_tokens"):
+        if getattr(args, name) < 1:
+            return f"--{name.replace('_', '-')}: expected an int >= 1, got {getattr(args, name)}"
+    if args.max_steps is not None and args.max_steps < 1:
+        return f"--max-steps: expected an int >= 1, got {args.max_steps}"
+    if Path(args.out).suffix.lower() not in (".jsonl", ".parquet"):
+        return f"--out: expected a file ending in .jsonl or .parquet, got {args.out!r}"
+    return None
+
+
+def run(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
+    """Run ``agent-gym rollout``.
+
+    Returns:
+        0 on success, 2 on bad arguments, 130 when interrupted (the output file
+        then holds the episodes finished so far).
+    """
+    out = stdout or sys.stdout
+    problem = _check_args(args)
+    if problem:
+        print(f"agent-gym rollout: {problem}", file=sys.stderr)
+        return 2
+    import gymnasium as gym
+
+    import agent_gym  # noqa: F401 - registers the env ids
+    from agent_gym.export import TrajectoryWriter
+    from agent_gym.rollout import collect
+
+    if args.env_id not in gym.registry:
+        known = ", ".join(sorted(k for k in gym.registry if k.startswith("agent_gym/")))
+        print(f"agent-gym rollout: unknown env id {args.env_id!r}; registered: {known}", file=sys.stderr)
+        return 2
+    policy, description = build_policy(args)
+    print(f"policy: {description}", file=out)
+    finished: list[StepTrajectory] = []
+    started = time.perf_counter()
+    interrupted = False
+    writer = TrajectoryWriter(args.out)
+    try:
+
+        def _on_episode(trajectory: StepTrajectory) -> None:
+            writer.write(trajectory)
+            finished.append(trajectory)
+
+        collect(
+            args.env_id,
+            policy,
+            num_episodes=args.episodes,
+            samples_per_task=args.samples_per_task,
+            n_parallel=args.n_parallel,
+            max_steps=args.max_steps,
+            episode_timeout=args.episode_timeout,
+            progress=not args.no_progress,
+            seed=args.seed,
+            on_episode=_on_episode,
+        )
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        writer.close()
+        close = getattr(policy, "close", None)
+        if callable(close):
+            try:
+                close()
+            except Exception:  # noqa: BLE001 - best effort at exit
+                pass
+    wall = time.perf_counter() - started
+    print(format_summary(summarize(finished, wall)), file=out)
+    if interrupted:
+        print(f"interrupted: {len(finished)} finished episodes written to {args.out}", file=out)
+        return 130
+    print(f"wrote {len(finished)} episodes to {args.out}", file=out)
+    return 0
