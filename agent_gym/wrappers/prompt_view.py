@@ -61,12 +61,14 @@ class MemoryView:
         return list(self.memory.get_prompt_messages())
 
 
-def make_prompt_view(memory: Any) -> Callable[[], PromptView]:
+def make_prompt_view(memory: Any, *, tokenizer: Any = None) -> Callable[[], PromptView]:
     """Return a factory of per-episode prompt views for the ``memory`` argument.
 
     Args:
         memory: None, a ``MemoryConfig``, or a zero-argument callable returning
             a memory object (``add`` + ``get_prompt_messages``).
+        tokenizer: Counts a ``MemoryConfig`` memory's tokens (default: the
+            config's ``train_model_tokenizer_path``, else characters / 4).
 
     Raises:
         TypeError: If ``memory`` is none of these.
@@ -80,7 +82,7 @@ def make_prompt_view(memory: Any) -> Callable[[], PromptView]:
     except ImportError:  # pragma: no cover - memory is part of the package
         MemoryConfig = None  # type: ignore[assignment]
     if MemoryConfig is not None and isinstance(memory, MemoryConfig):
-        return lambda: MemoryView(memory_from_config(memory))
+        return lambda: MemoryView(memory_from_config(memory, tokenizer=tokenizer))
     raise TypeError(
         "memory: expected None, a MemoryConfig or a callable returning a memory object, "
         f"got {type(memory).__name__}"

@@ -82,11 +82,14 @@ class TrajectoryWrapper(gym.Wrapper):
             raise ValueError(f"gamma: expected a number in [0, 1], got {gamma!r}")
         self.gamma = float(gamma)
         self.tokenizer = tokenizer
-        self._view_factory: Callable[[], PromptView] = make_prompt_view(memory)
+        self._builder: Any = None
+        self._view_factory: Callable[[], PromptView] = make_prompt_view(memory, tokenizer=tokenizer)
         self._reset_state()
 
     # ------------------------------------------------------------------ state
     def _reset_state(self) -> None:
+        if getattr(self, "_builder", None) is not None and getattr(self, "_rollout_id", ""):
+            self._builder.close(self._rollout_id)
         self._view: PromptView | None = None
         self._steps: list[Step] = []
         self._assembler = TokenAssembler()
@@ -267,17 +270,16 @@ class TrajectoryWrapper(gym.Wrapper):
         return {"num_prompt_tokens": len(prompt_ids), "num_sampled_tokens": len(sampled_ids), "new_segment": new_segment}
 
     def _retokenize(self, messages: list[dict[str, str]], text: str) -> tuple[list[int], list[int]]:
-        tok = self.tokenizer
-        kwargs: dict[str, Any] = {"add_generation_prompt": True, "tokenize": False}
-        if self._policy_tools:
-            kwargs["tools"] = self._policy_tools
-        rendered = tok.apply_chat_template(messages, **kwargs)
-        prompt_ids = list(tok.encode(rendered, add_special_tokens=False))
-        sampled = list(tok.encode(text, add_special_tokens=False))
-        eos = tok.eos_token_id
-        if eos is not None:
-            sampled.append(int(eos))
-        return prompt_ids, sampled
+        """Render this turn's prompt with the chat token builder and re-tokenize ``text``."""
+        if self._builder is None:
+            from agent_gym.policy.chat_tokens import ChatTokenBuilder
+
+            self._builder = ChatTokenBuilder(self.tokenizer, track_retokenization=False)
+        plan = self._builder.prepare(self._rollout_id, messages, self._policy_tools)
+        sampled = list(self.tokenizer.encode(text, add_special_tokens=False))
+        sampled.append(self._builder.eot_token_id)
+        self._builder.commit(plan, sampled, text)
+        return plan.prompt_ids, sampled
 
     def _build(self, status: EpisodeStatus) -> StepTrajectory:
         compute_mc_return(self._steps, self.gamma)
