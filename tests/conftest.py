@@ -7,6 +7,7 @@ Fixtures (all session-scoped except ``start_server``'s servers, which live for t
 * ``tiny_deepseek_model_dir``: the same architecture over the DeepSeek vocabulary.
 * ``reference_server``: ``"127.0.0.1:PORT"`` of a ``python -m agent_gym.server`` process
   serving ``tiny_model_dir`` (max_model_len 4096).
+* ``start_servers(*option_dicts)``: starts several such processes concurrently.
 * ``start_server(**options)``: starts another server process and returns a :class:`ServerProcess`
   (a ``str`` equal to its ``"127.0.0.1:PORT"`` address, with ``.url``, ``.process``, ``.kill()``).
   Options map to command-line flags (``fake_tokens=4`` -> ``--fake-tokens 4``, ``hang=True`` ->
@@ -95,36 +96,56 @@ def _options_to_argv(options: dict[str, Any]) -> list[str]:
     return argv
 
 
-def launch_server(log_dir: Path, **options: Any) -> ServerProcess:
-    """Start ``python -m agent_gym.server`` with ``options`` on a free port and wait for ``/health``.
+def _spawn(log_dir: Path, options: dict[str, Any]) -> ServerProcess:
+    port = _free_port()
+    log_path = log_dir / f"server-{port}.log"
+    argv = [sys.executable, "-m", "agent_gym.server", "--host", "127.0.0.1", "--port", str(port)]
+    argv += _options_to_argv(options)
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
+    return ServerProcess(f"127.0.0.1:{port}", proc, log_path)
+
+
+def _wait_healthy(server: ServerProcess) -> bool:
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while time.monotonic() < deadline and server.alive():
+        try:
+            if httpx.get(f"{server.url}/health", timeout=1.0).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    return False
+
+
+def launch_servers(log_dir: Path, *option_sets: dict[str, Any]) -> list[ServerProcess]:
+    """Start one ``python -m agent_gym.server`` per option dict, concurrently, and wait for ``/health``.
+
+    Each gets a free localhost port (retried if another process grabbed it first).
 
     Raises:
-        RuntimeError: The server exited or did not become healthy in time (its log is included).
+        RuntimeError: A server exited or did not become healthy in time (its log is included).
     """
-    last_error = ""
-    for _attempt in range(3):
-        port = _free_port()
-        log_path = log_dir / f"server-{port}.log"
-        argv = [sys.executable, "-m", "agent_gym.server", "--host", "127.0.0.1", "--port", str(port)]
-        argv += _options_to_argv(options)
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
-        server = ServerProcess(f"127.0.0.1:{port}", proc, log_path)
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if not server.alive():
+    servers = [_spawn(log_dir, opts) for opts in option_sets]
+    for i, opts in enumerate(option_sets):
+        for _attempt in range(3):
+            if _wait_healthy(servers[i]):
                 break
-            try:
-                if httpx.get(f"{server.url}/health", timeout=1.0).status_code == 200:
-                    return server
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        server.stop()
-        last_error = server.log()
-        if "address already in use" not in last_error.lower():
-            break
-    raise RuntimeError(f"reference server with {options} did not start:\n{last_error[-4000:]}")
+            servers[i].stop()
+            log = servers[i].log()
+            if "address already in use" not in log.lower():
+                for other in servers:
+                    other.stop()
+                raise RuntimeError(f"reference server with {opts} did not start:\n{log[-4000:]}")
+            servers[i] = _spawn(log_dir, opts)
+        else:
+            raise RuntimeError(f"reference server with {opts} found no free port")
+    return servers
+
+
+def launch_server(log_dir: Path, **options: Any) -> ServerProcess:
+    """Start one server (see :func:`launch_servers`)."""
+    return launch_servers(log_dir, options)[0]
 
 
 @pytest.fixture(scope="session")
@@ -160,8 +181,40 @@ def tiny_deepseek_model_dir(tmp_path_factory: pytest.TempPathFactory, deepseek_t
 
 
 @pytest.fixture(scope="session")
-def start_server(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> Iterator[Callable[..., ServerProcess]]:
-    """Factory starting extra server processes; all are stopped at the end of the session.
+def _server_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, list[ServerProcess]]]:
+    servers: list[ServerProcess] = []
+    yield tmp_path_factory.mktemp("server-logs"), servers
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def start_servers(_server_registry, tiny_model_dir: Path) -> Callable[..., list[ServerProcess]]:
+    """Factory starting several server processes concurrently (faster than one by one).
+
+    Example::
+
+        a, b = start_servers({}, {"fake_tokens": 4, "die_after": 1})
+
+    Every option dict follows :func:`start_server`'s rules; all servers stop at session end.
+    """
+    log_dir, registry = _server_registry
+
+    def _start(*option_sets: dict[str, Any]) -> list[ServerProcess]:
+        sets = [{"model": str(tiny_model_dir), **opts} for opts in option_sets]
+        servers = launch_servers(log_dir, *sets)
+        registry.extend(servers)
+        return servers
+
+    return _start
+
+
+@pytest.fixture(scope="session")
+def start_server(start_servers: Callable[..., list[ServerProcess]]) -> Callable[..., ServerProcess]:
+    """Factory starting one extra server process; all are stopped at the end of the session.
+
+    Options map to command-line flags (``fake_tokens=4`` -> ``--fake-tokens 4``, ``hang=True``
+    -> ``--hang``); ``model`` defaults to ``tiny_model_dir``. Returns a :class:`ServerProcess`.
 
     Example::
 
@@ -169,18 +222,11 @@ def start_server(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path)
             server = start_server(fake_tokens=4, fail_first=2, fail_status=429)
             httpx.post(f"http://{server}/v1/completions", json={...})
     """
-    log_dir = tmp_path_factory.mktemp("server-logs")
-    servers: list[ServerProcess] = []
 
     def _start(**options: Any) -> ServerProcess:
-        options.setdefault("model", str(tiny_model_dir))
-        server = launch_server(log_dir, **options)
-        servers.append(server)
-        return server
+        return start_servers(options)[0]
 
-    yield _start
-    for server in servers:
-        server.stop()
+    return _start
 
 
 @pytest.fixture(scope="session")

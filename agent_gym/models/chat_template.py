@@ -1,4 +1,4 @@
-"""Chat templates written for agent_gym's offline tokenizers.
+r"""Chat templates written for agent_gym's offline tokenizers.
 
 ``QWEN_CHAT_TEMPLATE`` is a ChatML template in the style of Qwen3:
 

@@ -63,7 +63,7 @@ class Faults:
         self._count = 0
         self._lock = threading.Lock()
 
-    async def before(self) -> Response | None:
+    async def before(self, request: Request) -> Response | None:
         """Return the injected response for this request, or ``None`` to serve it normally."""
         with self._lock:
             self._count += 1
@@ -72,13 +72,20 @@ class Faults:
             os._exit(17)
         if k <= self.fail_first:
             kind = "TooManyRequests" if self.fail_status == 429 else "InternalServerError"
-            body = {"error": {"message": f"injected failure {k}/{self.fail_first}", "type": kind,
-                              "param": None, "code": self.fail_status}}
+            body = {
+                "error": {
+                    "message": f"injected failure {k}/{self.fail_first}",
+                    "type": kind,
+                    "param": None,
+                    "code": self.fail_status,
+                }
+            }
             headers = {"Retry-After": "0"} if self.fail_status == 429 else None
             return JSONResponse(body, status_code=self.fail_status, headers=headers)
         if self.hang_after is not None and k > self.hang_after:
-            while True:  # until the client gives up and the server is stopped
-                await asyncio.sleep(3600)
+            while not await request.is_disconnected():  # until the client gives up
+                await asyncio.sleep(0.2)
+            return Response(status_code=499)
         if self.malformed_json:
             return Response(content=b'{"id": "cmpl-malformed", "choices": [{"text": ', media_type="application/json")
         return None
@@ -131,8 +138,9 @@ def create_app(engine: Any, *, served_model_name: str | None = None, faults: Fau
         msg = "; ".join(f"{'.'.join(str(x) for x in e.get('loc', ()) if x != 'body')}: {e.get('msg')}" for e in errs)
         return JSONResponse(BadRequest(msg or "invalid request", param=loc[0] if loc else None).body(), status_code=400)
 
-    def chat_prompt(messages: list[dict[str, Any]], tools: Any, kwargs: dict | None, add_gen: bool,
-                    cont: bool = False) -> list[int]:
+    def chat_prompt(
+        messages: list[dict[str, Any]], tools: Any, kwargs: dict | None, add_gen: bool, cont: bool = False
+    ) -> list[int]:
         msgs = []
         for m in messages:
             if not isinstance(m, dict) or "role" not in m:
@@ -140,8 +148,12 @@ def create_app(engine: Any, *, served_model_name: str | None = None, faults: Fau
             msgs.append({**m, "content": message_text(m.get("content"))})
         try:
             enc = tok.apply_chat_template(
-                msgs, tools=tools, tokenize=True, add_generation_prompt=add_gen and not cont,
-                continue_final_message=cont, **(kwargs or {}),
+                msgs,
+                tools=tools,
+                tokenize=True,
+                add_generation_prompt=add_gen and not cont,
+                continue_final_message=cont,
+                **(kwargs or {}),
             )
         except Exception as exc:  # template errors are the client's messages' fault
             raise BadRequest(f"chat template failed: {exc}", param="messages") from exc
@@ -155,11 +167,21 @@ def create_app(engine: Any, *, served_model_name: str | None = None, faults: Fau
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
-        return {"object": "list", "data": [{
-            "id": name, "object": "model", "created": created, "owned_by": "agent_gym",
-            "root": str(engine.model_path), "parent": None, "max_model_len": engine.max_model_len,
-            "permission": [],
-        }]}
+        return {
+            "object": "list",
+            "data": [
+                {
+                    "id": name,
+                    "object": "model",
+                    "created": created,
+                    "owned_by": "agent_gym",
+                    "root": str(engine.model_path),
+                    "parent": None,
+                    "max_model_len": engine.max_model_len,
+                    "permission": [],
+                }
+            ],
+        }
 
     @app.post("/tokenize")
     async def tokenize(req: TokenizeRequest) -> dict[str, Any]:
@@ -180,8 +202,8 @@ def create_app(engine: Any, *, served_model_name: str | None = None, faults: Fau
         return {"prompt": tok.decode(req.tokens)}
 
     @app.post("/v1/completions")
-    async def completions(req: CompletionRequest) -> Response:
-        injected = await faults.before()
+    async def completions(req: CompletionRequest, request: Request) -> Response:
+        injected = await faults.before(request)
         if injected is not None:
             return injected
         prompts = _split_prompts(req.prompt)
@@ -201,37 +223,49 @@ def create_app(engine: Any, *, served_model_name: str | None = None, faults: Fau
         results = await asyncio.gather(*(engine.generate(g) for g in gens))
         choices = []
         prompt_tokens = completion_tokens = 0
-        for g, samples in zip(gens, results):
+        for g, samples in zip(gens, results, strict=False):
             prompt_tokens += len(g.prompt_ids)
             for s in samples:
                 completion_tokens += len(s.token_ids)
-                choices.append({
-                    "index": len(choices),
-                    "text": s.text,
-                    "logprobs": _completion_logprobs(s, token_text, req.return_tokens_as_token_ids)
-                    if req.logprobs is not None else None,
-                    "finish_reason": s.finish_reason,
-                    "stop_reason": s.stop_reason,
-                    "prompt_logprobs": None,
-                    "prompt_token_ids": list(g.prompt_ids) if req.return_token_ids else None,
-                    "token_ids": list(s.token_ids) if req.return_token_ids else None,
-                })
-        return JSONResponse({
-            "id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion", "created": int(time.time()),
-            "model": name, "choices": choices,
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens},
-        })
+                choices.append(
+                    {
+                        "index": len(choices),
+                        "text": s.text,
+                        "logprobs": _completion_logprobs(s, token_text, req.return_tokens_as_token_ids)
+                        if req.logprobs is not None
+                        else None,
+                        "finish_reason": s.finish_reason,
+                        "stop_reason": s.stop_reason,
+                        "prompt_logprobs": None,
+                        "prompt_token_ids": list(g.prompt_ids) if req.return_token_ids else None,
+                        "token_ids": list(s.token_ids) if req.return_token_ids else None,
+                    }
+                )
+        return JSONResponse(
+            {
+                "id": f"cmpl-{uuid.uuid4().hex}",
+                "object": "text_completion",
+                "created": int(time.time()),
+                "model": name,
+                "choices": choices,
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": prompt_tokens + completion_tokens,
+                },
+            }
+        )
 
     @app.post("/v1/chat/completions")
-    async def chat_completions(req: ChatRequest) -> Response:
-        injected = await faults.before()
+    async def chat_completions(req: ChatRequest, request: Request) -> Response:
+        injected = await faults.before(request)
         if injected is not None:
             return injected
         if not req.messages:
             raise BadRequest("messages must be a non-empty list.", param="messages")
-        ids = chat_prompt(req.messages, req.tools, req.chat_template_kwargs, req.add_generation_prompt,
-                          req.continue_final_message)
+        ids = chat_prompt(
+            req.messages, req.tools, req.chat_template_kwargs, req.add_generation_prompt, req.continue_final_message
+        )
         max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
         err = context_error(engine.max_model_len, len(ids), max_tokens)
         if err is not None:
@@ -243,23 +277,35 @@ def create_app(engine: Any, *, served_model_name: str | None = None, faults: Fau
         samples = await engine.generate(gen)
         choices = []
         for i, s in enumerate(samples):
-            choices.append({
-                "index": i,
-                "message": {"role": "assistant", "content": s.text, "reasoning_content": None, "tool_calls": []},
-                "logprobs": _chat_logprobs(s, token_text, req.return_tokens_as_token_ids, top) if req.logprobs else None,
-                "finish_reason": s.finish_reason,
-                "stop_reason": s.stop_reason,
-                "token_ids": list(s.token_ids) if req.return_token_ids else None,
-            })
+            choices.append(
+                {
+                    "index": i,
+                    "message": {"role": "assistant", "content": s.text, "reasoning_content": None, "tool_calls": []},
+                    "logprobs": _chat_logprobs(s, token_text, req.return_tokens_as_token_ids, top)
+                    if req.logprobs
+                    else None,
+                    "finish_reason": s.finish_reason,
+                    "stop_reason": s.stop_reason,
+                    "token_ids": list(s.token_ids) if req.return_token_ids else None,
+                }
+            )
         completion_tokens = sum(len(s.token_ids) for s in samples)
-        return JSONResponse({
-            "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
-            "model": name, "choices": choices,
-            "prompt_token_ids": ids if req.return_token_ids else None,
-            "prompt_logprobs": None,
-            "usage": {"prompt_tokens": len(ids), "completion_tokens": completion_tokens,
-                      "total_tokens": len(ids) + completion_tokens},
-        })
+        return JSONResponse(
+            {
+                "id": f"chatcmpl-{uuid.uuid4().hex}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": name,
+                "choices": choices,
+                "prompt_token_ids": ids if req.return_token_ids else None,
+                "prompt_logprobs": None,
+                "usage": {
+                    "prompt_tokens": len(ids),
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": len(ids) + completion_tokens,
+                },
+            }
+        )
 
     return app
 
@@ -281,7 +327,7 @@ def _completion_logprobs(s: SeqResult, text: _TokenText, as_ids: bool) -> dict[s
         offsets.append(pos)
         pos += len(text(t, False))
     tops = []
-    for t, lp, top in zip(s.token_ids, s.logprobs, s.top_logprobs):
+    for t, lp, top in zip(s.token_ids, s.logprobs, s.top_logprobs, strict=False):
         entry = {text(t, as_ids): lp}
         for tid, v in top:
             entry.setdefault(text(tid, as_ids), v)
@@ -291,13 +337,17 @@ def _completion_logprobs(s: SeqResult, text: _TokenText, as_ids: bool) -> dict[s
 
 def _chat_logprobs(s: SeqResult, text: _TokenText, as_ids: bool, top_n: int) -> dict[str, Any]:
     content = []
-    for t, lp, top in zip(s.token_ids, s.logprobs, s.top_logprobs):
+    for t, lp, top in zip(s.token_ids, s.logprobs, s.top_logprobs, strict=False):
         tstr = text(t, as_ids)
-        content.append({
-            "token": tstr, "logprob": lp, "bytes": list(text(t, False).encode("utf-8")),
-            "top_logprobs": [
-                {"token": text(i, as_ids), "logprob": v, "bytes": list(text(i, False).encode("utf-8"))}
-                for i, v in top[:top_n]
-            ],
-        })
+        content.append(
+            {
+                "token": tstr,
+                "logprob": lp,
+                "bytes": list(text(t, False).encode("utf-8")),
+                "top_logprobs": [
+                    {"token": text(i, as_ids), "logprob": v, "bytes": list(text(i, False).encode("utf-8"))}
+                    for i, v in top[:top_n]
+                ],
+            }
+        )
     return {"content": content}

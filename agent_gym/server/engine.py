@@ -215,7 +215,7 @@ class TransformersEngine:
                 for _, f in pending:
                     f.set_exception(exc)
                 continue
-            for (_, f), res in zip(pending, results):
+            for (_, f), res in zip(pending, results, strict=False):
                 f.set_result(res)
 
     def _run_batch(self, reqs: list[GenRequest]) -> list[list[SeqResult]]:
@@ -233,7 +233,10 @@ class TransformersEngine:
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
         dev = self.device
         out = self.model(
-            input_ids=ids.to(dev), attention_mask=mask.to(dev), position_ids=pos.to(dev), use_cache=True,
+            input_ids=ids.to(dev),
+            attention_mask=mask.to(dev),
+            position_ids=pos.to(dev),
+            use_cache=True,
             **self._keep_last,
         )
         past = _cache_of(out)
@@ -308,7 +311,7 @@ class TransformersEngine:
         s.lps.append(float(logp[token]))
         if req.top_logprobs > 0:
             vals, idx = torch.topk(logp, min(req.top_logprobs, logp.numel()))
-            s.tops.append([(int(i), float(v)) for i, v in zip(idx, vals)])
+            s.tops.append([(int(i), float(v)) for i, v in zip(idx, vals, strict=False)])
         else:
             s.tops.append([])
         self._check_stop(s, token)
@@ -385,9 +388,7 @@ class FakeEngine:
             text = self.tokenizer.decode(shown, skip_special_tokens=req.skip_special_tokens)
             self._texts[key] = text
         tops: list[list[tuple[int, float]]] = [[(i, self.LOGPROB)] if req.top_logprobs else [] for i in ids]
-        return [
-            SeqResult(list(ids), [self.LOGPROB] * len(ids), tops, text, finish, None) for _ in range(req.n)
-        ]
+        return [SeqResult(list(ids), [self.LOGPROB] * len(ids), tops, text, finish, None) for _ in range(req.n)]
 
     def close(self) -> None:
         """Nothing to release."""

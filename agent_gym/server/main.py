@@ -16,31 +16,51 @@ logger = logging.getLogger(__name__)
 
 def add_server_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the server's options to ``parser`` (shared by ``python -m agent_gym.server`` and ``agent-gym serve``)."""
-    parser.add_argument("--model", default=None,
-                        help="model directory (default: agent_gym's built-in tiny model)")
+    parser.add_argument("--model", default=None, help="model directory (default: agent_gym's built-in tiny model)")
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port to bind (default 8000)")
-    parser.add_argument("--max-model-len", type=int, default=None,
-                        help="context length (default: the model config's max_position_embeddings)")
+    parser.add_argument(
+        "--max-model-len",
+        type=int,
+        default=None,
+        help="context length (default: the model config's max_position_embeddings)",
+    )
     parser.add_argument("--served-model-name", default=None, help="model name reported by /v1/models")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
     parser.add_argument("--max-batch", type=int, default=64, help="most sequences decoded together")
     parser.add_argument("--log-level", default="warning", help="uvicorn log level (default warning)")
     test = parser.add_argument_group("testing aids (fake answers and fault injection; never in real use)")
-    test.add_argument("--fake-tokens", type=int, default=None, metavar="N",
-                      help="answer every request with N fixed tokens (the last is EOS) without running a model")
+    test.add_argument(
+        "--fake-tokens",
+        type=int,
+        default=None,
+        metavar="N",
+        help="answer every request with N fixed tokens (the last is EOS) without running a model",
+    )
     test.add_argument("--fake-latency-ms", type=float, default=0.0, metavar="MS", help="delay of each fake answer")
-    test.add_argument("--fail-first", type=int, default=0, metavar="N",
-                      help="the first N generation requests fail with --fail-status")
+    test.add_argument(
+        "--fail-first", type=int, default=0, metavar="N", help="the first N generation requests fail with --fail-status"
+    )
     test.add_argument("--fail-status", type=int, default=500, metavar="S", help="status of injected failures")
     test.add_argument("--hang", action="store_true", help="never answer generation requests")
-    test.add_argument("--hang-after", type=int, default=None, metavar="N",
-                      help="answer N generation requests, then hang on every later one")
-    test.add_argument("--malformed-json", action="store_true",
-                      help="answer generation requests with an unparseable JSON body")
-    test.add_argument("--die-after", type=int, default=None, metavar="N",
-                      help="exit abruptly when generation request N+1 arrives (simulates a crash)")
+    test.add_argument(
+        "--hang-after",
+        type=int,
+        default=None,
+        metavar="N",
+        help="answer N generation requests, then hang on every later one",
+    )
+    test.add_argument(
+        "--malformed-json", action="store_true", help="answer generation requests with an unparseable JSON body"
+    )
+    test.add_argument(
+        "--die-after",
+        type=int,
+        default=None,
+        metavar="N",
+        help="exit abruptly when generation request N+1 arrives (simulates a crash)",
+    )
     return parser
 
 
@@ -65,7 +85,9 @@ def build_app(args: argparse.Namespace) -> Any:
 
             tokenizer = load_qwen_tokenizer()
         engine: Any = FakeEngine(
-            tokenizer, num_tokens=args.fake_tokens, latency_ms=args.fake_latency_ms,
+            tokenizer,
+            num_tokens=args.fake_tokens,
+            latency_ms=args.fake_latency_ms,
             max_model_len=args.max_model_len or 32768,
         )
         if args.model:
@@ -88,8 +110,15 @@ def serve(args: argparse.Namespace) -> int:
 
     app = build_app(args)
     logger.warning("agent_gym reference server on http://%s:%d", args.host, args.port)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False,
-                timeout_keep_alive=30)
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        access_log=False,
+        timeout_keep_alive=30,
+        timeout_graceful_shutdown=5,
+    )
     return 0
 
 

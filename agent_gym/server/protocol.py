@@ -7,7 +7,7 @@ which the app turns into vLLM's 400 body
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -57,7 +57,7 @@ class _Sampling(BaseModel):
     top_k: int | None = None
     min_p: float | None = None
     seed: int | None = None
-    stop: Union[str, list[str], None] = None
+    stop: str | list[str] | None = None
     stop_token_ids: list[int] | None = None
     ignore_eos: bool = False
     min_tokens: int = 0
@@ -75,7 +75,7 @@ class _Sampling(BaseModel):
 class CompletionRequest(_Sampling):
     """Body of ``POST /v1/completions``: ``prompt`` is text, token ids, or a list of either."""
 
-    prompt: Union[str, list[int], list[str], list[list[int]]]
+    prompt: str | list[int] | list[str] | list[list[int]]
     max_tokens: int | None = 16
     logprobs: int | None = None
     echo: bool = False

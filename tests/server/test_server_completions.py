@@ -45,14 +45,15 @@ def test_logprobs_match_rescoring_at_temperature_1(reference_server, tiny_model_
         logp = torch.log_softmax(model(seq).logits[0].float(), dim=-1)
     expected = [float(logp[len(PROMPT) - 1 + i, t]) for i, t in enumerate(choice["token_ids"])]
     got = choice["logprobs"]["token_logprobs"]
-    assert max(abs(a - b) for a, b in zip(got, expected)) < 1e-3
+    assert max(abs(a - b) for a, b in zip(got, expected, strict=False)) < 1e-3
 
 
 def test_return_tokens_as_token_ids_and_top_logprobs(reference_server):
     r = complete(reference_server, max_tokens=3, logprobs=2, return_token_ids=True, return_tokens_as_token_ids=True)
     choice = r.json()["choices"][0]
     assert choice["logprobs"]["tokens"] == [f"token_id:{t}" for t in choice["token_ids"]]
-    for t, lp, top in zip(choice["token_ids"], choice["logprobs"]["token_logprobs"], choice["logprobs"]["top_logprobs"]):
+    lp_block = choice["logprobs"]
+    for t, lp, top in zip(choice["token_ids"], lp_block["token_logprobs"], lp_block["top_logprobs"], strict=True):
         assert top[f"token_id:{t}"] == pytest.approx(lp)
         assert len(top) >= 2 and all(k.startswith("token_id:") for k in top)
 
@@ -82,19 +83,28 @@ def test_stop_token_ids(reference_server):
     assert choice["token_ids"] == [first]  # the stop token is included in token_ids
     assert choice["finish_reason"] == "stop" and choice["stop_reason"] == first
     assert choice["text"] == ""
-    kept = complete(reference_server, max_tokens=4, temperature=0, stop_token_ids=[first],
-                    include_stop_str_in_output=True, skip_special_tokens=False).json()["choices"][0]
+    kept = complete(
+        reference_server,
+        max_tokens=4,
+        temperature=0,
+        stop_token_ids=[first],
+        include_stop_str_in_output=True,
+        skip_special_tokens=False,
+    ).json()["choices"][0]
     tok_text = httpx.post(f"http://{reference_server}/detokenize", json={"tokens": [first]}).json()["prompt"]
     assert kept["text"] == tok_text
 
 
 def test_stop_strings(reference_server):
     greedy = complete(reference_server, max_tokens=6, temperature=0, return_token_ids=True).json()["choices"][0]
-    pieces = [httpx.post(f"http://{reference_server}/detokenize", json={"tokens": [t]}).json()["prompt"]
-              for t in greedy["token_ids"]]
+    pieces = [
+        httpx.post(f"http://{reference_server}/detokenize", json={"tokens": [t]}).json()["prompt"]
+        for t in greedy["token_ids"]
+    ]
     stop = next(p for p in pieces[2:] if p.strip())
-    choice = complete(reference_server, max_tokens=6, temperature=0, stop=[stop],
-                      return_token_ids=True).json()["choices"][0]
+    choice = complete(reference_server, max_tokens=6, temperature=0, stop=[stop], return_token_ids=True).json()[
+        "choices"
+    ][0]
     assert choice["finish_reason"] == "stop" and choice["stop_reason"] == stop
     assert stop not in choice["text"] and greedy["text"].startswith(choice["text"])
     assert choice["token_ids"] == greedy["token_ids"][: len(choice["token_ids"])]
@@ -151,9 +161,13 @@ async def test_concurrent_requests_do_not_block_io(reference_server):
         assert (await client.get("/health")).status_code == 200
         assert (await client.post("/tokenize", json={"prompt": "hi"})).status_code == 200
         assert time.perf_counter() - t0 < 1.0
-        shorts = await asyncio.gather(*(
-            client.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 3, "seed": i, "return_token_ids": True})
-            for i in range(6)
-        ))
+        shorts = await asyncio.gather(
+            *(
+                client.post(
+                    "/v1/completions", json={"prompt": PROMPT, "max_tokens": 3, "seed": i, "return_token_ids": True}
+                )
+                for i in range(6)
+            )
+        )
         assert all(r.status_code == 200 and len(r.json()["choices"][0]["token_ids"]) == 3 for r in shorts)
         assert (await long).status_code == 200
