@@ -192,7 +192,7 @@ class BaseEngineWrapper(abc.ABC):
         self.request_timeout = float(request_timeout)
         self._server_addresses: list[str] = []
         self._completions: list[CompletionsFn] = []
-        self.server_addresses = list(server_addresses or [])
+        self.server_addresses = server_addresses if server_addresses is not None else []
 
     # ------------------------------------------------------------------ servers
     @property
