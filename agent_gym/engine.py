@@ -425,7 +425,7 @@ class GymEngineWrapper(BaseEngineWrapper):
         """Blocking version of :meth:`generate_agent_trajectories_async` (works inside a running loop too)."""
         from agent_gym.rollout import run_sync
 
-        return run_sync(lambda: self.generate_agent_trajectories_async(tasks))
+        return run_sync(lambda: self.generate_agent_trajectories_async(tasks), release=[self.policy])
 
     def close(self) -> None:
         """Release the policy's connections."""

@@ -486,7 +486,7 @@ async def collect_async(
         runner.close()
 
 
-def run_sync(factory: Callable[[], Awaitable[T]]) -> T:
+def run_sync(factory: Callable[[], Awaitable[T]], *, release: Sequence[Any] = ()) -> T:
     """Run the coroutine made by ``factory`` to completion from synchronous code.
 
     Uses ``asyncio.run`` when this thread has no running event loop; inside a
@@ -495,6 +495,9 @@ def run_sync(factory: Callable[[], Awaitable[T]]) -> T:
 
     Args:
         factory: Zero-argument callable returning the awaitable.
+        release: Objects whose ``aclose()`` coroutine (if any) releases what they
+            bound to the temporary loop (e.g. a policy's HTTP connections); it is
+            awaited before the loop closes.
 
     Returns:
         The awaitable's result.
@@ -502,13 +505,22 @@ def run_sync(factory: Callable[[], Awaitable[T]]) -> T:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(_await(factory))
+        return asyncio.run(_await(factory, release))
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="agent-gym-collect") as executor:
-        return executor.submit(lambda: asyncio.run(_await(factory))).result()
+        return executor.submit(lambda: asyncio.run(_await(factory, release))).result()
 
 
-async def _await(factory: Callable[[], Awaitable[T]]) -> T:
-    return await factory()
+async def _await(factory: Callable[[], Awaitable[T]], release: Sequence[Any]) -> T:
+    try:
+        return await factory()
+    finally:
+        for obj in release:
+            aclose = getattr(obj, "aclose", None)
+            if inspect.iscoroutinefunction(aclose):
+                try:
+                    await aclose()
+                except Exception:  # noqa: BLE001 - releasing loop-bound resources is best effort
+                    logger.debug("aclose() failed", exc_info=True)
 
 
 def collect(
@@ -588,5 +600,6 @@ def collect(
             seed=seed,
             on_episode=on_episode,
             ray_address=ray_address,
-        )
+        ),
+        release=[policy],
     )
