@@ -70,8 +70,8 @@ def test_multi_turn_exact_tokens_and_rescoring_qwen(reference_server, qwen_token
     assert _rescore(tiny_model_dir, segment) < 1e-3
 
 
-def test_multi_turn_exact_tokens_and_rescoring_deepseek(start_server, deepseek_tokenizer, tiny_deepseek_model_dir):
-    server = start_server(model=str(tiny_deepseek_model_dir), max_model_len=4096)
+def test_multi_turn_exact_tokens_and_rescoring_deepseek(policy_fleet, deepseek_tokenizer, tiny_deepseek_model_dir):
+    server = policy_fleet["deepseek"]
     with RecordingVLLMPolicy([server], deepseek_tokenizer, RESCORE) as policy:
         record = run_episode(policy, "ds-episode", 5, tools=TOOLS)
         segment = _check_episode(policy, record, deepseek_tokenizer, tools=TOOLS)
@@ -81,8 +81,8 @@ def test_multi_turn_exact_tokens_and_rescoring_deepseek(start_server, deepseek_t
     assert _rescore(tiny_deepseek_model_dir, segment) < 1e-3
 
 
-def test_stop_token_finish_with_fixed_answers(start_server, qwen_tokenizer):
-    server = start_server(fake_tokens=5)
+def test_stop_token_finish_with_fixed_answers(policy_fleet, qwen_tokenizer):
+    server = policy_fleet["fake_a"]
     with RecordingVLLMPolicy([server], qwen_tokenizer, SamplingParams(max_tokens=32)) as policy:
         record = run_episode(policy, "fake", 4, tools=TOOLS)
         _check_episode(policy, record, qwen_tokenizer, tools=TOOLS)
@@ -90,7 +90,7 @@ def test_stop_token_finish_with_fixed_answers(start_server, qwen_tokenizer):
         assert out.finish_reason == "stop"
         assert out.token_ids[-1] == qwen_tokenizer.convert_tokens_to_ids("<|im_end|>")
         assert out.text == qwen_tokenizer.decode(out.token_ids[:-1]) and "<|im_end|>" not in out.text
-        assert out.logprobs == [-0.5] * 5
+        assert out.logprobs == [-0.5] * 3
 
 
 def test_request_fields_and_headers(reference_server, qwen_tokenizer, monkeypatch):
@@ -152,8 +152,8 @@ def test_seed_completions_api(reference_server, qwen_tokenizer):
     assert len(result["choices"][0]["token_ids"]) == 3
 
 
-def test_concurrent_sessions_are_sticky_and_spread(start_server, qwen_tokenizer):
-    servers = [start_server(fake_tokens=3, fake_latency_ms=20), start_server(fake_tokens=3, fake_latency_ms=20)]
+def test_concurrent_sessions_are_sticky_and_spread(policy_fleet, qwen_tokenizer):
+    servers = [policy_fleet["fake_a"], policy_fleet["fake_b"]]
     policy = VLLMPolicy(servers, qwen_tokenizer, SamplingParams(max_tokens=8), concurrency=8)
 
     async def episode(i: int) -> list[str]:
