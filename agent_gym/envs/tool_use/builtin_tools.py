@@ -1,20 +1,19 @@
 """The tools of ``agent_gym/ToolUse-v0``: calculator, unit conversion, dates and an inventory table.
 
 Every tool is a module-level function (so environments holding them pickle),
-pure and bounded in time: the calculator evaluates a whitelisted subset of
-Python arithmetic on the AST (never ``eval``) with limits on expression length
+pure and bounded in time: the calculator is a small recursive-descent evaluator
+of arithmetic (never ``eval``) with limits on expression length, nesting depth
 and result size. Invalid input raises ``ValueError`` with a message meant for
 the model; the env turns it into an error observation.
 """
 
 from __future__ import annotations
 
-import ast
 import datetime as dt
 import hashlib
 import json
 import math
-import operator
+import re
 from functools import lru_cache
 from typing import Any, Literal, Optional
 
@@ -82,14 +81,6 @@ def format_number(value: float | int) -> str:
 
 # --------------------------------------------------------------------------- calculator
 
-_BINARY = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv,
-    ast.Mod: operator.mod,
-}
 _FUNCTIONS = {
     "sqrt": math.sqrt,
     "abs": abs,
@@ -102,13 +93,22 @@ _FUNCTIONS = {
     "exp": math.exp,
 }
 _CONSTANTS = {"pi": math.pi, "e": math.e}
+_TOKEN = re.compile(
+    r"(\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)|(\*\*|//|[-+*/%(),^])|([A-Za-z_]\w*)|(\S)"
+)
+_MAX_DEPTH = 64
+_INT_LIMIT = 10**_MAX_INT_DIGITS
+_SYNTAX_HINT = "use numbers, + - * / // % **, parentheses, " + ", ".join([*_FUNCTIONS, *_CONSTANTS])
+_END = ("end", None)
+_MUL_OPS = frozenset(("*", "/", "//", "%"))
 
 
 def _check_size(value: float | int) -> float | int:
-    if isinstance(value, int) and abs(value) >= 10**_MAX_INT_DIGITS:
+    if type(value) is float:
+        if not -_MAX_MAGNITUDE <= value <= _MAX_MAGNITUDE:  # also rejects NaN
+            raise ValueError("the result is too large or not a finite number")
+    elif not -_INT_LIMIT < value < _INT_LIMIT:
         raise ValueError("the result is too large")
-    if isinstance(value, float) and (not math.isfinite(value) or abs(value) > _MAX_MAGNITUDE):
-        raise ValueError("the result is too large or not a finite number")
     return value
 
 
@@ -122,44 +122,133 @@ def _power(base: float | int, exponent: float | int) -> float | int:
     result = base**exponent
     if isinstance(result, complex):
         raise ValueError("the result is not a real number")
-    return result
+    return _check_size(result)
 
 
-def _evaluate(node: ast.AST) -> float | int:
-    if isinstance(node, ast.Expression):
-        return _evaluate(node.body)
-    if isinstance(node, ast.Constant):
-        if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
-            raise ValueError(f"unsupported value {node.value!r}; only numbers are allowed")
-        return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.UAdd, ast.USub)):
-        value = _evaluate(node.operand)
-        return value if isinstance(node.op, ast.UAdd) else -value
-    if isinstance(node, ast.BinOp):
-        left, right = _evaluate(node.left), _evaluate(node.right)
-        if isinstance(node.op, ast.Pow):
-            return _check_size(_power(left, right))
-        op = _BINARY.get(type(node.op))
-        if op is None:
-            hint = " (use ** for powers)" if isinstance(node.op, ast.BitXor) else ""
-            raise ValueError(f"unsupported operator {type(node.op).__name__}{hint}")
-        if isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod)) and right == 0:
-            raise ValueError("division by zero")
-        return _check_size(op(left, right))
-    if isinstance(node, ast.Name):
-        if node.id in _CONSTANTS:
-            return _CONSTANTS[node.id]
-        raise ValueError(f"unknown name {node.id!r}; allowed: {', '.join([*_CONSTANTS, *_FUNCTIONS])}")
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS:
-        if node.keywords:
-            raise ValueError(f"{node.func.id}() takes positional arguments only")
-        args = [_evaluate(a) for a in node.args]
-        try:
-            return _check_size(_FUNCTIONS[node.func.id](*args))
-        except (TypeError, ValueError, OverflowError) as exc:
-            raise ValueError(f"{node.func.id}(): {exc}") from None
-    raise ValueError(f"unsupported syntax {type(node).__name__}; use numbers, + - * / // % **, parentheses "
-                     f"and {', '.join(_FUNCTIONS)}")
+def _tokenize(text: str) -> list[tuple[str, Any]]:
+    """Split an expression into ("num", value), ("op", symbol) and ("name", identifier) tokens."""
+    tokens: list[tuple[str, Any]] = []
+    for number, op, name, other in _TOKEN.findall(text):
+        if number:
+            is_float = "." in number or "e" in number or "E" in number
+            tokens.append(("num", float(number) if is_float else int(number)))
+        elif op:
+            if op == "^":
+                raise ValueError("unsupported operator '^' (use ** for powers)")
+            tokens.append(("op", op))
+        elif name:
+            tokens.append(("name", name))
+        else:
+            raise ValueError(f"unexpected character {other!r}; {_SYNTAX_HINT}")
+    return tokens
+
+
+class _Parser:
+    """Recursive-descent evaluator of the calculator grammar (Python precedence, ``**`` right-associative)."""
+
+    def __init__(self, tokens: list[tuple[str, Any]]) -> None:
+        self.tokens = [*tokens, _END]
+        self.pos = 0
+        self.depth = 0
+
+    def _nest(self) -> None:
+        self.depth += 1
+        if self.depth > _MAX_DEPTH:
+            raise ValueError("expression nested too deeply")
+
+    def _expect(self, symbol: str) -> None:
+        token = self.tokens[self.pos]
+        if token != ("op", symbol):
+            got = "the end" if token is _END else repr(str(token[1]))
+            raise ValueError(f"expected {symbol!r}, got {got}")
+        self.pos += 1
+
+    def parse(self) -> float | int:
+        value = self.expression()
+        token = self.tokens[self.pos]
+        if token is not _END:
+            raise ValueError(f"unexpected {str(token[1])!r}; {_SYNTAX_HINT}")
+        return value
+
+    def expression(self) -> float | int:
+        self._nest()
+        value = self.term()
+        tokens = self.tokens
+        while True:
+            kind, symbol = tokens[self.pos]
+            if kind != "op" or (symbol != "+" and symbol != "-"):
+                self.depth -= 1
+                return value
+            self.pos += 1
+            right = self.term()
+            value = _check_size(value + right if symbol == "+" else value - right)
+
+    def term(self) -> float | int:
+        value = self.unary()
+        tokens = self.tokens
+        while True:
+            kind, symbol = tokens[self.pos]
+            if kind != "op" or symbol not in _MUL_OPS:
+                return value
+            self.pos += 1
+            right = self.unary()
+            if symbol == "*":
+                value = _check_size(value * right)
+                continue
+            if right == 0:
+                raise ValueError("division by zero")
+            value = value / right if symbol == "/" else value // right if symbol == "//" else value % right
+            value = _check_size(value)
+
+    def unary(self) -> float | int:
+        kind, symbol = self.tokens[self.pos]
+        if kind == "op" and (symbol == "-" or symbol == "+"):
+            self.pos += 1
+            self._nest()
+            value = self.unary()
+            self.depth -= 1
+            return -value if symbol == "-" else value
+        return self.power()
+
+    def power(self) -> float | int:
+        base = self.atom()
+        if self.tokens[self.pos] == ("op", "**"):
+            self.pos += 1
+            self._nest()
+            exponent = self.unary()
+            self.depth -= 1
+            return _power(base, exponent)
+        return base
+
+    def atom(self) -> float | int:
+        kind, value = self.tokens[self.pos]
+        if kind == "end":
+            raise ValueError("the expression ends too early")
+        self.pos += 1
+        if kind == "num":
+            return _check_size(value)
+        if kind == "op" and value == "(":
+            inner = self.expression()
+            self._expect(")")
+            return inner
+        if kind == "name":
+            if value in _FUNCTIONS and self.tokens[self.pos] == ("op", "("):
+                self.pos += 1
+                args: list[float | int] = []
+                if self.tokens[self.pos] != ("op", ")"):
+                    args.append(self.expression())
+                    while self.tokens[self.pos] == ("op", ","):
+                        self.pos += 1
+                        args.append(self.expression())
+                self._expect(")")
+                try:
+                    return _check_size(_FUNCTIONS[value](*args))
+                except (TypeError, ValueError, OverflowError) as exc:
+                    raise ValueError(f"{value}(): {exc}") from None
+            if value in _CONSTANTS:
+                return _CONSTANTS[value]
+            raise ValueError(f"unknown name {value!r}; {_SYNTAX_HINT}")
+        raise ValueError(f"unexpected {str(value)!r}; {_SYNTAX_HINT}")
 
 
 def calculator(expression: str) -> str:
@@ -176,17 +265,12 @@ def calculator(expression: str) -> str:
     """
     if len(expression) > _MAX_EXPRESSION_CHARS:
         raise ValueError(f"expression too long ({len(expression)} characters, at most {_MAX_EXPRESSION_CHARS})")
-    text = expression.replace("×", "*").replace("÷", "/").replace("−", "-").strip()
-    if not text:
+    text = expression.replace("×", "*").replace("÷", "/").replace("−", "-")
+    tokens = _tokenize(text)
+    if not tokens:
         raise ValueError("empty expression")
     try:
-        tree = ast.parse(text, mode="eval")
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        raise ValueError(f"could not parse the expression {expression!r}") from None
-    try:
-        return format_number(_evaluate(tree))
-    except RecursionError:
-        raise ValueError("expression nested too deeply") from None
+        return format_number(_Parser(tokens).parse())
     except OverflowError:
         raise ValueError("the result is too large") from None
 
