@@ -4,7 +4,7 @@
 that hangs forever would keep the process alive. This pool uses daemon threads,
 hands results back to the loop with ``call_soon_threadsafe``, and lets the caller
 abandon a call (after a timeout): the stuck thread retires when the call returns
-and a fresh worker takes its place, so capacity never shrinks.
+and no longer counts against the pool's size, so capacity never shrinks.
 """
 
 from __future__ import annotations
@@ -60,10 +60,13 @@ class _Job:
 
 
 class ThreadPool:
-    """A fixed number of daemon worker threads fed from one queue.
+    """Up to ``size`` daemon worker threads fed from one queue.
+
+    Workers start lazily, when a call is queued and none is idle, so a batch whose
+    env steps are quick uses a few threads, not ``size``.
 
     Args:
-        size: Number of workers (at least 1).
+        size: Most workers (at least 1).
         name: Prefix of the thread names.
     """
 
@@ -74,9 +77,9 @@ class ThreadPool:
         self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._workers = 0
+        self._idle = 0
+        self.size = size
         self._closed = False
-        for _ in range(size):
-            self._spawn()
 
     @property
     def workers(self) -> int:
@@ -91,7 +94,11 @@ class ThreadPool:
 
     def _work(self) -> None:
         while True:
+            with self._lock:
+                self._idle += 1
             job = self._queue.get()
+            with self._lock:
+                self._idle -= 1
             if job is None:
                 with self._lock:
                     self._workers -= 1
@@ -106,6 +113,10 @@ class ThreadPool:
             raise RuntimeError("ThreadPool.submit: the pool is shut down")
         job = _Job(asyncio.get_running_loop(), fn, args)
         self._queue.put(job)
+        with self._lock:
+            grow = self._idle == 0 and self._workers < self.size
+        if grow:
+            self._spawn()
         return job
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -113,7 +124,7 @@ class ThreadPool:
         return await self.submit(fn, *args).future
 
     def abandon(self, job: _Job, after: Callable[[], None] | None = None) -> None:
-        """Give up on a running call: its worker retires once it returns, a new one replaces it.
+        """Give up on a running call: its worker retires once it returns and stops counting.
 
         Args:
             job: The call to abandon.
@@ -127,8 +138,6 @@ class ThreadPool:
         job.retire = True
         with self._lock:
             self._workers -= 1
-        if not self._closed:
-            self._spawn()
 
     def shutdown(self) -> None:
         """Stop idle workers; calls still running finish on their daemon threads."""
