@@ -42,7 +42,8 @@ MAX_STEPS = 10
 """Upper bound of ``max_steps``."""
 
 _AGENT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
+_LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOSTNAME = re.compile(rf"^(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*$")
 
 CompletionsFn = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 """An async callable taking a ``/v1/completions`` request dict and returning the response JSON."""

@@ -73,7 +73,8 @@ def test_collect_returns_every_task_in_order_with_groups():
 
 def test_collect_without_tasks_uses_env_choice_and_same_seed_is_deterministic():
     a = collect(make_add_env, ScriptedPolicy(), num_episodes=6, samples_per_task=2, seed=3, progress=False)
-    b = collect(make_add_env, ScriptedPolicy(), num_episodes=6, samples_per_task=2, seed=3, n_parallel=2, progress=False)
+    b = collect(make_add_env, ScriptedPolicy(), num_episodes=6, samples_per_task=2, seed=3, n_parallel=2,
+                progress=False)
     assert [strip_timings(x.to_dict()) for x in a] == [strip_timings(x.to_dict()) for x in b]
     assert a[0].task == a[1].task  # siblings share the reset seed, hence the task
 
@@ -81,7 +82,8 @@ def test_collect_without_tasks_uses_env_choice_and_same_seed_is_deterministic():
 def test_blocking_tools_run_off_the_event_loop():
     # 8 episodes, each calls a tool that blocks for 0.2 s: in parallel ~0.2 s, serially >= 1.6 s.
     started = time.perf_counter()
-    result = collect(lambda: make_add_env(slow_add), ScriptedPolicy(), tasks=make_tasks(8), n_parallel=8, progress=False)
+    result = collect(lambda: make_add_env(slow_add), ScriptedPolicy(), tasks=make_tasks(8), n_parallel=8,
+                     progress=False)
     elapsed = time.perf_counter() - started
     assert all(t.status == EpisodeStatus.ENV_DONE and t.trajectory_reward > 1.0 for t in result)
     assert elapsed < 1.0, elapsed

@@ -60,7 +60,7 @@ def test_slime_samples_match_trajectories(batch):
         assert sample["tokens"] == segment.prompt_tokens.tolist() + segment.response_tokens.tolist()
         assert sample["reward"] == trajectory.trajectory_reward
         assert sample["status"] == "completed"
-        assert all(lp == 0.0 for lp, m in zip(sample["rollout_log_probs"], sample["loss_mask"]) if m == 0)
+        assert all(lp == 0.0 for lp, m in zip(sample["rollout_log_probs"], sample["loss_mask"], strict=True) if m == 0)
 
 
 @pytest.mark.timeout(300)

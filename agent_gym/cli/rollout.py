@@ -39,8 +39,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--episodes", type=int, default=8, metavar="N", help="number of tasks to run (default 8)")
     parser.add_argument("--samples-per-task", type=int, default=1, metavar="K", help="episodes per task (default 1)")
     parser.add_argument("--n-parallel", type=int, default=8, metavar="P", help="episodes in flight (default 8)")
-    parser.add_argument("--temperature", type=float, default=1.0, metavar="T", help="sampling temperature (default 1.0)")
-    parser.add_argument("--max-steps", type=int, default=None, metavar="S", help="turns per episode (env default)")
+    parser.add_argument("--temperature", type=float, default=1.0, metavar="T", help="temperature (default 1.0)")
+    parser.add_argument(
+        "--max-steps", type=int, default=None, metavar="S", help="turns per episode (env default)"
+    )
     parser.add_argument("--max-tokens", type=int, default=256, metavar="N", help="tokens per turn (default 256)")
     parser.add_argument("--episode-timeout", type=float, default=None, metavar="SEC", help="seconds per episode")
     parser.add_argument(

@@ -11,19 +11,19 @@ blocking ``act`` runs on the pool too).
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import inspect
 import logging
 import math
 import time
 import traceback
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import gymnasium as gym
 
 from agent_gym.rollout._pool import ThreadPool
+from agent_gym.rollout._sync import run_sync
 from agent_gym.types import EpisodeStatus, FinishReason, PolicyOutput, StepTrajectory
 
 __all__ = [
@@ -484,43 +484,6 @@ async def collect_async(
         return await runner.run(specs, progress=progress, on_episode=on_episode)
     finally:
         runner.close()
-
-
-def run_sync(factory: Callable[[], Awaitable[T]], *, release: Sequence[Any] = ()) -> T:
-    """Run the coroutine made by ``factory`` to completion from synchronous code.
-
-    Uses ``asyncio.run`` when this thread has no running event loop; inside a
-    running loop (Jupyter, async frameworks) the coroutine runs on a fresh loop
-    in a helper thread and this call blocks until it is done.
-
-    Args:
-        factory: Zero-argument callable returning the awaitable.
-        release: Objects whose ``aclose()`` coroutine (if any) releases what they
-            bound to the temporary loop (e.g. a policy's HTTP connections); it is
-            awaited before the loop closes.
-
-    Returns:
-        The awaitable's result.
-    """
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(_await(factory, release))
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="agent-gym-collect") as executor:
-        return executor.submit(lambda: asyncio.run(_await(factory, release))).result()
-
-
-async def _await(factory: Callable[[], Awaitable[T]], release: Sequence[Any]) -> T:
-    try:
-        return await factory()
-    finally:
-        for obj in release:
-            aclose = getattr(obj, "aclose", None)
-            if inspect.iscoroutinefunction(aclose):
-                try:
-                    await aclose()
-                except Exception:  # noqa: BLE001 - releasing loop-bound resources is best effort
-                    logger.debug("aclose() failed", exc_info=True)
 
 
 def collect(
