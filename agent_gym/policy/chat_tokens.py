@@ -85,13 +85,17 @@ def _describe_tools(schemas: list[dict[str, Any]]) -> str:
 
 
 def _normalize(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+    """Return shallow copies of ``messages`` (None content becomes "")."""
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, (list, tuple, Sequence)):
         raise TypeError(f"messages: expected a sequence of message dicts, got {type(messages).__name__}")
     out: list[dict[str, Any]] = []
     for i, message in enumerate(messages):
-        if not isinstance(message, Mapping) or "role" not in message:
+        if type(message) is dict and "role" in message:
+            item = message.copy()
+        elif isinstance(message, Mapping) and "role" in message:
+            item = dict(message)
+        else:
             raise TypeError(f"messages[{i}]: expected a dict with 'role' and 'content', got {message!r:.80}")
-        item = dict(message)
         if item.get("content") is None:
             item["content"] = ""
         out.append(item)
@@ -150,7 +154,7 @@ class _BaseInfo:
     """What the base conversation looks like for one tools setting."""
 
     eot_count: int
-    valid_prefixes: set[tuple[int, ...]] = field(default_factory=set)
+    valid_texts: set[str] = field(default_factory=set)
 
 
 class ChatTokenBuilder:
@@ -191,6 +195,8 @@ class ChatTokenBuilder:
         self.noncanonical_turns = 0
         self.fresh_renders = 0
         self.eot_token_id = self._find_eot()
+        self._eot_text = tokenizer.decode([self.eot_token_id], skip_special_tokens=False)
+        self._split_at_eot: bool | None = None
         eos = getattr(tokenizer, "eos_token_id", None)
         self.stop_ids: frozenset[int] = frozenset({self.eot_token_id} | ({int(eos)} if eos is not None else set()))
 
@@ -273,17 +279,36 @@ class ChatTokenBuilder:
     ):
         """Ids that follow a finished assistant turn for ``new_messages`` plus the generation prompt.
 
+        The template renders the cached base conversation followed by ``new_messages``; the
+        ids after the base assistant's end-of-turn token are returned. Only the text after
+        that special token is tokenized when the tokenizer splits there (checked once).
+
         Returns:
             The ids, or None when the rendered base part does not look like the cached base
             conversation (the caller then renders the whole conversation).
         """
         key = _tools_key(tools) if self.supports_tools else None
         info = self._base_info(tools, key)
-        msgs = [dict(m) for m in _BASE] + _normalize(new_messages) if new_messages else [dict(m) for m in _BASE]
+        msgs = [dict(m) for m in _BASE] + (_normalize(new_messages) if new_messages else [])
         kwargs = dict(self.chat_template_kwargs)
         if tools and self.supports_tools:
             kwargs["tools"] = tools
-        full = as_id_list(self.tokenizer.apply_chat_template(msgs, tokenize=True, add_generation_prompt=True, **kwargs))
+        text = self.tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True, **kwargs)
+        if self._split_at_eot is None:
+            self._split_at_eot = self._check_text_split(text, info)
+        if self._split_at_eot:
+            cut = self._text_cut(text, info.eot_count)
+            if cut < 0:
+                return None
+            prefix = text[:cut]
+            if prefix not in info.valid_texts:
+                ids = self.tokenizer.encode(prefix, add_special_tokens=False)
+                if not self._valid_base_ids(ids, info):
+                    return None
+                if len(info.valid_texts) < 16:
+                    info.valid_texts.add(prefix)
+            return self.tokenizer.encode(text[cut:], add_special_tokens=False)
+        full = self.tokenizer.encode(text, add_special_tokens=False)
         seen, cut = 0, -1
         for pos, token in enumerate(full):
             if token == self.eot_token_id:
@@ -291,16 +316,35 @@ class ChatTokenBuilder:
                 if seen == info.eot_count:
                     cut = pos + 1
                     break
-        if cut < 0:
+        if cut < 0 or not self._valid_base_ids(full[:cut], info):
             return None
-        prefix = tuple(full[:cut])
-        if prefix not in info.valid_prefixes:
-            text = self.tokenizer.decode(list(prefix[:-1]), skip_special_tokens=False)
-            if not text.rstrip().endswith(_BASE_ASSISTANT) or _BASE_USER not in text:
-                return None
-            if len(info.valid_prefixes) < 16:
-                info.valid_prefixes.add(prefix)
         return full[cut:]
+
+    def _text_cut(self, text: str, count: int) -> int:
+        """Index just after the ``count``-th end-of-turn token string in ``text`` (-1 if absent)."""
+        pos = -1
+        for _ in range(count):
+            pos = text.find(self._eot_text, pos + 1)
+            if pos < 0:
+                return -1
+        return pos + len(self._eot_text)
+
+    def _valid_base_ids(self, ids: list[int], info: _BaseInfo) -> bool:
+        """Whether ``ids`` look like the base conversation cut after its assistant's end of turn."""
+        if not ids or ids[-1] != self.eot_token_id or ids.count(self.eot_token_id) != info.eot_count:
+            return False
+        decoded = self.tokenizer.decode(ids[:-1], skip_special_tokens=False)
+        return decoded.rstrip().endswith(_BASE_ASSISTANT) and _BASE_USER in decoded
+
+    def _check_text_split(self, text: str, info: _BaseInfo) -> bool:
+        """Whether tokenizing the text after the end-of-turn token alone gives the in-context ids."""
+        cut = self._text_cut(text, info.eot_count)
+        if cut < 0:
+            return False
+        full = self.tokenizer.encode(text, add_special_tokens=False)
+        head = self.tokenizer.encode(text[:cut], add_special_tokens=False)
+        tail = self.tokenizer.encode(text[cut:], add_special_tokens=False)
+        return head + tail == full and bool(head) and head[-1] == self.eot_token_id
 
     # ------------------------------------------------------------------ sessions
     def prepare(
