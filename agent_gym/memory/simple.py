@@ -52,7 +52,9 @@ def _coerce_config(config: MemoryConfig | Mapping[str, Any] | None) -> MemoryCon
 def _validated(message: Any, position: int) -> dict[str, Any]:
     """Return a shallow copy of ``message`` after checking its role and content."""
     if not isinstance(message, Mapping):
-        raise TypeError(f"message {position}: expected a mapping with 'role' and 'content', got {type(message).__name__}")
+        raise TypeError(
+            f"message {position}: expected a mapping with 'role' and 'content', got {type(message).__name__}"
+        )
     role = message.get("role")
     content = message.get("content")
     if not isinstance(role, str) or role not in ALLOWED_ROLES:

@@ -18,7 +18,10 @@ Semantics (the reference memory API):
 * The view: an empty system message is prepended if the first message is not a
   system one; each summary is appended to the system content under
   ``[Historical Information Summary]``; then the thinking filter, role/content
-  keys only, and a ``PROMPT_TRUNCATION`` warning if still over budget.
+  keys only, and a ``PROMPT_TRUNCATION`` warning if still over budget. With
+  ``before_raw_message=0`` a leading system message is outside the head, so a
+  summary drops it from the view (a warning says so once): use
+  ``before_raw_message >= 1`` to keep task instructions and tool descriptions.
 
 The summarizer is an OpenAI-compatible chat endpoint (``openai`` client, or a
 ``host:port`` / URL string) or any callable following ``Summarizer``. A failing,
@@ -293,8 +296,9 @@ class MemorySummary(MemorySimple):
             total = self._cum[head_end] + self._range_tokens(body_start, n)
         if total <= cfg.max_prompt_length:
             return
-        logger.info("Prompt length (%d) exceeds max_prompt_length (%d), triggering summarization.",
-                    total, cfg.max_prompt_length)
+        logger.info(
+            "Prompt length (%d) exceeds max_prompt_length (%d), triggering summarization.", total, cfg.max_prompt_length
+        )
         self._summarize_once()
 
     def _summarize_once(self) -> None:
@@ -302,8 +306,7 @@ class MemorySummary(MemorySimple):
         cfg = self._config
         msgs = self._messages
         n = len(msgs)
-        start = max(self._last_summary + 1, 1 if msgs and msgs[0]["role"] == "system" else 0,
-                    cfg.before_raw_message)
+        start = max(self._last_summary + 1, 1 if msgs and msgs[0]["role"] == "system" else 0, cfg.before_raw_message)
         boundary = n + cfg.end_raw_message
         if start >= boundary:
             logger.info("Nothing to summarize between the raw windows (range %d..%d).", start, boundary)
@@ -345,8 +348,9 @@ class MemorySummary(MemorySimple):
                 "contains it; set before_raw_message >= 1 to keep it."
             )
 
-    def _summarize_chunks(self, summarizer: Summarizer, prompt: str, previous: str,
-                          message: dict[str, Any]) -> str | None:
+    def _summarize_chunks(
+        self, summarizer: Summarizer, prompt: str, previous: str, message: dict[str, Any]
+    ) -> str | None:
         """Summarize one message too long for the budget, chunk by chunk."""
         cfg = self._config
         overhead = self._counter.count_text(prompt) + 4 + 4
@@ -355,7 +359,9 @@ class MemorySummary(MemorySimple):
             logger.warning(
                 "Cannot summarize: the summary prompt (%d tokens) and max_summary_length (%d) leave no room "
                 "for content within max_prompt_length (%d); the conversation is kept unsummarized.",
-                overhead, cfg.max_summary_length, cfg.max_prompt_length,
+                overhead,
+                cfg.max_summary_length,
+                cfg.max_prompt_length,
             )
             self.failed_summaries += 1
             return None
@@ -393,6 +399,7 @@ class MemorySummary(MemorySimple):
         self.failed_summaries += 1
         logger.warning(
             "Summary call failed after %d attempt(s) (%s); the conversation is kept unsummarized this turn.",
-            self.max_retries + 1, error,
+            self.max_retries + 1,
+            error,
         )
         return None

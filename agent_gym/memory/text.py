@@ -80,9 +80,7 @@ class ViewMessage(dict):
         dict.__init__(self, role=role, content=content)
 
     def _readonly(self, *args: Any, **kwargs: Any) -> NoReturn:
-        raise TypeError(
-            "prompt-view messages are shared and read-only; copy one with dict(message) to modify it"
-        )
+        raise TypeError("prompt-view messages are shared and read-only; copy one with dict(message) to modify it")
 
     __setitem__ = _readonly
     __delitem__ = _readonly

@@ -31,8 +31,16 @@ def test_defaults_match_the_seed():
     assert cfg.oai_model_name == "qwen2.5-7b-instruct"
     assert cfg.train_model_tokenizer_path == ""
     assert list(MemoryConfig.model_fields) == [
-        "simplify_thinking", "use_summary", "max_summary_length", "max_prompt_length", "before_raw_message",
-        "end_raw_message", "summary_system_prompt", "oai_client", "oai_model_name", "train_model_tokenizer_path",
+        "simplify_thinking",
+        "use_summary",
+        "max_summary_length",
+        "max_prompt_length",
+        "before_raw_message",
+        "end_raw_message",
+        "summary_system_prompt",
+        "oai_client",
+        "oai_model_name",
+        "train_model_tokenizer_path",
     ]
     assert MemoryConfig.model_config["validate_assignment"] is True
     assert MemoryConfig.model_config["arbitrary_types_allowed"] is True

@@ -115,14 +115,19 @@ def test_thinking_filter_window(before, end, expected):
 
 def test_filter_only_touches_assistant_messages_and_closed_blocks():
     memory = MemorySimple(MemoryConfig(simplify_thinking=True))
-    memory.add([
-        {"role": "user", "content": f"{T}user text"},
-        {"role": "tool", "content": f"{T}tool text"},
-        {"role": "assistant", "content": "<think>unclosed reasoning"},
-        {"role": "assistant", "content": "plain"},
-    ])
+    memory.add(
+        [
+            {"role": "user", "content": f"{T}user text"},
+            {"role": "tool", "content": f"{T}tool text"},
+            {"role": "assistant", "content": "<think>unclosed reasoning"},
+            {"role": "assistant", "content": "plain"},
+        ]
+    )
     assert [m["content"] for m in memory.get_prompt_messages()] == [
-        f"{T}user text", f"{T}tool text", "<think>unclosed reasoning", "plain"
+        f"{T}user text",
+        f"{T}tool text",
+        "<think>unclosed reasoning",
+        "plain",
     ]
 
 

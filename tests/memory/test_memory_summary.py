@@ -70,8 +70,16 @@ def test_greedy_range_after_the_system_message_and_insertion_point(make, recorde
     assert request[0] == {"role": "system", "content": "summarize in 10"}
     assert [x["content"].split()[0] for x in request[1:]] == ["u1", "a1", "t1", "a2"]
     assert recorder.max_tokens == [10]
-    assert [x["role"] for x in memory.messages] == ["system", "user", "assistant", "tool", "assistant", "summary",
-                                                     "tool", "user"]
+    assert [x["role"] for x in memory.messages] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "summary",
+        "tool",
+        "user",
+    ]
     # before_raw_message = 0: the body starts at the summary; the system message is not kept
     assert view == rv(("system", BLOCK.format("S")), ("tool", words("t2", 1)), ("user", words("u2", 1)))
     assert memory.last_view_summarized is True and memory.summaries == ["S"]
@@ -89,8 +97,16 @@ def test_before_raw_keeps_the_head_and_the_system_message(make, recorder):
 
 def test_system_absent_and_before_raw_zero_start_at_index_zero(make, recorder):
     memory = make()
-    memory.add([m("user", "u1"), m("assistant", "a1"), m("tool", "t1"), m("assistant", "a2"), m("tool", "t2"),
-                m("user", "u2", 1)])
+    memory.add(
+        [
+            m("user", "u1"),
+            m("assistant", "a1"),
+            m("tool", "t1"),
+            m("assistant", "a2"),
+            m("tool", "t2"),
+            m("user", "u2", 1),
+        ]
+    )
     view = memory.get_prompt_messages()
     assert [x["content"].split()[0] for x in recorder.calls[0][1:]] == ["u1", "a1", "t1", "a2"]
     assert view == rv(("system", BLOCK.format("S")), ("tool", words("t2", 6)), ("user", words("u2", 1)))
@@ -330,16 +346,20 @@ def test_thinking_filter_runs_on_the_final_view(make, recorder):
 @pytest.mark.parametrize("before", [0, 1, 2])
 @pytest.mark.parametrize("end", [0, -1, -3])
 @pytest.mark.parametrize("thinking", [False, True])
-def test_incremental_view_matches_a_rebuild_across_summaries(make, make_recorder, word_tokenizer, before, end,
-                                                             thinking):
+def test_incremental_view_matches_a_rebuild_across_summaries(
+    make, make_recorder, word_tokenizer, before, end, thinking
+):
     rec = make_recorder(default="<think>t</think>short summary")
-    memory = make(rec, before_raw_message=before, end_raw_message=end, simplify_thinking=thinking,
-                  max_prompt_length=70)
+    memory = make(rec, before_raw_message=before, end_raw_message=end, simplify_thinking=thinking, max_prompt_length=70)
     memory.add([m("system", "sys", 2), m("user", "question", 5)])
     summaries = 0
     for turn in range(14):
-        memory.add([{"role": "assistant", "content": f"<think>plan {turn}</think>" + words(f"a{turn}", 4)},
-                    m("tool", f"t{turn}", 3 + turn % 4)])
+        memory.add(
+            [
+                {"role": "assistant", "content": f"<think>plan {turn}</think>" + words(f"a{turn}", 4)},
+                m("tool", f"t{turn}", 3 + turn % 4),
+            ]
+        )
         view = memory.get_prompt_messages()
         summaries += memory.last_view_summarized
         fresh = MemorySummary(memory.config.updated({"use_summary": False}), tokenizer=word_tokenizer)
