@@ -372,6 +372,11 @@ class MemorySimple:
         self._filter_end = max(self._filter_end, end)
         return changed
 
+    @staticmethod
+    def _remove_message_other_key(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, str]]:
+        """Return copies of ``messages`` with only their ``role`` and ``content`` keys."""
+        return [{"role": m["role"], "content": m["content"]} for m in messages]
+
     def _effective_messages(self) -> list[dict[str, Any]]:
         """The stored messages the view is built from (see ``_bounds``)."""
         head_end, body_start = self._bounds(len(self._messages))
