@@ -11,7 +11,7 @@ warnings as errors, pickle, and sample valid elements.
 
 Example:
     >>> space = TextSpace(max_length=4096)
-    >>> "héllo, <think>wörld</think>\\n" in space
+    >>> "héllo, <think>wörld</think>" in space
     True
     >>> obs_space = ConversationSpace()
     >>> ({"role": "user", "content": "hi"},) in obs_space

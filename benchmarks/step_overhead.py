@@ -90,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"python {sys.version.split()[0]}, gymnasium {gym.__version__}, {args.steps} steps each, "
               f"reset every {episode_length} steps")
         for name, r in results.items():
-            print(f"{name:24s} median {r['median_us']:7.1f} us   p90 {r['p90_us']:7.1f} us   mean {r['mean_us']:7.1f} us")
+            print(f"{name:24s} median {r['median_us']:7.1f} us   p90 {r['p90_us']:7.1f} us   "
+                  f"mean {r['mean_us']:7.1f} us")
         if "env+TrajectoryWrapper" not in results:
             print("TrajectoryWrapper not importable: wrapper figure skipped")
     return 0

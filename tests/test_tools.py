@@ -4,9 +4,9 @@ import pickle
 import time
 
 import pytest
+from tools_fixtures import add, fail, huge, sleepy, typed
 
 from agent_gym.tools import FunctionTool, Tool, ToolResult, as_tool, describe_tools, validate_arguments
-from tools_fixtures import add, fail, huge, sleepy, typed
 
 
 def test_schema_from_signature_and_docstring():

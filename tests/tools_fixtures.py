@@ -55,7 +55,7 @@ def typed(
     items: list[int],
     mapping: dict[str, float],
     mode: Literal["fast", "slow"] = "fast",
-    maybe: Optional[str] = None,  # noqa: UP007
+    maybe: Optional[str] = None,  # noqa: UP045
     other: int | None = None,
 ) -> dict:
     """Echo typed arguments.

@@ -440,7 +440,7 @@ def _inventory_index() -> dict[str, tuple[str, dict[str, Any]]]:
 
 def lookup_item(
     item: str,
-    field: Optional[Literal["price", "weight_kg", "stock", "supplier", "warehouse"]] = None,  # noqa: UP007
+    field: Optional[Literal["price", "weight_kg", "stock", "supplier", "warehouse"]] = None,  # noqa: UP045
 ) -> str:
     """Look up an item of the warehouse inventory table.
 
