@@ -177,8 +177,8 @@ def bench_prompt_building(tokenizer: Any, turns: int, repeats: int) -> dict[str,
     try:
         for k in range(turns):
             msgs = messages
-            t_inc, plan = _best_of(lambda: builder.prepare("bench", msgs, TOOLS), repeats)
-            t_naive, full = _best_of(lambda: builder.render_ids(msgs, TOOLS), repeats)
+            t_inc, plan = _best_of(lambda m=msgs: builder.prepare("bench", m, TOOLS), repeats)
+            t_naive, full = _best_of(lambda m=msgs: builder.render_ids(m, TOOLS), repeats)
             if full != plan.prompt_ids:
                 raise RuntimeError(f"turn {k + 1}: incremental and full prompts differ")
             incremental.append(t_inc)

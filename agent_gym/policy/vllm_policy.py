@@ -28,7 +28,7 @@ import httpx
 
 from agent_gym.errors import ServerError
 from agent_gym.policy.base import AsyncPolicyBase
-from agent_gym.policy.chat_tokens import ChatTokenBuilder, PromptPlan, _normalize
+from agent_gym.policy.chat_tokens import ChatTokenBuilder, _normalize
 from agent_gym.policy.routing import SessionRouter, normalize_address
 from agent_gym.policy.sampling import SamplingParams
 from agent_gym.types import FinishReason, Message, PolicyOutput

@@ -23,4 +23,4 @@ def policy_fleet(start_servers, tiny_deepseek_model_dir) -> dict[str, Any]:
     DeepSeek-vocabulary model server, all real processes started concurrently."""
     names = [*FLEET, "deepseek"]
     options = [*FLEET.values(), {"model": str(tiny_deepseek_model_dir), "max_model_len": 4096}]
-    return dict(zip(names, start_servers(*options)))
+    return dict(zip(names, start_servers(*options), strict=False))

@@ -1,4 +1,7 @@
-"""Helpers shared by the policy tests (imported, not a conftest): a VLLMPolicy that records the raw server responses, and an episode driver."""
+"""Helpers shared by the policy tests (imported, not a conftest).
+
+A VLLMPolicy that records the raw server responses, and an episode driver.
+"""
 
 from __future__ import annotations
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 import gymnasium as gym
 import pytest
 import torch
+from policy_helpers import RecordingVLLMPolicy
 
 import agent_gym  # noqa: F401  (registers the env ids)
 from agent_gym.policy import SamplingParams, TransformersPolicy, VLLMPolicy
 from agent_gym.wrappers import TrajectoryWrapper
-
-from policy_helpers import RecordingVLLMPolicy
 
 SAMPLING = SamplingParams(temperature=1.0, top_k=-1, top_p=1.0, max_tokens=16, logprobs=0, seed=7)
 
@@ -36,13 +35,14 @@ def _check_trajectory(traj, turns, builder, tokenizer):
     assert len(traj.segments) == 1  # the prefix invariant held on every turn
     sampled = [t for _, _, out in turns for t in out.token_ids]
     masks = traj.response_masks.tolist()
-    assert [t for t, m in zip(traj.response_tokens.tolist(), masks) if m] == sampled
+    assert [t for t, m in zip(traj.response_tokens.tolist(), masks, strict=False) if m] == sampled
     assert traj.prompt_tokens.tolist() == turns[0][2].prompt_token_ids
     for obs, tools, out in turns:
         assert tokenizer.decode(out.prompt_token_ids) == builder.render_text(list(obs), tools)
     lp = traj.response_logprobs.tolist()
-    assert [v for v, m in zip(lp, masks) if m] == pytest.approx([v for _, _, out in turns for v in out.logprobs])
-    assert all(v == 0.0 for v, m in zip(lp, masks) if not m)
+    expected = [v for _, _, out in turns for v in out.logprobs]
+    assert [v for v, m in zip(lp, masks, strict=True) if m] == pytest.approx(expected)
+    assert all(v == 0.0 for v, m in zip(lp, masks, strict=False) if not m)
 
 
 def _rescore_error(model_dir, traj) -> float:
@@ -60,7 +60,7 @@ def _rescore_error(model_dir, traj) -> float:
 def test_tool_use_episode_through_vllm_policy(reference_server, qwen_tokenizer, tiny_model_dir):
     with RecordingVLLMPolicy([reference_server], qwen_tokenizer, SAMPLING) as policy:
         traj, turns = _play(policy)
-        for (_, _, out), (_, data) in zip(turns, policy.responses):
+        for (_, _, out), (_, data) in zip(turns, policy.responses, strict=False):
             assert out.token_ids == data["choices"][0]["token_ids"]
             assert out.prompt_token_ids == data["choices"][0]["prompt_token_ids"]
         _check_trajectory(traj, turns, policy.builder, qwen_tokenizer)

@@ -30,7 +30,7 @@ def _episode(policy: VLLMPolicy, session_id: str, turns: int) -> list:
 
 
 def _assert_one_segment(outs) -> None:
-    for prev, out in zip(outs, outs[1:]):
+    for prev, out in zip(outs, outs[1:], strict=False):
         n = len(prev.prompt_token_ids) + len(prev.token_ids)
         assert out.prompt_token_ids[:n] == prev.prompt_token_ids + prev.token_ids
         assert not out.new_segment

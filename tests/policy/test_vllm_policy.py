@@ -6,12 +6,11 @@ import asyncio
 
 import pytest
 import torch
+from policy_helpers import TOOLS, RecordingVLLMPolicy, run_episode
 
 from agent_gym.policy import SamplingParams, TransformersPolicy, VLLMPolicy
 from agent_gym.types import PolicyOutput
 from agent_gym.wrappers.token_assembly import TokenAssembler
-
-from policy_helpers import TOOLS, RecordingVLLMPolicy, run_episode
 
 RESCORE = SamplingParams(temperature=1.0, top_k=-1, top_p=1.0, max_tokens=12, logprobs=0, seed=1234)
 
@@ -21,7 +20,7 @@ def _check_episode(policy, record, tokenizer, *, tools=None):
     responses = [data for _, data in policy.responses]
     assert len(responses) == len(record)
     asm = TokenAssembler()
-    for k, ((messages, out), data) in enumerate(zip(record, responses)):
+    for k, ((messages, out), data) in enumerate(zip(record, responses, strict=False)):
         choice = data["choices"][0]
         assert out.token_ids == choice["token_ids"]  # exactly the ids the server sampled
         assert out.prompt_token_ids == choice["prompt_token_ids"]  # exactly the ids the server saw
@@ -37,7 +36,8 @@ def _check_episode(policy, record, tokenizer, *, tools=None):
         assert not asm.add_turn(k, out.prompt_token_ids, out.token_ids, out.logprobs)
     (segment,) = asm.segments()
     sampled = [t for _, out in record for t in out.token_ids]
-    masked = [t for t, m in zip(segment.response_tokens.tolist(), segment.response_masks.tolist()) if m == 1]
+    tokens, masks = segment.response_tokens.tolist(), segment.response_masks.tolist()
+    masked = [t for t, m in zip(tokens, masks, strict=True) if m == 1]
     assert masked == sampled  # masks are 1 exactly on the sampled ids
     return segment
 
@@ -130,7 +130,7 @@ def test_max_tokens_is_capped_by_response_budget(reference_server, qwen_tokenize
 def test_chat_mode_records_server_ids(reference_server, qwen_tokenizer):
     with RecordingVLLMPolicy([reference_server], qwen_tokenizer, RESCORE, mode="chat") as policy:
         record = run_episode(policy, "chat", 3, tools=TOOLS)
-    for (_, out), (_, data) in zip(record, policy.responses):
+    for (_, out), (_, data) in zip(record, policy.responses, strict=False):
         assert out.token_ids == data["choices"][0]["token_ids"]
         assert not out.retokenized
         assert out.prompt_token_ids is not None and len(out.logprobs) == len(out.token_ids)
@@ -198,7 +198,7 @@ def test_transformers_and_vllm_policies_produce_the_same_kind_of_output(
         records = [run_episode(p, "same", 3, tools=TOOLS) for p in (local, remote)]
     finally:
         remote.close()
-    for a, b in zip(*records):
+    for a, b in zip(*records, strict=False):
         out_a, out_b = a[1], b[1]
         assert isinstance(out_a, PolicyOutput) and isinstance(out_b, PolicyOutput)
         for out in (out_a, out_b):
