@@ -172,7 +172,10 @@ class FunctionTool:
     """A tool made from a plain Python callable.
 
     Keep tool functions at module level (not lambdas or closures) so that
-    environments holding them can be pickled.
+    environments holding them can be pickled. Time-limited calls run on a pool
+    of reusable daemon worker threads (a hand-off costs a few microseconds).
+    Python cannot kill a thread: a call past its limit gives an error result at
+    once, while its worker stays busy until the function returns.
 
     Args:
         func: The function; every parameter must be callable by keyword.
