@@ -17,6 +17,7 @@ import inspect
 import json
 import math
 import re
+import threading
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -144,6 +145,23 @@ def parse_google_docstring(doc: str) -> tuple[str, dict[str, str], str]:
     return "\n\n".join(p for p in paragraphs if p), args, " ".join(returns)
 
 
+_HINTS_LOCK = threading.Lock()
+
+
+def _type_hints(func: Callable[..., Any]) -> dict[str, Any]:
+    """Resolve ``func``'s annotations; serialized, since resolving compiles code.
+
+    CPython 3.11 can fail with ``SystemError`` when several threads compile at
+    once (envs are built in worker threads by rollouts), so resolution is
+    guarded by a lock.
+    """
+    with _HINTS_LOCK:
+        try:
+            return typing.get_type_hints(func)
+        except (NameError, TypeError, AttributeError):  # unresolved forward references: use raw annotations
+            return {}
+
+
 def function_schema(
     func: Callable[..., Any], name: str, description: str | None
 ) -> tuple[dict[str, Any], frozenset[str], bool]:
@@ -165,10 +183,7 @@ def function_schema(
         signature = inspect.signature(func)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{where}: expected a callable with an inspectable signature, got {func!r}") from exc
-    try:
-        hints = typing.get_type_hints(func)
-    except Exception:  # unresolved forward references: fall back to the raw annotations
-        hints = {}
+    hints = _type_hints(func)
     doc_description, doc_args, doc_returns = parse_google_docstring(inspect.getdoc(func) or "")
     properties: dict[str, Any] = {}
     required: list[str] = []
