@@ -76,24 +76,32 @@ def start_fake_server(model_dir: str, fake_tokens: int) -> tuple[subprocess.Pope
     raise RuntimeError("fake server did not become healthy")
 
 
-async def _policy_latencies(policy: VLLMPolicy, concurrency: int, requests: int) -> tuple[list[float], float]:
-    """Run ``requests`` turns spread over ``concurrency`` concurrent sessions; return per-request µs and wall s."""
-    per_session = max(1, requests // concurrency)
+async def _policy_latencies(
+    policy: VLLMPolicy, concurrency: int, requests: int, turns_per_episode: int = 8
+) -> tuple[list[float], float]:
+    """Run ``requests`` turns over ``concurrency`` concurrent workers, each playing episodes of
+    ``turns_per_episode`` tool-use turns; return per-request µs and the wall time in s."""
+    per_worker = max(1, requests // concurrency)
     latencies: list[float] = []
 
-    async def session(i: int) -> None:
-        messages = [{"role": "system", "content": "You are an agent."}, {"role": "user", "content": f"task {i}"}]
-        for k in range(per_session):
-            start = time.perf_counter()
-            out = await policy.aact(messages, session_id=f"c{concurrency}-s{i}", tools=TOOLS)
-            latencies.append((time.perf_counter() - start) * 1e6)
-            messages = messages + [{"role": "assistant", "content": out.text}, {"role": "tool", "content": f"r{k}"}]
-        policy.close_session(f"c{concurrency}-s{i}")
+    async def worker(w: int) -> None:
+        done, episode = 0, 0
+        while done < per_worker:
+            session = f"c{concurrency}-w{w}-e{episode}"
+            messages = [{"role": "system", "content": "You are an agent."}, {"role": "user", "content": f"task {w}"}]
+            for k in range(min(turns_per_episode, per_worker - done)):
+                start = time.perf_counter()
+                out = await policy.aact(messages, session_id=session, tools=TOOLS)
+                latencies.append((time.perf_counter() - start) * 1e6)
+                messages = messages + [{"role": "assistant", "content": out.text}, {"role": "tool", "content": f"{k}"}]
+                done += 1
+            policy.close_session(session)
+            episode += 1
 
-    await session(-1)  # warm up connections and the model-info cache
+    await worker(-1)  # warm up connections and the model-info cache
     latencies.clear()
     start = time.perf_counter()
-    await asyncio.gather(*(session(i) for i in range(concurrency)))
+    await asyncio.gather(*(worker(i) for i in range(concurrency)))
     return latencies, time.perf_counter() - start
 
 
