@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import time
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -240,6 +241,7 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
         self._messages: list[dict[str, str]] = []
         self._turns = 0
         self._done = False
+        self.last_reward_time = 0.0
         self._seen_calls: set[str] = set()
         self._episode_id = ""
 
@@ -364,6 +366,7 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
         else:
             raise TypeError(f"action: expected str or PolicyOutput, got {type(action).__name__}")
         self._turns += 1
+        self.last_reward_time = 0.0
         info: dict[str, Any] = {"toolcall_reward": 0.0, "res_reward": 0.0, "tool_calls": []}
         terminated = truncated = False
         status: EpisodeStatus | None = None
@@ -417,7 +420,10 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
 
     def _score(self, answer: str) -> float:
         assert self._task is not None
+        started = time.perf_counter()
         score = float(self.score_answer(self._task, answer))
+        # Kept off ``info`` (no wall-clock values there); TrajectoryWrapper reads it for metrics.
+        self.last_reward_time = time.perf_counter() - started
         return self.rewards.correct * min(max(score, 0.0), 1.0)
 
     def _act(self, parsed: ParsedResponse, info: dict[str, Any]) -> None:

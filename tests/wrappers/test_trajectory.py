@@ -186,3 +186,10 @@ def test_memory_view_elides_thinking_and_starts_segment(qwen_tokenizer):
     # The rewritten history cannot extend the previous tokens: a new segment per rewrite.
     assert len(traj.segments) >= 2
     assert traj.segments[1].first_step == 1
+
+
+def test_reward_time_is_measured_outside_info():
+    env = TrajectoryWrapper(gym.make(ENV_ID))
+    info = run_oracle(env, seed=5)
+    assert info["trajectory"].metrics["reward_time"] > 0.0
+    assert "reward_time" not in info
