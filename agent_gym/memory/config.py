@@ -14,6 +14,8 @@ Example:
 from __future__ import annotations
 
 import os
+import sys
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -47,6 +49,50 @@ DEFAULT_SUMMARY_SYSTEM_PROMPT: str = (
 )
 
 _UNSET = object()
+
+
+@dataclass(frozen=True)
+class _OpenAIClientSpec:
+    """What rebuilds an ``openai.OpenAI`` client after pickling (the client itself holds locks)."""
+
+    base_url: str
+    api_key: str | None
+    organization: str | None = None
+    project: str | None = None
+    timeout: Any = None
+    max_retries: int = 2
+    default_headers: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, client: Any) -> _OpenAIClientSpec | None:
+        """Return the spec of an ``openai.OpenAI`` client, None for any other object."""
+        openai = sys.modules.get("openai")
+        if openai is None or type(client) is not getattr(openai, "OpenAI", None):
+            return None
+        api_key = client.api_key if isinstance(client.api_key, str) else None
+        return cls(
+            base_url=str(client.base_url),
+            api_key=api_key,
+            organization=client.organization,
+            project=client.project,
+            timeout=client.timeout,
+            max_retries=client.max_retries,
+            default_headers=dict(getattr(client, "_custom_headers", None) or {}),
+        )
+
+    def build(self) -> Any:
+        """Create a new ``openai.OpenAI`` client with these settings."""
+        import openai
+
+        return openai.OpenAI(
+            base_url=self.base_url,
+            api_key=self.api_key,
+            organization=self.organization,
+            project=self.project,
+            timeout=self.timeout,
+            max_retries=self.max_retries,
+            default_headers=self.default_headers or None,
+        )
 
 
 class MemoryConfig(BaseModel):
@@ -132,6 +178,26 @@ class MemoryConfig(BaseModel):
             if previous is not _UNSET:
                 self.__dict__[name] = previous
             raise
+
+    def __getstate__(self) -> dict[Any, Any]:
+        """Pickle support: an ``openai.OpenAI`` client travels as its settings.
+
+        The client holds locks and cannot be pickled; it is rebuilt, with the same
+        base URL, key, timeout and retries, when the config is unpickled (e.g. in
+        a Ray worker). Other clients are pickled as they are.
+        """
+        state = super().__getstate__()
+        spec = _OpenAIClientSpec.of(self.__dict__.get("oai_client"))
+        if spec is not None:
+            state = {**state, "__dict__": {**state["__dict__"], "oai_client": spec}}
+        return state
+
+    def __setstate__(self, state: dict[Any, Any]) -> None:
+        """Restore a pickled config, rebuilding an ``openai.OpenAI`` client."""
+        spec = state.get("__dict__", {}).get("oai_client")
+        if isinstance(spec, _OpenAIClientSpec):
+            state = {**state, "__dict__": {**state["__dict__"], "oai_client": spec.build()}}
+        super().__setstate__(state)
 
     def formatted_summary_prompt(self) -> str:
         """Return ``summary_system_prompt`` with ``{max_summary_length}`` filled in.

@@ -61,6 +61,35 @@ class MemoryView:
         return list(self.memory.get_prompt_messages())
 
 
+class _CountingTokenizer:
+    """The tokenizer a ``MemoryConfig``'s memories count with, loaded once and reused.
+
+    A memory given no tokenizer loads ``train_model_tokenizer_path`` itself; doing
+    that for every episode would reload the tokenizer each time, so the factory
+    loads it on first use and hands the same one to every episode's memory (the
+    episodes of one wrapper never run at the same time).
+    """
+
+    def __init__(self, tokenizer: Any) -> None:
+        self._given = tokenizer
+        self._path = ""
+        self._loaded: Any = None
+
+    def get(self, config: Any) -> Any:
+        """Return the tokenizer for ``config`` (None: count characters / 4)."""
+        if self._given is not None:
+            return self._given
+        path = config.train_model_tokenizer_path
+        if not path:
+            return None
+        if self._loaded is None or path != self._path:
+            from agent_gym.memory import TokenCounter
+
+            self._loaded = TokenCounter(None, path).tokenizer
+            self._path = path
+        return self._loaded
+
+
 def make_prompt_view(memory: Any, *, tokenizer: Any = None) -> Callable[[], PromptView]:
     """Return a factory of per-episode prompt views for the ``memory`` argument.
 
@@ -68,7 +97,8 @@ def make_prompt_view(memory: Any, *, tokenizer: Any = None) -> Callable[[], Prom
         memory: None, a ``MemoryConfig``, or a zero-argument callable returning
             a memory object (``add`` + ``get_prompt_messages``).
         tokenizer: Counts a ``MemoryConfig`` memory's tokens (default: the
-            config's ``train_model_tokenizer_path``, else characters / 4).
+            config's ``train_model_tokenizer_path``, loaded once for all the
+            factory's memories, else characters / 4).
 
     Raises:
         TypeError: If ``memory`` is none of these.
@@ -82,7 +112,8 @@ def make_prompt_view(memory: Any, *, tokenizer: Any = None) -> Callable[[], Prom
     except ImportError:  # pragma: no cover - memory is part of the package
         MemoryConfig = None  # type: ignore[assignment]
     if MemoryConfig is not None and isinstance(memory, MemoryConfig):
-        return lambda: MemoryView(memory_from_config(memory, tokenizer=tokenizer))
+        counting = _CountingTokenizer(tokenizer)
+        return lambda: MemoryView(memory_from_config(memory, tokenizer=counting.get(memory)))
     raise TypeError(
         "memory: expected None, a MemoryConfig or a callable returning a memory object, "
         f"got {type(memory).__name__}"

@@ -145,7 +145,9 @@ class TrajectoryWrapper(gym.Wrapper):
 
         Returns:
             The usual 5-tuple; the observation is the policy's view. When the
-            episode ends, ``info["trajectory"]`` holds the ``StepTrajectory`` and
+            episode ends, the observation is the whole conversation (no memory
+            view, so no summary is written for a prompt no policy will see),
+            ``info["trajectory"]`` holds the ``StepTrajectory`` and
             ``info["status"]`` its status.
         """
         if self._view is None:
@@ -165,12 +167,16 @@ class TrajectoryWrapper(gym.Wrapper):
         new_conversation = _plain(obs)
         new_messages = new_conversation[len(self._conversation) :]
         self._conversation = new_conversation
+        done = bool(terminated or truncated)
         self._view.add(new_messages)
-        self._prompt_view = _plain(self._view.messages())
+        if done:
+            # No policy sees this view: do not ask the memory for it (that could write a summary).
+            self._prompt_view = list(self._conversation)
+        else:
+            self._prompt_view = _plain(self._view.messages())
 
         parsed = parse_response(text if isinstance(text, str) else str(text))
         action_text = "\n".join(call.raw for call in parsed.tool_calls) if parsed.tool_calls else None
-        done = bool(terminated or truncated)
         step_info = {k: v for k, v in info.items() if k != "trajectory"}
         step_info.update(token_info)
         self._steps.append(
