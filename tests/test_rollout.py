@@ -235,3 +235,14 @@ def test_ray_backend_matches_local_backend():
         ray.shutdown()
     assert [strip_timings(x.to_dict()) for x in remote] == [strip_timings(x.to_dict()) for x in local]
     assert [t.status for t in failing] == [EpisodeStatus.ENV_DONE, EpisodeStatus.POLICY_ERROR]
+
+
+def test_max_steps_above_the_registry_limit_is_honoured():
+    import gymnasium as gym
+
+    from agent_gym.rollout import make_env_factory
+
+    env = make_env_factory("agent_gym/ToolUse-v0", max_steps=25)(0)
+    assert env.spec.max_episode_steps == 25
+    assert env.unwrapped.max_steps == 25
+    assert gym.spec("agent_gym/ToolUse-v0").max_episode_steps < 25
