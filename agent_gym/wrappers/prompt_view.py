@@ -115,6 +115,5 @@ def make_prompt_view(memory: Any, *, tokenizer: Any = None) -> Callable[[], Prom
         counting = _CountingTokenizer(tokenizer)
         return lambda: MemoryView(memory_from_config(memory, tokenizer=counting.get(memory)))
     raise TypeError(
-        "memory: expected None, a MemoryConfig or a callable returning a memory object, "
-        f"got {type(memory).__name__}"
+        f"memory: expected None, a MemoryConfig or a callable returning a memory object, got {type(memory).__name__}"
     )

@@ -273,7 +273,11 @@ class TrajectoryWrapper(gym.Wrapper):
         prompt_ids, sampled_ids = self._retokenize(seen, text)
         self._retokenized = True
         new_segment = self._assembler.add_turn(step_index, prompt_ids, sampled_ids, None)
-        return {"num_prompt_tokens": len(prompt_ids), "num_sampled_tokens": len(sampled_ids), "new_segment": new_segment}
+        return {
+            "num_prompt_tokens": len(prompt_ids),
+            "num_sampled_tokens": len(sampled_ids),
+            "new_segment": new_segment,
+        }
 
     def _retokenize(self, messages: list[dict[str, str]], text: str) -> tuple[list[int], list[int]]:
         """Render this turn's prompt with the chat token builder and re-tokenize ``text``."""
@@ -314,4 +318,3 @@ class TrajectoryWrapper(gym.Wrapper):
         )
         self._finished = trajectory
         return trajectory
-
