@@ -94,7 +94,8 @@ class ParsedResponse:
         """The raw text of the tool call blocks joined by newlines, or None without calls."""
         if not self.tool_calls:
             return None
-        return "\n".join(c.raw for c in self.tool_calls)
+        # Calls decoded from one block holding a JSON list share that block's text: list it once.
+        return "\n".join(dict.fromkeys(c.raw for c in self.tool_calls))
 
 
 @runtime_checkable

@@ -10,6 +10,7 @@ policy is the memory's prompt view instead of the whole conversation.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -17,7 +18,7 @@ from typing import Any, SupportsFloat
 
 import gymnasium as gym
 
-from agent_gym.parsing import parse_response
+from agent_gym.parsing import HermesToolCallParser
 from agent_gym.types import (
     EpisodeStatus,
     PolicyOutput,
@@ -82,6 +83,8 @@ class TrajectoryWrapper(gym.Wrapper):
             raise ValueError(f"gamma: expected a number in [0, 1], got {gamma!r}")
         self.gamma = float(gamma)
         self.tokenizer = tokenizer
+        self._parser = getattr(env.unwrapped, "parser", None) or HermesToolCallParser()
+        self._lock = threading.Lock()
         self._builder: Any = None
         self._view_factory: Callable[[], PromptView] = make_prompt_view(memory, tokenizer=tokenizer)
         self._reset_state()
@@ -157,35 +160,56 @@ class TrajectoryWrapper(gym.Wrapper):
         text = action.text if isinstance(action, PolicyOutput) else action
         step_index = len(self._steps)
         seen = list(self._prompt_view)
-        token_info = self._record_tokens(step_index, action, seen)
 
         started = time.perf_counter()
         obs, reward, terminated, truncated, info = self.env.step(action)
+        with self._lock:
+            if self._finished is not None:
+                # finish() ended the episode while this step ran (e.g. a rollout timeout):
+                # the returned trajectory must not change, so nothing is recorded.
+                return tuple(self._prompt_view), reward, terminated, truncated, info
+            return self._record_step(step_index, action, text, seen, started, obs, reward, terminated, truncated, info)
+
+    def _record_step(
+        self,
+        step_index: int,
+        action: Any,
+        text: Any,
+        seen: list[dict[str, str]],
+        started: float,
+        obs: Any,
+        reward: SupportsFloat,
+        terminated: bool,
+        truncated: bool,
+        info: dict[str, Any],
+    ) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        """Record the step the env just took; build the trajectory if it ended the episode."""
         self._times["env_time"] += time.perf_counter() - started
         self._times["reward_time"] += float(getattr(self.env.unwrapped, "last_reward_time", 0.0) or 0.0)
+        token_info = self._record_tokens(step_index, action, seen)
 
         new_conversation = _plain(obs)
         new_messages = new_conversation[len(self._conversation) :]
         self._conversation = new_conversation
         done = bool(terminated or truncated)
-        self._view.add(new_messages)
+        self._view.add(new_messages)  # type: ignore[union-attr]
         if done:
             # No policy sees this view: do not ask the memory for it (that could write a summary).
             self._prompt_view = list(self._conversation)
         else:
-            self._prompt_view = _plain(self._view.messages())
+            self._prompt_view = _plain(self._view.messages())  # type: ignore[union-attr]
 
-        parsed = parse_response(text if isinstance(text, str) else str(text))
-        action_text = "\n".join(call.raw for call in parsed.tool_calls) if parsed.tool_calls else None
+        model_response = text if isinstance(text, str) else str(text)
+        parsed = self._parser.parse(model_response)
         step_info = {k: v for k, v in info.items() if k != "trajectory"}
         step_info.update(token_info)
         self._steps.append(
             Step(
                 chat_completions=seen,
                 thought=parsed.thought or "",
-                action=action_text,
+                action=parsed.action_text,
                 observation=self._observation,
-                model_response=text if isinstance(text, str) else str(text),
+                model_response=model_response,
                 info=step_info,
                 reward=float(reward),
                 done=done,
@@ -199,7 +223,7 @@ class TrajectoryWrapper(gym.Wrapper):
             status = info.get("status") or (EpisodeStatus.ENV_DONE if terminated else EpisodeStatus.MAX_STEPS)
             trajectory = self._build(EpisodeStatus(str(status)))
             info = dict(info)
-            info["status"] = trajectory.status
+            info["status"] = EpisodeStatus(trajectory.status)
             info["trajectory"] = trajectory
         return tuple(self._prompt_view), reward, terminated, truncated, info
 
@@ -214,6 +238,10 @@ class TrajectoryWrapper(gym.Wrapper):
             The ``StepTrajectory`` of the steps recorded so far (a single empty
             step when none were), carrying ``status``.
         """
+        with self._lock:
+            return self._finish(EpisodeStatus(str(status)), error)
+
+    def _finish(self, status: EpisodeStatus, error: str | None) -> StepTrajectory:
         if self._finished is not None:
             return self._finished
         if not self._steps:
@@ -230,7 +258,7 @@ class TrajectoryWrapper(gym.Wrapper):
             last.done = True
             if error:
                 last.info["error"] = error
-        return self._build(EpisodeStatus(str(status)))
+        return self._build(status)
 
     def record_llm_time(self, seconds: float) -> None:
         """Add policy time measured outside a ``PolicyOutput`` (e.g. string policies)."""

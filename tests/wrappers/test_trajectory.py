@@ -193,3 +193,51 @@ def test_reward_time_is_measured_outside_info():
     info = run_oracle(env, seed=5)
     assert info["trajectory"].metrics["reward_time"] > 0.0
     assert "reward_time" not in info
+
+
+def test_steps_use_the_env_parser():
+    from agent_gym.parsing import HermesToolCallParser
+
+    parser = HermesToolCallParser(think_tag="reasoning", tool_call_tag="call")
+    env = TrajectoryWrapper(gym.make(ENV_ID, parser=parser))
+    env.reset(seed=0)
+    call = env.unwrapped.oracle_action().replace("tool_call>", "call>")
+    _, reward, *_ = env.step(f"<reasoning>look it up</reasoning>{call}")
+    step = env.steps[0]
+    assert reward > 0
+    assert step.thought == "look it up"
+    assert step.action is not None and '"name"' in step.action
+
+
+def test_list_of_calls_in_one_block_is_recorded_once():
+    env = TrajectoryWrapper(gym.make(ENV_ID))
+    env.reset(seed=0)
+    block = '[{"name": "calculator", "arguments": {"expression": "1+1"}}, {"name": "calculator", "arguments": {"expression": "2+2"}}]'
+    env.step(f"<tool_call>{block}</tool_call>")
+    assert env.steps[0].action == block
+
+
+def test_finish_while_a_step_is_running_keeps_the_returned_trajectory():
+    import threading
+
+    env = TrajectoryWrapper(gym.make(ENV_ID))
+    env.reset(seed=0)
+    env.step(env.unwrapped.oracle_action())
+    entered, release = threading.Event(), threading.Event()
+    inner_step = env.env.step
+
+    def slow_step(action):
+        entered.set()
+        release.wait(5)
+        return inner_step(action)
+
+    env.env.step = slow_step
+    worker = threading.Thread(target=env.step, args=(env.unwrapped.oracle_action(),))
+    worker.start()
+    entered.wait(5)
+    traj = env.finish("TIMEOUT", error="too slow")
+    before = traj.to_dict()
+    release.set()
+    worker.join(5)
+    assert traj.to_dict() == before
+    assert len(traj.steps) == 1 and traj.status == "TIMEOUT"
