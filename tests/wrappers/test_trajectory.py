@@ -45,9 +45,10 @@ def test_oracle_episode_records_every_seed_field():
     assert first.model_response.startswith("<think>plan</think>")
     assert first.chat_completions[-1] == {"role": "user", "content": traj.task["question"]}
     # Each step's context is the previous context + the previous reply + what it caused.
-    for prev, step in zip(traj.steps, traj.steps[1:]):
+    for prev, step in zip(traj.steps, traj.steps[1:], strict=False):
         assert step.chat_completions[: len(prev.chat_completions)] == prev.chat_completions
-        assert step.chat_completions[len(prev.chat_completions)] == {"role": "assistant", "content": prev.model_response}
+        reply = {"role": "assistant", "content": prev.model_response}
+        assert step.chat_completions[len(prev.chat_completions)] == reply
         caused = step.chat_completions[len(prev.chat_completions) + 1 :]
         assert caused and step.observation == "\n".join(m["content"] for m in caused)
     assert traj.steps[-1].action is None
@@ -88,7 +89,7 @@ def test_string_actions_with_tokenizer_are_marked_retokenized(qwen_tokenizer):
         traj.chat_completions[:-1], tools=env.unwrapped.tool_schemas, tokenize=False, add_generation_prompt=True
     )
     assert qwen_tokenizer.decode(full) == rendered + traj.steps[-1].model_response + "<|im_end|>"
-    masked = [t for t, m in zip(seg.response_tokens.tolist(), seg.response_masks.tolist()) if m]
+    masked = [t for t, m in zip(seg.response_tokens.tolist(), seg.response_masks.tolist(), strict=True) if m]
     expected = []
     for step in traj.steps:
         expected += qwen_tokenizer.encode(step.model_response, add_special_tokens=False) + [qwen_tokenizer.eos_token_id]
@@ -212,7 +213,10 @@ def test_steps_use_the_env_parser():
 def test_list_of_calls_in_one_block_is_recorded_once():
     env = TrajectoryWrapper(gym.make(ENV_ID))
     env.reset(seed=0)
-    block = '[{"name": "calculator", "arguments": {"expression": "1+1"}}, {"name": "calculator", "arguments": {"expression": "2+2"}}]'
+    block = (
+        '[{"name": "calculator", "arguments": {"expression": "1+1"}}, '
+        '{"name": "calculator", "arguments": {"expression": "2+2"}}]'
+    )
     env.step(f"<tool_call>{block}</tool_call>")
     assert env.steps[0].action == block
 
