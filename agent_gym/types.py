@@ -278,7 +278,9 @@ class Trajectory:
                 f"Trajectory.trajectory_reward: expected float or int, got {type(self.trajectory_reward).__name__}"
             )
         if not math.isfinite(self.trajectory_reward):
-            raise TrajectoryError(f"Trajectory.trajectory_reward: expected a finite number, got {self.trajectory_reward}")
+            raise TrajectoryError(
+                f"Trajectory.trajectory_reward: expected a finite number, got {self.trajectory_reward}"
+            )
         _check_messages("Trajectory.chat_completions", self.chat_completions)
         if not isinstance(self.metrics, dict):
             raise TrajectoryError(f"Trajectory.metrics: expected dict, got {type(self.metrics).__name__}")

@@ -67,7 +67,10 @@ def test_seed_example_metrics_are_completed():
     "overrides, match",
     [
         ({"prompt_tokens": "1 2 3"}, "prompt_tokens: expected torch.Tensor"),
-        ({"response_tokens": torch.tensor([1.0, float("nan"), 2.0]), "response_masks": torch.tensor([1, 1, 1])}, "NaN or Inf"),
+        (
+            {"response_tokens": torch.tensor([1.0, float("nan"), 2.0]), "response_masks": torch.tensor([1, 1, 1])},
+            "NaN or Inf",
+        ),
         ({"response_masks": torch.tensor([1.0, float("inf"), 1.0])}, "NaN or Inf"),
         ({"idx": -1}, "idx: expected an int >= 0"),
         ({"idx": 1.5}, "idx: expected an int >= 0"),

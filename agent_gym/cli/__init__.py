@@ -31,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Gymnasium environments for multi-turn LLM agents.",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, module_name in SUBCOMMANDS.items():
+    for module_name in SUBCOMMANDS.values():
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
