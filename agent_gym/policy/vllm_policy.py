@@ -17,7 +17,9 @@ retried; an over-long prompt ends the turn with ``finish_reason="prompt_truncati
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
+import ssl
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
@@ -36,6 +38,10 @@ from agent_gym.types import FinishReason, Message, PolicyOutput
 __all__ = ["VLLMPolicy", "parse_completion_choice"]
 
 _CONTEXT_ERROR = "maximum context length"
+# Connections per pooled HTTP client. httpcore's pool rescans every connection it holds
+# (with a socket poll each) several times per request, so one pool of C connections costs
+# O(C^2) per request; requests are spread over several small pools instead.
+_POOL_SHARD = 8
 
 
 class _PromptTooLong(Exception):
@@ -44,8 +50,36 @@ class _PromptTooLong(Exception):
 
 @dataclass
 class _LoopResources:
-    client: httpx.AsyncClient
+    clients: list[httpx.AsyncClient]
     semaphore: asyncio.Semaphore
+    inflight: list[int]
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        """The first client (for requests outside the concurrency limit)."""
+        return self.clients[0]
+
+    def acquire(self) -> int:
+        """Index of the client with the fewest requests in flight, counted as one more."""
+        inflight = self.inflight
+        index = inflight.index(min(inflight))
+        inflight[index] += 1
+        return index
+
+
+@functools.lru_cache(maxsize=1)
+def _ssl_context() -> ssl.SSLContext:
+    """httpx's default verifying SSL context, built once.
+
+    Loading the CA bundle takes tens of milliseconds; every client would otherwise load
+    its own (one per pool shard and per event loop, i.e. per ``collect`` call).
+    """
+    create = getattr(httpx, "create_ssl_context", None)
+    if create is not None:
+        return create(verify=True, trust_env=False)
+    import certifi
+
+    return ssl.create_default_context(cafile=certifi.where())
 
 
 def _error_text(response: httpx.Response) -> str:
@@ -211,11 +245,19 @@ class VLLMPolicy(AsyncPolicyBase):
         loop = asyncio.get_running_loop()
         res = self._resources.get(loop)
         if res is None:
-            limits = httpx.Limits(max_connections=self.concurrency + 8, max_keepalive_connections=self.concurrency + 8)
+            # Requests go to the least busy of several small pools (see _POOL_SHARD); as at
+            # most `concurrency` are in flight, one of them always has a free connection.
+            shards = -(-self.concurrency // _POOL_SHARD)
+            per_shard = -(-self.concurrency // shards) + 8
+            limits = httpx.Limits(max_connections=per_shard, max_keepalive_connections=per_shard)
             timeout = httpx.Timeout(self.timeout, connect=self.connect_timeout)
             headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else None
-            client = httpx.AsyncClient(limits=limits, timeout=timeout, headers=headers, trust_env=False)
-            res = _LoopResources(client, asyncio.Semaphore(self.concurrency))
+            verify = _ssl_context()
+            clients = [
+                httpx.AsyncClient(limits=limits, timeout=timeout, headers=headers, trust_env=False, verify=verify)
+                for _ in range(shards)
+            ]
+            res = _LoopResources(clients, asyncio.Semaphore(self.concurrency), [0] * shards)
             self._resources[loop] = res
         return res
 
@@ -274,9 +316,11 @@ class VLLMPolicy(AsyncPolicyBase):
             try:
                 async with res.semaphore:
                     self.router.begin(target)
+                    shard = res.acquire()
                     try:
-                        resp = await res.client.post(self._url(target, path), json=body, headers=headers)
+                        resp = await res.clients[shard].post(self._url(target, path), json=body, headers=headers)
                     finally:
+                        res.inflight[shard] -= 1
                         self.router.end(target)
             except httpx.TimeoutException:
                 error, last_status = f"no response within {self.timeout:g}s (timeout)", None
@@ -510,7 +554,8 @@ class VLLMPolicy(AsyncPolicyBase):
         """Close the HTTP client of the running event loop."""
         res = self._resources.pop(asyncio.get_running_loop(), None)
         if res is not None:
-            await res.client.aclose()
+            for client in res.clients:
+                await client.aclose()
 
     async def _aclose_resources(self) -> None:
         await self.aclose()
