@@ -5,6 +5,10 @@ that hangs forever would keep the process alive. This pool uses daemon threads,
 hands results back to the loop with ``call_soon_threadsafe``, and lets the caller
 abandon a call (after a timeout): the stuck thread retires when the call returns
 and no longer counts against the pool's size, so capacity never shrinks.
+
+New workers are started by a helper thread, not by the caller: ``Thread.start``
+waits until the new thread runs, which takes tens of milliseconds when many busy
+threads compete for the GIL, and the caller is the event loop.
 """
 
 from __future__ import annotations
@@ -80,6 +84,8 @@ class ThreadPool:
         self._idle = 0
         self.size = size
         self._closed = False
+        self._spawn_requests: queue.SimpleQueue[bool] = queue.SimpleQueue()
+        self._spawner: threading.Thread | None = None
 
     @property
     def workers(self) -> int:
@@ -87,10 +93,18 @@ class ThreadPool:
         return self._workers
 
     def _spawn(self) -> None:
+        """Ask the spawner thread for one more worker (counted at once, started soon)."""
         with self._lock:
             self._workers += 1
-        thread = threading.Thread(target=self._work, name=f"{self.name}-{next(_ids)}", daemon=True)
-        thread.start()
+            if self._spawner is None:
+                self._spawner = threading.Thread(target=self._spawn_loop, name=f"{self.name}-spawner", daemon=True)
+                self._spawner.start()
+        self._spawn_requests.put(True)
+
+    def _spawn_loop(self) -> None:
+        while self._spawn_requests.get():
+            thread = threading.Thread(target=self._work, name=f"{self.name}-{next(_ids)}", daemon=True)
+            thread.start()
 
     def _work(self) -> None:
         while True:
@@ -146,3 +160,4 @@ class ThreadPool:
         self._closed = True
         for _ in range(self._workers):
             self._queue.put(None)
+        self._spawn_requests.put(False)
