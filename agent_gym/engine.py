@@ -117,7 +117,12 @@ class _Completions:
                 server=self.address,
                 status=response.status_code,
             )
-        return response.json()
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise ServerError(
+                f"{self.url}: expected a JSON body, got {response.text[:200]!r}", server=self.address
+            ) from exc
 
     def __repr__(self) -> str:
         return f"<completions {self.url}>"
@@ -353,7 +358,15 @@ class GymEngineWrapper(BaseEngineWrapper):
         self.env_id = env_id
         self.env_kwargs = dict(env_kwargs or {})
         self.samples_per_task = _check_int("samples_per_task", samples_per_task, 1, 1 << 20)
-        self.gamma = gamma
+        if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0.0 <= gamma <= 1.0:
+            raise ConfigError(f"gamma: expected a number in [0, 1], got {gamma!r}")
+        if episode_timeout is not None and (
+            isinstance(episode_timeout, bool) or not isinstance(episode_timeout, (int, float)) or episode_timeout <= 0
+        ):
+            raise ConfigError(f"episode_timeout: expected a number > 0 or None, got {episode_timeout!r}")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise TypeError(f"seed: expected int, got {type(seed).__name__}")
+        self.gamma = float(gamma)
         self.memory = memory
         self.episode_timeout = episode_timeout
         self.seed = seed
@@ -377,8 +390,24 @@ class GymEngineWrapper(BaseEngineWrapper):
             raise ConfigError("GymEngineWrapper.server_addresses: expected at least one 'IP:PORT', got []")
         from agent_gym.policy import VLLMPolicy
 
-        kwargs = {"max_response_length": self.max_response_length, **self.policy_kwargs}
+        kwargs = {
+            "max_response_length": self.max_response_length,
+            # The prompt budget is enforced as the context limit: prompt + response.
+            "max_model_len": self.max_prompt_length + self.max_response_length,
+            **self.policy_kwargs,
+        }
         self.policy = VLLMPolicy(self._server_addresses, self.tokenizer, self._sampling(), **kwargs)
+
+    @property
+    def completions(self) -> list[CompletionsFn]:
+        """One async ``/v1/completions`` function per server.
+
+        After ``initialize()`` these are the policy's (pooled connections,
+        retries); before it, plain one-shot requests.
+        """
+        if self.policy is not None:
+            return list(self.policy.completions)
+        return super().completions
 
     async def generate_agent_trajectories_async(self, tasks: list[dict[str, Any]]) -> list[Trajectory]:
         """Run one episode per task (``samples_per_task`` each) and return the trajectories.

@@ -112,6 +112,11 @@ async def test_gym_engine_runs_tasks(start_server, qwen_tokenizer):
         assert all(t.status == EpisodeStatus.MAX_STEPS and int(t.response_masks.sum()) == 10 for t in result)
         sync = engine.generate_agent_trajectories(tasks[:1])
         assert len(sync) == 2
+        # After initialize, the seed's completions are the policy's pooled, retrying callables.
+        assert engine.completions == engine.policy.completions
+        assert engine.policy.max_model_len == engine.max_prompt_length + engine.max_response_length
+        answer = await engine.completions[0]({"prompt": [1, 2, 3], "max_tokens": 3, "return_token_ids": True})
+        assert len(answer["choices"][0]["token_ids"]) == 3
     finally:
         engine.close()
 
@@ -120,3 +125,16 @@ def test_gym_engine_needs_servers(qwen_tokenizer):
     engine = GymEngineWrapper("a", qwen_tokenizer, env_id="agent_gym/ToolUse-v0")
     with pytest.raises(ConfigError, match="server_addresses"):
         engine.initialize()
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"gamma": 1.5}, ConfigError, "gamma"),
+        ({"episode_timeout": 0}, ConfigError, "episode_timeout"),
+        ({"seed": "1"}, TypeError, "seed"),
+    ],
+)
+def test_gym_engine_validates_episode_settings(qwen_tokenizer, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        GymEngineWrapper("a", qwen_tokenizer, env_id="agent_gym/ToolUse-v0", **kwargs)
