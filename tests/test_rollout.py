@@ -178,6 +178,19 @@ def test_on_episode_sees_every_trajectory():
     assert sorted(t.idx for t in seen) == [t.idx for t in result]
 
 
+def test_failing_on_episode_loses_nothing(caplog):
+    calls = []
+
+    def writer(trajectory):
+        calls.append(trajectory.idx)
+        raise OSError("disk full")
+
+    result = collect(make_add_env, ScriptedPolicy(), tasks=make_tasks(4), on_episode=writer, progress=False)
+    assert len(result) == 4 and sorted(calls) == [0, 1, 2, 3]
+    assert all(t.status == EpisodeStatus.ENV_DONE for t in result)
+    assert "disk full" in caplog.text
+
+
 def test_progress_bar_shows_mean_reward(capsys):
     collect(make_add_env, ScriptedPolicy(), tasks=make_tasks(3), progress=True)
     err = capsys.readouterr().err

@@ -419,15 +419,27 @@ class LocalRunner:
                 results[i] = trajectory
                 bar.update(trajectory)
                 if on_episode is not None:
-                    outcome = on_episode(trajectory)
-                    if inspect.isawaitable(outcome):
-                        await outcome
+                    await _notify(on_episode, trajectory)
 
         try:
             await asyncio.gather(*(worker(slot) for slot in range(min(self.n_parallel, len(specs)))))
         finally:
             bar.close()
         return results  # type: ignore[return-value]
+
+
+async def _notify(on_episode: Callable[[StepTrajectory], Any], trajectory: StepTrajectory) -> None:
+    """Call the user's per-episode callback; its failure is logged, never fatal.
+
+    Every episode is still returned by ``collect``: a callback that raises (a full
+    disk, a closed file) must not make the whole batch disappear.
+    """
+    try:
+        outcome = on_episode(trajectory)
+        if inspect.isawaitable(outcome):
+            await outcome
+    except Exception:
+        logger.exception("on_episode raised for episode %d; the episode is still returned", trajectory.idx)
 
 
 class _NullEnv(gym.Env):

@@ -11,14 +11,13 @@ same trajectories, timings aside. Ray is imported lazily: without it,
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from agent_gym.errors import MissingExtraError
-from agent_gym.rollout._local import EpisodeSpec, LocalRunner, _NullEnv, _Progress
+from agent_gym.rollout._local import EpisodeSpec, LocalRunner, _notify, _NullEnv, _Progress
 from agent_gym.types import EpisodeStatus, StepTrajectory
 
 __all__ = ["EpisodeActor", "collect_ray", "import_ray"]
@@ -175,9 +174,7 @@ async def collect_ray(
                 results[i] = trajectory
                 bar.update(trajectory)
                 if on_episode is not None:
-                    outcome = on_episode(trajectory)
-                    if inspect.isawaitable(outcome):
-                        await outcome
+                    await _notify(on_episode, trajectory)
                 submit(actor)
     finally:
         bar.close()
