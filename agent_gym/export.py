@@ -115,18 +115,18 @@ def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[Trajectory]:
     """
     path = Path(path)
     with path.open("r", encoding="utf-8") as fh:
-        lines = fh.readlines()
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            if number == len(lines) and not line.endswith("\n"):
-                logger.warning("%s: skipping an incomplete last line (the writer was interrupted)", path)
-                return
-            raise ValueError(f"{path}:{number}: expected a JSON object, got invalid JSON ({exc})") from exc
-        yield _from_record(data)
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError as exc:
+                # Only the file's last line can lack its newline: the writer was cut off mid-record.
+                if not line.endswith("\n"):
+                    logger.warning("%s: skipping an incomplete last line (the writer was interrupted)", path)
+                    return
+                raise ValueError(f"{path}:{number}: expected a JSON object, got invalid JSON ({exc})") from exc
+            yield _from_record(data)
 
 
 def read_jsonl(path: str | os.PathLike[str]) -> list[StepTrajectory]:
