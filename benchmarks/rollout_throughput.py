@@ -1,13 +1,17 @@
 """Rollout throughput benchmark: concurrency efficiency, blocking tools, and resource stability.
 
-Run:  python benchmarks/rollout_throughput.py [--quick]
+Run:  python benchmarks/rollout_throughput.py [--quick] [--repeats R]
 
 (a) Episodes/s at n_parallel 1, 8, 64 against a policy that answers after a fixed 50 ms with
-    fixed tokens, versus the ideal n_parallel / episode latency. Two policies:
+    fixed tokens, versus the ideal n_parallel / episode latency; each point is the median of
+    ``--repeats`` runs of ``max(4 x n_parallel, 8)`` episodes (each run is one ``collect`` call,
+    so it includes building ``n_parallel`` envs and their worker threads). Two policies:
     * ``scheduler``: an in-process policy (``asyncio.sleep(0.05)``, fixed token ids): what the
       rollout loop itself costs;
     * ``http``: ``VLLMPolicy`` against the reference server in fake mode (``--fake-tokens 8
-      --fake-latency-ms 50``): the whole stack, including token bookkeeping and HTTP.
+      --fake-latency-ms 50``, its own process): the whole stack, including token bookkeeping
+      and HTTP. The CPU seconds used by the client and by the server process are reported,
+      since both share this machine's cores.
 (b) 64 episodes x 5 steps, each step calling a tool that blocks for 10 ms, with the 50 ms policy:
     wall time versus the ideal concurrent time 5 x (50 + 10) ms.
 (c) 2,000 episodes in one process (10 consecutive batches of 200 through ``VLLMPolicy`` and a
@@ -21,6 +25,7 @@ import asyncio
 import json
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -100,25 +105,45 @@ def start_fake_server(latency_ms: int) -> tuple[subprocess.Popen, str]:
     raise RuntimeError("fake server did not start")
 
 
-def bench_a(policy: Any, env: Any, label: str, sizes: tuple[int, ...], turns: int, env_kwargs: Any = None) -> list:
+def _cpu_seconds(process: psutil.Process | None) -> float:
+    if process is None:
+        return 0.0
+    times = process.cpu_times()
+    return times.user + times.system
+
+
+def bench_a(policy: Any, env: Any, label: str, sizes: tuple[int, ...], turns: int, env_kwargs: Any = None,
+            repeats: int = 3, server: psutil.Process | None = None) -> list:
     rows = []
     single = None
+    client = psutil.Process()
     for n in sizes:
-        episodes = max(2 * n, 8)
+        episodes = max(4 * n, 8)
         collect(env, policy, num_episodes=min(n, 8), n_parallel=n, progress=False, env_kwargs=env_kwargs)  # warm up
-        started = time.perf_counter()
-        result = collect(env, policy, num_episodes=episodes, n_parallel=n, progress=False, env_kwargs=env_kwargs)
-        wall = time.perf_counter() - started
-        assert all(len(t.steps) == turns for t in result), {len(t.steps) for t in result}
+        walls, client_cpu, server_cpu = [], [], []
+        for _ in range(repeats):
+            cpu0, srv0 = _cpu_seconds(client), _cpu_seconds(server)
+            started = time.perf_counter()
+            result = collect(env, policy, num_episodes=episodes, n_parallel=n, progress=False, env_kwargs=env_kwargs)
+            walls.append(time.perf_counter() - started)
+            client_cpu.append(_cpu_seconds(client) - cpu0)
+            server_cpu.append(_cpu_seconds(server) - srv0)
+            assert all(len(t.steps) == turns for t in result), {len(t.steps) for t in result}
+        wall = statistics.median(walls)
         rate = episodes / wall
         if single is None:
             single = wall / episodes * 1  # measured single-episode latency at n_parallel=1
         ideal_fixed = n / (turns * LATENCY)
         ideal_measured = n / single
-        rows.append({"policy": label, "n_parallel": n, "episodes": episodes, "episodes_per_s": round(rate, 2),
-                     "ideal_50ms": round(ideal_fixed, 2), "ratio_50ms": round(rate / ideal_fixed, 3),
-                     "ratio_measured_latency": round(rate / ideal_measured, 3)})
-        print(json.dumps(rows[-1]), flush=True)
+        row = {"policy": label, "n_parallel": n, "episodes": episodes, "repeats": repeats,
+               "episodes_per_s": round(rate, 2), "ideal_50ms": round(ideal_fixed, 2),
+               "ratio_50ms": round(rate / ideal_fixed, 3), "ratio_measured_latency": round(rate / ideal_measured, 3),
+               "runs_episodes_per_s": [round(episodes / w, 1) for w in walls],
+               "client_cpu_per_wall": round(statistics.median(c / w for c, w in zip(client_cpu, walls)), 2)}
+        if server is not None:
+            row["server_cpu_per_wall"] = round(statistics.median(c / w for c, w in zip(server_cpu, walls)), 2)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
     return rows
 
 
@@ -161,10 +186,11 @@ def bench_c(address: str, batches: int, per_batch: int) -> list:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller (c): 5 batches of 100")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per (a) point; the median is reported")
     args = parser.parse_args()
     print(f"cpus={os.cpu_count()} python={sys.version.split()[0]}", flush=True)
     print("(a) scheduler: in-process 50 ms policy, 3 turns per episode", flush=True)
-    bench_a(FixedPolicy(LATENCY), lambda: plain_env(3), "scheduler", (1, 8, 64), 3)
+    bench_a(FixedPolicy(LATENCY), lambda: plain_env(3), "scheduler", (1, 8, 64), 3, repeats=args.repeats)
     proc, address = start_fake_server(int(LATENCY * 1000))
     try:
         from agent_gym.models import load_qwen_tokenizer
@@ -172,7 +198,8 @@ def main() -> None:
 
         print("(a) http: VLLMPolicy + reference server --fake-latency-ms 50, 3 turns per episode", flush=True)
         policy = VLLMPolicy([address], load_qwen_tokenizer(), SamplingParams(max_tokens=16))
-        bench_a(policy, "agent_gym/ToolUse-v0", "http", (1, 8, 64), 3, env_kwargs={"max_steps": 3})
+        bench_a(policy, "agent_gym/ToolUse-v0", "http", (1, 8, 64), 3, env_kwargs={"max_steps": 3},
+                repeats=args.repeats, server=psutil.Process(proc.pid))
         policy.close()
         print("(b) blocking tool", flush=True)
         bench_b()
