@@ -10,7 +10,7 @@ from typing import Any
 
 from agent_gym.core import AgentEnv, normalize_text
 from agent_gym.envs.tool_use.builtin_tools import BUILTIN_TOOLS
-from agent_gym.envs.tool_use.tasks import builtin_tasks
+from agent_gym.envs.tool_use.tasks import _builtin
 from agent_gym.tools import Tool
 
 __all__ = ["ToolUseEnv", "answer_matches"]
@@ -165,8 +165,8 @@ class ToolUseEnv(AgentEnv):
                                      f"got {task['ground_truth']!r}") from None
 
     def default_tasks(self) -> list[dict[str, Any]]:
-        """The 480 built-in tasks."""
-        return builtin_tasks()
+        """The 480 built-in tasks (shared, read-only: each env keeps shallow copies and never mutates them)."""
+        return list(_builtin())
 
     def default_tools(self) -> Sequence[Callable[..., Any]]:
         """The built-in tool functions."""
