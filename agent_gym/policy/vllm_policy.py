@@ -227,6 +227,8 @@ class VLLMPolicy(AsyncPolicyBase):
             weakref.WeakKeyDictionary()
         )
         self._server_info: dict[str, dict[str, Any]] = {}
+        # server -> (failed /v1/models lookups in a row, monotonic time before which not to retry)
+        self._info_failures: dict[str, tuple[int, float]] = {}
         self._chat_history: dict[str, list[int]] = {}
         self.completions: list[Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = [
             _ServerCompletions(self, name) for name in names
@@ -262,11 +264,20 @@ class VLLMPolicy(AsyncPolicyBase):
         return res
 
     async def _info(self, server: str) -> dict[str, Any]:
-        """``{"model", "max_model_len"}`` of ``server`` from ``/v1/models`` (cached; {} if unreachable)."""
+        """``{"model", "max_model_len"}`` of ``server`` from ``/v1/models``; {} while unknown.
+
+        Only a successful answer (HTTP 200 listing at least one model) is cached. A failed
+        lookup (a server still loading answers 503; a connection error) is retried on a later
+        request, no sooner than a backoff that doubles per failure (``backoff`` up to
+        ``max_backoff``), so a dead server is not asked on every request.
+        """
         info = self._server_info.get(server)
         if info is not None:
             return info
         if self.model is not None and (self.max_model_len is not None or self.mode == "chat"):
+            return {}
+        failures, retry_at = self._info_failures.get(server, (0, 0.0))
+        if time.monotonic() < retry_at:
             return {}
         try:
             resp = await self._loop_resources().client.get(
@@ -274,13 +285,16 @@ class VLLMPolicy(AsyncPolicyBase):
             )
             data = resp.json() if resp.status_code == 200 else None
         except (httpx.HTTPError, ValueError):
+            data = None
+        models = data.get("data") if isinstance(data, dict) else None
+        first = models[0] if isinstance(models, list) and models else None
+        if not isinstance(first, dict):
+            delay = min(self.max_backoff, self.backoff * 2**failures)
+            self._info_failures[server] = (failures + 1, time.monotonic() + delay)
             return {}
-        info = {}
-        if isinstance(data, dict) and data.get("data"):
-            first = data["data"][0]
-            if isinstance(first, dict):
-                info = {"model": first.get("id"), "max_model_len": first.get("max_model_len")}
+        info = {"model": first.get("id"), "max_model_len": first.get("max_model_len")}
         self._server_info[server] = info
+        self._info_failures.pop(server, None)
         return info
 
     # ------------------------------------------------------------------ transport

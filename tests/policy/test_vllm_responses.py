@@ -1,0 +1,58 @@
+"""VLLMPolicy's handling of server answers: /v1/models discovery, finish reasons, request budgets."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+
+from agent_gym.policy import SamplingParams, VLLMPolicy
+
+FAST = dict(backoff=0.01, max_backoff=0.05)
+MESSAGES = [{"role": "user", "content": "What is 17*3?"}]
+
+
+def _spy_requests(monkeypatch, *, models_failures: int = 0, models_status: int = 503):
+    """Record POST bodies and /v1/models lookups; the first ``models_failures`` lookups answer
+    ``models_status`` (a server still loading) instead of reaching the server."""
+    posts: list[dict] = []
+    lookups: list[int] = []
+    get, post = httpx.AsyncClient.get, httpx.AsyncClient.post
+
+    async def spy_get(self, url, *args, **kwargs):
+        if str(url).endswith("/v1/models"):
+            lookups.append(len(lookups))
+            if len(lookups) <= models_failures:
+                return httpx.Response(models_status, json={"error": "loading"}, request=httpx.Request("GET", url))
+        return await get(self, url, *args, **kwargs)
+
+    async def spy_post(self, url, *args, **kwargs):
+        posts.append(kwargs.get("json"))
+        return await post(self, url, *args, **kwargs)
+
+    monkeypatch.setattr(httpx.AsyncClient, "get", spy_get)
+    monkeypatch.setattr(httpx.AsyncClient, "post", spy_post)
+    return posts, lookups
+
+
+def test_failed_models_lookup_is_retried_not_cached(reference_server, qwen_tokenizer, monkeypatch):
+    posts, lookups = _spy_requests(monkeypatch, models_failures=1)
+    with VLLMPolicy([reference_server], qwen_tokenizer, SamplingParams(max_tokens=4), **FAST) as policy:
+        policy.act(MESSAGES, session_id="a")  # /v1/models answers 503: model and context unknown
+        assert "model" not in posts[-1]
+        time.sleep(0.05)  # past the lookup backoff
+        policy.act(MESSAGES, session_id="b")
+        assert posts[-1]["model"]  # discovered on the retry
+        assert policy._info_failures == {}
+        policy.act(MESSAGES, session_id="c")
+    assert len(lookups) == 2  # a successful answer is cached
+
+
+def test_failed_models_lookup_backs_off(reference_server, qwen_tokenizer, monkeypatch):
+    posts, lookups = _spy_requests(monkeypatch, models_failures=100, models_status=500)
+    sampling = SamplingParams(max_tokens=4)
+    with VLLMPolicy([reference_server], qwen_tokenizer, sampling, backoff=30.0, max_backoff=60.0) as policy:
+        for k in range(4):
+            policy.act(MESSAGES, session_id=f"s{k}")
+    assert len(lookups) == 1  # not asked again within the backoff
+    assert all("model" not in body for body in posts)
