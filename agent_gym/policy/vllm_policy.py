@@ -95,6 +95,21 @@ def _error_text(response: httpx.Response) -> str:
     return str(body)[:500]
 
 
+def _finish_reason(value: Any, *, chat: bool = False) -> tuple[str, str | None]:
+    """Map a server's ``finish_reason`` to ``(FinishReason, error message or None)``.
+
+    ``"stop"`` (or none given) and ``"length"`` keep their meaning, as does ``"tool_calls"`` in
+    chat mode; vLLM's ``"abort"`` and any unknown value become ``FinishReason.ERROR``.
+    """
+    if value is None or value == "stop" or (chat and value == "tool_calls"):
+        return FinishReason.STOP, None
+    if value == "length":
+        return FinishReason.LENGTH, None
+    if value == "abort":
+        return FinishReason.ERROR, "the server aborted the request (finish_reason='abort')"
+    return FinishReason.ERROR, f"the server returned an unknown finish_reason {value!r}"
+
+
 def _token_id_from_string(token: Any) -> int | None:
     if isinstance(token, str) and token.startswith("token_id:"):
         try:
@@ -446,13 +461,25 @@ class VLLMPolicy(AsyncPolicyBase):
         choice = data["choices"][0]
         token_ids, logprobs = parse_completion_choice(choice)
         retokenized = token_ids is None
-        finish = choice.get("finish_reason") or FinishReason.STOP
-        finish = FinishReason.LENGTH if finish == "length" else FinishReason.STOP
+        finish, error = _finish_reason(choice.get("finish_reason"))
         if token_ids is None:  # a server that does not return ids: fall back to re-tokenizing its text
             token_ids = self.tokenizer.encode(str(choice.get("text") or ""), add_special_tokens=False)
             if finish == FinishReason.STOP:
                 token_ids.append(self.builder.eot_token_id)
             logprobs = None
+        if error is not None:  # the turn is not committed: the episode ends with POLICY_ERROR
+            return PolicyOutput(
+                text=self.tokenizer.decode(token_ids, skip_special_tokens=False),
+                prompt_token_ids=list(plan.prompt_ids),
+                token_ids=token_ids,
+                logprobs=logprobs,
+                finish_reason=finish,
+                llm_time=time.perf_counter() - start,
+                retokenized=retokenized,
+                new_segment=plan.new_segment,
+                server=server,
+                error=f"server {server}: {error}",
+            )
         stop_reason = choice.get("stop_reason")
         if finish == FinishReason.STOP and not isinstance(stop_reason, str):
             text = self.builder.decode_response(token_ids, self.sampling.stop_token_ids)
@@ -527,7 +554,7 @@ class VLLMPolicy(AsyncPolicyBase):
         reasoning = message.get("reasoning_content") or message.get("reasoning")
         if reasoning:
             text = f"<think>\n{reasoning}\n</think>\n\n{text}"
-        finish = FinishReason.LENGTH if choice.get("finish_reason") == "length" else FinishReason.STOP
+        finish, error = _finish_reason(choice.get("finish_reason"), chat=True)
         token_ids = choice.get("token_ids")
         retokenized = token_ids is None
         if token_ids is None and self.builder is not None:
@@ -544,7 +571,8 @@ class VLLMPolicy(AsyncPolicyBase):
         if prompt_ids is not None and token_ids is not None:
             if previous is not None:
                 new_segment = prompt_ids[: len(previous)] != previous
-            self._chat_history[session_id] = prompt_ids + [int(t) for t in token_ids]
+            if error is None:
+                self._chat_history[session_id] = prompt_ids + [int(t) for t in token_ids]
         return PolicyOutput(
             text=text,
             prompt_token_ids=prompt_ids,
@@ -555,6 +583,7 @@ class VLLMPolicy(AsyncPolicyBase):
             retokenized=retokenized,
             new_segment=new_segment,
             server=server,
+            error=f"server {server}: {error}" if error is not None else None,
         )
 
     def close_session(self, session_id: str) -> None:

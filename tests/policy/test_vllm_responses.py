@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import httpx
+import pytest
 
 from agent_gym.policy import SamplingParams, VLLMPolicy
 
@@ -56,3 +57,58 @@ def test_failed_models_lookup_backs_off(reference_server, qwen_tokenizer, monkey
             policy.act(MESSAGES, session_id=f"s{k}")
     assert len(lookups) == 1  # not asked again within the backoff
     assert all("model" not in body for body in posts)
+
+
+def _rewrite_finish_reason(monkeypatch, value):
+    """Make every completion answer carry ``finish_reason=value``."""
+    post = httpx.AsyncClient.post
+
+    async def rewrite(self, url, *args, **kwargs):
+        resp = await post(self, url, *args, **kwargs)
+        if resp.status_code != 200:
+            return resp
+        data = resp.json()
+        for choice in data["choices"]:
+            choice["finish_reason"] = value
+        return httpx.Response(200, json=data, request=resp.request)
+
+    monkeypatch.setattr(httpx.AsyncClient, "post", rewrite)
+
+
+@pytest.mark.parametrize("mode", ["tokens", "chat"])
+@pytest.mark.parametrize(
+    ("value", "expected", "message"),
+    [
+        ("abort", "error", "aborted"),
+        ("something_new", "error", "unknown finish_reason 'something_new'"),
+        ("stop", "stop", None),
+        ("length", "length", None),
+    ],
+)
+def test_finish_reason_mapping(reference_server, qwen_tokenizer, monkeypatch, mode, value, expected, message):
+    _rewrite_finish_reason(monkeypatch, value)
+    with VLLMPolicy([reference_server], qwen_tokenizer, SamplingParams(max_tokens=4), mode=mode) as policy:
+        out = policy.act(MESSAGES, session_id="fin")
+    assert out.finish_reason == expected
+    if message is None:
+        assert out.error is None
+    else:
+        assert message in out.error and reference_server in out.error
+
+
+def test_aborted_turn_ends_the_episode_with_policy_error(reference_server, qwen_tokenizer, monkeypatch):
+    import gymnasium as gym
+
+    import agent_gym  # noqa: F401  (registers the env ids)
+    from agent_gym.types import EpisodeStatus
+    from agent_gym.wrappers import TrajectoryWrapper
+
+    _rewrite_finish_reason(monkeypatch, "abort")
+    env = TrajectoryWrapper(gym.make("agent_gym/ToolUse-v0", max_steps=3))
+    obs, info = env.reset(seed=0)
+    with VLLMPolicy([reference_server], qwen_tokenizer, SamplingParams(max_tokens=4)) as policy:
+        out = policy.act(obs, session_id=info["episode_id"], tools=info["policy_tools"])
+    _, _, terminated, truncated, info = env.step(out)
+    env.close()
+    assert truncated and not terminated
+    assert info["status"] == EpisodeStatus.POLICY_ERROR
