@@ -165,7 +165,7 @@ class SamplingParams(BaseModel):
 
         Args:
             max_tokens: Overrides ``self.max_tokens`` (e.g. the remaining budget). Always sent,
-                because the completions API defaults to 16.
+                because the completions API defaults to 16. ``min_tokens`` is clamped to it.
             n: Overrides ``self.n``.
 
         Returns:
@@ -173,10 +173,12 @@ class SamplingParams(BaseModel):
             ``top_p``, ``top_k``, ``min_p``, the three penalties, ``seed`` (when set),
             ``stop`` and ``stop_token_ids`` (when non-empty).
         """
+        max_tokens = self.max_tokens if max_tokens is None else max_tokens
         body: dict[str, Any] = {
             "n": self.n if n is None else n,
-            "max_tokens": self.max_tokens if max_tokens is None else max_tokens,
-            "min_tokens": self.min_tokens,
+            "max_tokens": max_tokens,
+            # vLLM rejects min_tokens > max_tokens (HTTP 400), e.g. when little budget is left
+            "min_tokens": min(self.min_tokens, max_tokens),
             "temperature": self.temperature,
             "top_p": self.top_p,
             "top_k": self.top_k,

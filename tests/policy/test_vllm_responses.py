@@ -112,3 +112,19 @@ def test_aborted_turn_ends_the_episode_with_policy_error(reference_server, qwen_
     env.close()
     assert truncated and not terminated
     assert info["status"] == EpisodeStatus.POLICY_ERROR
+
+
+@pytest.mark.parametrize("mode", ["tokens", "chat"])
+def test_min_tokens_is_clamped_to_the_turn_budget(reference_server, qwen_tokenizer, monkeypatch, mode):
+    posts, _ = _spy_requests(monkeypatch)
+    sampling = SamplingParams(max_tokens=16, min_tokens=12, temperature=1.0, seed=1)
+    with VLLMPolicy([reference_server], qwen_tokenizer, sampling, mode=mode, max_response_length=5) as policy:
+        out = policy.act(MESSAGES, session_id="clamp")  # budget 5 < min_tokens 12
+    assert out.finish_reason in ("stop", "length") and out.error is None
+    assert posts[-1]["max_tokens"] == 5 and posts[-1]["min_tokens"] == 5
+
+
+def test_to_request_clamps_min_tokens():
+    sampling = SamplingParams(max_tokens=16, min_tokens=12)
+    assert sampling.to_request()["min_tokens"] == 12
+    assert sampling.to_request(max_tokens=3)["min_tokens"] == 3
