@@ -259,3 +259,50 @@ def test_max_steps_above_the_registry_limit_is_honoured():
     assert env.spec.max_episode_steps == 25
     assert env.unwrapped.max_steps == 25
     assert gym.spec("agent_gym/ToolUse-v0").max_episode_steps < 25
+
+
+def test_pool_abandon_of_a_call_that_already_returned():
+    """wait_for cancels job.future even when the call returned before its result reached the
+    loop: abandon must then run `after` itself and keep counting the (live) worker."""
+    import threading
+
+    from agent_gym.rollout._pool import ThreadPool
+
+    async def main() -> None:
+        pool = ThreadPool(2)
+        returned = threading.Event()
+        job = pool.submit(returned.set)
+        assert returned.wait(5)
+        time.sleep(0.2)  # block the loop: run() completes, its result is not delivered yet
+        assert job.future.cancel()  # what wait_for's cancellation does to the awaited future
+        closed = []
+        pool.abandon(job, after=lambda: closed.append(True))
+        assert closed == [True]  # the env is closed although its worker will never run `after`
+        assert pool.workers == 1  # the worker is alive and back in the pool
+        assert await pool.run(lambda: 42) == 42
+        assert pool.workers == 1
+        pool.shutdown()
+
+    asyncio.run(main())
+
+
+def test_pool_abandon_of_a_running_call_retires_its_worker():
+    import threading
+
+    from agent_gym.rollout._pool import ThreadPool
+
+    async def main() -> None:
+        pool = ThreadPool(2)
+        release, closed = threading.Event(), threading.Event()
+        job = pool.submit(release.wait, 5)
+        await asyncio.sleep(0.05)
+        job.future.cancel()
+        pool.abandon(job, after=closed.set)
+        assert pool.workers == 0 and not closed.is_set()
+        release.set()
+        assert closed.wait(5)  # `after` ran on the worker once the call returned
+        assert await pool.run(lambda: 7) == 7
+        assert pool.workers == 1
+        pool.shutdown()
+
+    asyncio.run(main())

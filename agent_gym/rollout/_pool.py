@@ -26,9 +26,14 @@ _ids = itertools.count()
 
 
 class _Job:
-    """One call queued on the pool."""
+    """One call queued on the pool.
 
-    __slots__ = ("after", "args", "fn", "future", "loop", "retire")
+    ``finished`` (set by ``run`` once the call returned) and ``after``/``retire`` (set by
+    ``ThreadPool.abandon``) change under ``lock``, so exactly one side runs ``after``: the
+    worker, when the call was abandoned while running, or ``abandon``, when it had finished.
+    """
+
+    __slots__ = ("after", "args", "finished", "fn", "future", "lock", "loop", "retire")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
         self.loop = loop
@@ -37,17 +42,21 @@ class _Job:
         self.future: asyncio.Future[Any] = loop.create_future()
         self.after: Callable[[], None] | None = None
         self.retire = False
+        self.finished = False
+        self.lock = threading.Lock()
 
     def run(self) -> None:
         try:
             result, error = self.fn(*self.args), None
         except BaseException as exc:  # noqa: BLE001 - handed back to the awaiting coroutine
             result, error = None, exc
+        with self.lock:
+            self.finished = True
+            after = self.after
         try:
             self.loop.call_soon_threadsafe(self._settle, result, error)
         except RuntimeError:  # the loop is closed: nobody is waiting any more
             pass
-        after = self.after
         if after is not None:
             try:
                 after()
@@ -142,14 +151,23 @@ class ThreadPool:
 
         Args:
             job: The call to abandon.
-            after: Run on the worker once the call returns (e.g. close the env it used).
+            after: Run on the worker once the call returns (e.g. close the env it used), or
+                right here when the call has already returned (its worker stays in the pool).
         """
-        if job.future.done() and not job.future.cancelled():
+        # The awaiting coroutine's cancellation cancels job.future even when the call has
+        # already returned (its result was not delivered yet), so ask the job, not the future.
+        with job.lock:
+            finished = job.finished
+            if not finished:
+                job.after = after
+                job.retire = True
+        if finished:  # the worker is back in the pool: it neither retires nor runs `after`
             if after is not None:
-                after()
+                try:
+                    after()
+                except Exception:  # noqa: BLE001 - cleanup of an abandoned call is best effort
+                    pass
             return
-        job.after = after
-        job.retire = True
         with self._lock:
             self._workers -= 1
 
