@@ -27,6 +27,41 @@ from agent_gym.types import FinishReason, Message, PolicyOutput
 __all__ = ["TransformersPolicy", "sample_next"]
 
 
+class _Penalties:
+    """What the repetition, frequency and presence penalties need, kept up to date per token.
+
+    ``seen`` marks every id of the prompt and of the sampled ids (repetition penalty);
+    ``counts`` counts the sampled ids (frequency/presence penalties). Each is None when its
+    penalties are off. ``add`` is O(1), so a turn costs no pass over the prompt per token.
+    """
+
+    __slots__ = ("counts", "has_context", "n_generated", "seen")
+
+    def __init__(self, sampling: SamplingParams, vocab: int, context: Sequence[int], generated: Sequence[int]) -> None:
+        import torch
+
+        self.seen = None
+        self.counts = None
+        self.has_context = bool(context)
+        self.n_generated = len(generated)
+        if sampling.repetition_penalty != 1.0:
+            self.seen = torch.zeros(vocab, dtype=torch.bool)
+            if context:
+                self.seen[torch.tensor(sorted(set(context)), dtype=torch.long)] = True
+        if sampling.frequency_penalty or sampling.presence_penalty:
+            counts = torch.bincount(torch.tensor(list(generated), dtype=torch.long), minlength=vocab)
+            self.counts = counts[:vocab].float()
+
+    def add(self, token: int) -> None:
+        """Count ``token`` as sampled (and as part of the context)."""
+        self.has_context = True
+        self.n_generated += 1
+        if self.seen is not None:
+            self.seen[token] = True
+        if self.counts is not None and 0 <= token < self.counts.numel():
+            self.counts[token] += 1.0
+
+
 def sample_next(
     logits: Any,
     sampling: SamplingParams,
@@ -45,15 +80,23 @@ def sample_next(
         banned: Ids masked out (stop ids before ``min_tokens``).
         generator: A ``torch.Generator`` for reproducible draws.
     """
+    penalties = _Penalties(sampling, logits.numel(), context, generated)
+    return _sample(logits, sampling, penalties, banned, generator)
+
+
+def _sample(
+    logits: Any, sampling: SamplingParams, penalties: _Penalties, banned: Sequence[int], generator: Any
+) -> tuple[int, float]:
+    """``sample_next`` with the penalty inputs given as running state."""
     import torch
 
     logits = logits.float().clone()
-    if sampling.repetition_penalty != 1.0 and context:
-        seen = torch.tensor(sorted(set(context)), dtype=torch.long)
-        vals = logits[seen]
-        logits[seen] = torch.where(vals > 0, vals / sampling.repetition_penalty, vals * sampling.repetition_penalty)
-    if generated and (sampling.frequency_penalty or sampling.presence_penalty):
-        counts = torch.bincount(torch.tensor(list(generated)), minlength=logits.numel())[: logits.numel()].float()
+    if penalties.seen is not None and penalties.has_context:
+        seen = penalties.seen
+        penalty = sampling.repetition_penalty
+        logits = torch.where(seen & (logits > 0), logits / penalty, torch.where(seen, logits * penalty, logits))
+    if penalties.counts is not None and penalties.n_generated:
+        counts = penalties.counts
         logits -= sampling.frequency_penalty * counts + sampling.presence_penalty * (counts > 0).float()
     if banned:
         logits[torch.tensor(sorted(set(banned)), dtype=torch.long)] = float("-inf")
@@ -167,6 +210,7 @@ class TransformersPolicy(AsyncPolicyBase):
         logps: list[float] = []
         finish = FinishReason.LENGTH
         stop_ids = sorted(self.stop_ids)
+        penalties = _Penalties(sampling, self._vocab, prompt_ids, ())
         with self._model_lock, torch.inference_mode():
             cache = None
             step_input = torch.tensor([prompt_ids], dtype=torch.long, device=self.device)
@@ -178,8 +222,9 @@ class TransformersPolicy(AsyncPolicyBase):
                     cache = getattr(result, "past_key_values", None)
                 logits = result.logits[0, -1, : self._vocab].to("cpu", torch.float32)
                 banned = stop_ids if len(out) < sampling.min_tokens else ()
-                token, logp = sample_next(logits, sampling, out, prompt_ids + out, banned, generator)
+                token, logp = _sample(logits, sampling, penalties, banned, generator)
                 out.append(token)
+                penalties.add(token)
                 logps.append(logp)
                 if token in self.stop_ids:
                     finish = FinishReason.STOP
