@@ -11,6 +11,7 @@ and its allowed range.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
@@ -59,7 +60,14 @@ class SamplingParams(BaseModel):
             fewer (the remaining context or response budget).
         min_tokens: Fewest tokens before a stop token may end the turn, in [0, 64000].
         presence_penalty: Penalty for tokens already present, in [-2, 2].
-        seed: Random seed in [-65535, 65535], or None for a random stream.
+        seed: Random seed in [-65535, 65535], or None for a random stream. The policies
+            (``VLLMPolicy``, ``TransformersPolicy``) do not send it as is: each request's
+            seed is derived from ``(seed, session id, turn index)`` by :meth:`request_seed`,
+            so siblings of a task (same prompt, different session ids) draw different
+            samples, and a session id replayed with the same seed reproduces its samples.
+            Session ids from ``TrajectoryWrapper`` (``info["episode_id"]``) are random
+            uuids, so a ``collect`` run is reproducible per episode only when the caller
+            passes deterministic session ids.
         temperature: Sampling temperature in [0, 2]; 0 is greedy.
         top_p: Nucleus mass in [1e-8, 1].
         stop: Stop strings (kept in the output).
@@ -159,6 +167,17 @@ class SamplingParams(BaseModel):
         if isinstance(value, dict):
             return cls(**value)
         raise TypeError(f"sampling: expected SamplingParams, dict or None, got {type(value).__name__}")
+
+    def request_seed(self, session_id: str, turn: int) -> int | None:
+        """The seed of turn ``turn`` of session ``session_id``; None when ``seed`` is None.
+
+        A stable hash (not Python's salted ``hash``) of ``(seed, session_id, turn)``, in
+        [0, 2**31): the same inputs give the same seed in every process.
+        """
+        if self.seed is None:
+            return None
+        key = f"{self.seed}\x00{session_id}\x00{turn}".encode()
+        return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") % 2**31
 
     def to_request(self, *, max_tokens: int | None = None, n: int | None = None) -> dict[str, Any]:
         """Return the vLLM ``/v1/completions`` (and chat) sampling fields.

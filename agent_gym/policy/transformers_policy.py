@@ -128,7 +128,8 @@ class TransformersPolicy(AsyncPolicyBase):
     Args:
         model_or_path: A ``PreTrainedModel`` or a path/name for ``AutoModelForCausalLM``.
         tokenizer: Its tokenizer (a chat template is required); loaded from the path if None.
-        sampling: ``SamplingParams`` (or a dict of them). ``seed`` makes each turn reproducible.
+        sampling: ``SamplingParams`` (or a dict of them). ``seed`` makes each turn reproducible
+            per (session id, turn index) (see ``SamplingParams.request_seed``).
         max_model_len: Context length; defaults to the model's ``max_position_embeddings``.
         max_response_length: Most ids after a segment's first prompt (sampled and environment ids).
         device: Torch device for a model loaded from a path.
@@ -190,12 +191,17 @@ class TransformersPolicy(AsyncPolicyBase):
         self.stop_ids = frozenset(i for i in eos if 0 <= i < self._vocab)
         self._model_lock = threading.Lock()
         self._rng = random.Random()
+        self._turns: dict[str, int] = {}  # session -> turns sampled so far (seeds each turn)
         params = inspect.signature(model.forward).parameters
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
 
     # ------------------------------------------------------------------ generation
-    def generate_ids(self, prompt_ids: list[int], max_tokens: int) -> tuple[list[int], list[float], str]:
+    def generate_ids(
+        self, prompt_ids: list[int], max_tokens: int, seed: int | None = None
+    ) -> tuple[list[int], list[float], str]:
         """Sample up to ``max_tokens`` ids after ``prompt_ids`` (blocking).
+
+        ``seed`` seeds the draws; when None, ``sampling.seed`` (or a random one) does.
 
         Returns:
             ``(sampled ids, processed logprobs, finish_reason)``; the ids include the stop id
@@ -204,7 +210,8 @@ class TransformersPolicy(AsyncPolicyBase):
         import torch
 
         sampling = self.sampling
-        seed = sampling.seed if sampling.seed is not None else self._rng.randrange(2**31)
+        if seed is None:
+            seed = sampling.seed if sampling.seed is not None else self._rng.randrange(2**31)
         generator = torch.Generator(device="cpu").manual_seed(seed % 2**63)
         out: list[int] = []
         logps: list[float] = []
@@ -262,7 +269,10 @@ class TransformersPolicy(AsyncPolicyBase):
                 new_segment=plan.new_segment,
                 error=f"prompt of {len(plan.prompt_ids)} ids leaves no room to sample",
             )
-        ids, logprobs, finish = await asyncio.to_thread(self.generate_ids, plan.prompt_ids, budget)
+        turn = self._turns.get(session_id, 0)
+        self._turns[session_id] = turn + 1
+        seed = self.sampling.request_seed(session_id, turn)
+        ids, logprobs, finish = await asyncio.to_thread(self.generate_ids, plan.prompt_ids, budget, seed)
         if finish == FinishReason.STOP and ids[-1] in self.stop_ids:
             text = self.tokenizer.decode(ids[:-1], skip_special_tokens=False)
         else:
@@ -281,3 +291,4 @@ class TransformersPolicy(AsyncPolicyBase):
     def close_session(self, session_id: str) -> None:
         """Forget the token state of ``session_id``."""
         self.builder.close(session_id)
+        self._turns.pop(session_id, None)

@@ -245,6 +245,7 @@ class VLLMPolicy(AsyncPolicyBase):
         # server -> (failed /v1/models lookups in a row, monotonic time before which not to retry)
         self._info_failures: dict[str, tuple[int, float]] = {}
         self._chat_history: dict[str, list[int]] = {}
+        self._turns: dict[str, int] = {}  # session -> turns requested so far (seeds each turn)
         self.completions: list[Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = [
             _ServerCompletions(self, name) for name in names
         ]
@@ -431,6 +432,7 @@ class VLLMPolicy(AsyncPolicyBase):
         assert self.builder is not None
         plan = self.builder.prepare(session_id, messages, tools)
         stop_ids = sorted(set(self.sampling.stop_token_ids) | {self.builder.eot_token_id})
+        seed = self._next_seed(session_id)
 
         async def make_body(server: str) -> dict[str, Any]:
             info = await self._info(server)
@@ -440,6 +442,8 @@ class VLLMPolicy(AsyncPolicyBase):
                 raise _PromptTooLong(f"prompt of {len(plan.prompt_ids)} ids leaves no room to sample")
             body = self.sampling.to_request(max_tokens=budget, n=1)
             body["stop_token_ids"] = stop_ids
+            if seed is not None:
+                body["seed"] = seed
             body.update(
                 prompt=plan.prompt_ids,
                 logprobs=self.sampling.logprobs,
@@ -498,6 +502,12 @@ class VLLMPolicy(AsyncPolicyBase):
             server=server,
         )
 
+    def _next_seed(self, session_id: str) -> int | None:
+        """This turn's request seed (see ``SamplingParams.request_seed``); counts the turn."""
+        turn = self._turns.get(session_id, 0)
+        self._turns[session_id] = turn + 1
+        return self.sampling.request_seed(session_id, turn)
+
     def _truncated(self, prompt_ids: list[int] | None, new_segment: bool, start: float, why: str) -> PolicyOutput:
         return PolicyOutput(
             text="",
@@ -516,6 +526,7 @@ class VLLMPolicy(AsyncPolicyBase):
         msgs = _normalize(messages)
         local_prompt = self.builder.render_ids(msgs, tools) if self.builder is not None else None
         previous = self._chat_history.get(session_id)
+        seed = self._next_seed(session_id)
 
         async def make_body(server: str) -> dict[str, Any]:
             info = await self._info(server)
@@ -527,6 +538,8 @@ class VLLMPolicy(AsyncPolicyBase):
                 if budget <= 0:
                     raise _PromptTooLong(f"prompt of {len(local_prompt)} ids leaves no room to sample")
             body = self.sampling.to_request(max_tokens=budget, n=1)
+            if seed is not None:
+                body["seed"] = seed
             body.update(
                 messages=msgs,
                 logprobs=True,
@@ -591,6 +604,7 @@ class VLLMPolicy(AsyncPolicyBase):
         if self.builder is not None:
             self.builder.close(session_id)
         self._chat_history.pop(session_id, None)
+        self._turns.pop(session_id, None)
         self.router.release(session_id)
 
     async def aclose(self) -> None:

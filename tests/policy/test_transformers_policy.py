@@ -67,3 +67,15 @@ def test_incremental_penalties_match_sample_next_bit_for_bit(penalties):
         lps.append(logp)
         state.add(token)
     assert out == out_ref and lps == lp_ref
+
+
+def test_fixed_seed_differs_across_sessions_and_replays_per_session(tiny_model_dir):
+    sampling = SamplingParams(temperature=1.0, top_k=-1, max_tokens=12, min_tokens=12, seed=5)
+    policy = TransformersPolicy(str(tiny_model_dir), sampling=sampling)
+    messages = [{"role": "user", "content": "What is 17*3?"}]
+    outs = {}
+    for session in ("sibling-0", "sibling-1"):
+        outs[session] = policy.act(messages, session_id=session).token_ids
+        policy.close_session(session)
+    assert outs["sibling-0"] != outs["sibling-1"]
+    assert policy.act(messages, session_id="sibling-0").token_ids == outs["sibling-0"]

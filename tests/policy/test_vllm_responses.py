@@ -128,3 +128,32 @@ def test_to_request_clamps_min_tokens():
     sampling = SamplingParams(max_tokens=16, min_tokens=12)
     assert sampling.to_request()["min_tokens"] == 12
     assert sampling.to_request(max_tokens=3)["min_tokens"] == 3
+
+
+def _sample_pair(policy, first: str, second: str):
+    a = policy.act(MESSAGES, session_id=first)
+    policy.close_session(first)
+    b = policy.act(MESSAGES, session_id=second)
+    policy.close_session(second)
+    return a.token_ids, b.token_ids
+
+
+def test_fixed_seed_differs_across_sessions_and_replays_per_session(reference_server, qwen_tokenizer, monkeypatch):
+    posts, _ = _spy_requests(monkeypatch)
+    sampling = SamplingParams(temperature=1.0, top_k=-1, max_tokens=12, min_tokens=12, seed=5)
+    with VLLMPolicy([reference_server], qwen_tokenizer, sampling) as policy:
+        a, b = _sample_pair(policy, "sibling-0", "sibling-1")  # same task prompt, same sampling seed
+        assert a != b  # siblings must not draw identical samples (zero GRPO advantage)
+        again, _ = _sample_pair(policy, "sibling-0", "x")
+        assert again == a  # a session id replays its samples
+    assert posts[0]["seed"] == sampling.request_seed("sibling-0", 0)
+    assert posts[1]["seed"] == sampling.request_seed("sibling-1", 0)
+
+
+def test_request_seed_is_stable_and_varies_by_session_and_turn():
+    sampling = SamplingParams(seed=5)
+    assert sampling.request_seed("s", 0) == SamplingParams(seed=5).request_seed("s", 0)
+    seeds = {sampling.request_seed(s, t) for s in ("a", "b") for t in range(3)}
+    assert len(seeds) == 6 and all(0 <= x < 2**31 for x in seeds)
+    assert SamplingParams(seed=6).request_seed("a", 0) != sampling.request_seed("a", 0)
+    assert SamplingParams().request_seed("a", 0) is None
