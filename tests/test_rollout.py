@@ -306,3 +306,11 @@ def test_pool_abandon_of_a_running_call_retires_its_worker():
         pool.shutdown()
 
     asyncio.run(main())
+
+
+def test_episode_ids_are_deterministic_and_unique():
+    first = collect(make_add_env, ScriptedPolicy(), tasks=make_tasks(3), samples_per_task=2, progress=False, seed=5)
+    again = collect(make_add_env, ScriptedPolicy(), tasks=make_tasks(3), samples_per_task=2, progress=False, seed=5)
+    ids = [t.rollout_id for t in first]
+    assert ids == [t.rollout_id for t in again]
+    assert len(set(ids)) == len(ids)

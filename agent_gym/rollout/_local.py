@@ -311,7 +311,11 @@ class LocalRunner:
 
     async def _body(self, spec: EpisodeSpec, state: _Episode) -> StepTrajectory:
         wrapper = state.wrapper
-        options = {"task": spec.task} if spec.task is not None else None
+        # A deterministic episode id (also the policy's session id, from which seeded
+        # policies derive their per-turn sampling seeds) makes a seeded run repeatable.
+        options: dict[str, Any] = {"episode_id": f"{spec.group_id}-{spec.sample}"}
+        if spec.task is not None:
+            options["task"] = spec.task
         try:
             obs, info = await self._call(state, lambda: wrapper.reset(seed=spec.seed, options=options))
         except Exception as exc:  # noqa: BLE001 - an env failure ends this episode only
@@ -547,7 +551,10 @@ def collect(
         env_kwargs: Extra ``gym.make`` keyword arguments (env ids only).
         progress: Show a tqdm progress bar with the running mean reward.
         backend: ``"local"`` (threads and an event loop) or ``"ray"`` (Ray actors).
-        seed: Base seed; group ``g`` resets with ``seed + g``.
+        seed: Base seed; group ``g`` resets with ``seed + g``. Episode ids (the
+            policy's session ids) derive from it too, so a seeded policy repeats
+            its samples run after run; two collects sharing one policy at the
+            same time need different seeds.
         on_episode: Called with each trajectory as soon as it finishes (in
             completion order), e.g. an incremental file writer's ``write``.
         ray_address: Ray cluster address (``backend="ray"``); None uses

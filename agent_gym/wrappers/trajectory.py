@@ -121,16 +121,27 @@ class TrajectoryWrapper(gym.Wrapper):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         """Reset the env and start recording a new episode.
 
+        Args:
+            seed: Passed to the env.
+            options: Passed to the env, except ``"episode_id"``: the id to give
+                this episode (``rollout_id`` and the policy session id); a
+                random one by default. Ids must be unique among the episodes a
+                policy serves at the same time.
+
         Returns:
             The policy's view of the conversation and the env's info, plus
             ``episode_id`` and ``policy_tools`` (the tool schemas to pass to the
             policy, or None when the env describes its tools in the prompt).
         """
+        options = dict(options or {})
+        episode_id = options.pop("episode_id", None)
+        if episode_id is not None and (not isinstance(episode_id, str) or not episode_id):
+            raise ValueError(f'options["episode_id"]: expected a non-empty str, got {episode_id!r}')
         self._reset_state()
         started = time.perf_counter()
-        obs, info = self.env.reset(seed=seed, options=options)
+        obs, info = self.env.reset(seed=seed, options=options or None)
         self._times["env_time"] += time.perf_counter() - started
-        self._rollout_id = uuid.uuid4().hex
+        self._rollout_id = episode_id or uuid.uuid4().hex
         self._task = info.get("task")
         self._policy_tools = None if info.get("tools_in_prompt") else (info.get("tools") or None)
         self._conversation = _plain(obs)

@@ -245,3 +245,11 @@ def test_finish_while_a_step_is_running_keeps_the_returned_trajectory():
     worker.join(5)
     assert traj.to_dict() == before
     assert len(traj.steps) == 1 and traj.status == "TIMEOUT"
+
+
+def test_reset_takes_an_episode_id():
+    env = TrajectoryWrapper(gym.make(ENV_ID))
+    _, info = env.reset(seed=0, options={"episode_id": "ep-7"})
+    assert info["episode_id"] == env.rollout_id == "ep-7"
+    with pytest.raises(ValueError, match="episode_id"):
+        env.reset(seed=0, options={"episode_id": 3})
