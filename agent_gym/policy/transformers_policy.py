@@ -21,45 +21,11 @@ from typing import Any
 
 from agent_gym.policy.base import AsyncPolicyBase
 from agent_gym.policy.chat_tokens import ChatTokenBuilder
+from agent_gym.policy.logits import Penalties, draw_token
 from agent_gym.policy.sampling import SamplingParams
 from agent_gym.types import FinishReason, Message, PolicyOutput
 
 __all__ = ["TransformersPolicy", "sample_next"]
-
-
-class _Penalties:
-    """What the repetition, frequency and presence penalties need, kept up to date per token.
-
-    ``seen`` marks every id of the prompt and of the sampled ids (repetition penalty);
-    ``counts`` counts the sampled ids (frequency/presence penalties). Each is None when its
-    penalties are off. ``add`` is O(1), so a turn costs no pass over the prompt per token.
-    """
-
-    __slots__ = ("counts", "has_context", "n_generated", "seen")
-
-    def __init__(self, sampling: SamplingParams, vocab: int, context: Sequence[int], generated: Sequence[int]) -> None:
-        import torch
-
-        self.seen = None
-        self.counts = None
-        self.has_context = bool(context)
-        self.n_generated = len(generated)
-        if sampling.repetition_penalty != 1.0:
-            self.seen = torch.zeros(vocab, dtype=torch.bool)
-            if context:
-                self.seen[torch.tensor(sorted(set(context)), dtype=torch.long)] = True
-        if sampling.frequency_penalty or sampling.presence_penalty:
-            counts = torch.bincount(torch.tensor(list(generated), dtype=torch.long), minlength=vocab)
-            self.counts = counts[:vocab].float()
-
-    def add(self, token: int) -> None:
-        """Count ``token`` as sampled (and as part of the context)."""
-        self.has_context = True
-        self.n_generated += 1
-        if self.seen is not None:
-            self.seen[token] = True
-        if self.counts is not None and 0 <= token < self.counts.numel():
-            self.counts[token] += 1.0
 
 
 def sample_next(
@@ -80,45 +46,23 @@ def sample_next(
         banned: Ids masked out (stop ids before ``min_tokens``).
         generator: A ``torch.Generator`` for reproducible draws.
     """
-    penalties = _Penalties(sampling, logits.numel(), context, generated)
+    penalties = Penalties(sampling, logits.numel(), context, generated)
     return _sample(logits, sampling, penalties, banned, generator)
 
 
 def _sample(
-    logits: Any, sampling: SamplingParams, penalties: _Penalties, banned: Sequence[int], generator: Any
+    logits: Any, sampling: SamplingParams, penalties: Penalties, banned: Sequence[int], generator: Any
 ) -> tuple[int, float]:
     """``sample_next`` with the penalty inputs given as running state."""
-    import torch
-
-    logits = logits.float().clone()
-    if penalties.seen is not None and penalties.has_context:
-        seen = penalties.seen
-        penalty = sampling.repetition_penalty
-        logits = torch.where(seen & (logits > 0), logits / penalty, torch.where(seen, logits * penalty, logits))
-    if penalties.counts is not None and penalties.n_generated:
-        counts = penalties.counts
-        logits -= sampling.frequency_penalty * counts + sampling.presence_penalty * (counts > 0).float()
-    if banned:
-        logits[torch.tensor(sorted(set(banned)), dtype=torch.long)] = float("-inf")
-    if sampling.temperature < 1e-5:
-        logp = torch.log_softmax(logits, dim=-1)
-        token = int(torch.argmax(logits))
-        return token, float(logp[token])
-    logits = logits / sampling.temperature
-    if 0 < sampling.top_k < logits.numel():
-        kth = torch.topk(logits, sampling.top_k).values[-1]
-        logits[logits < kth] = float("-inf")
-    if sampling.top_p < 1.0:
-        ordered, order = torch.sort(logits, descending=True)
-        probs = torch.softmax(ordered, dim=-1)
-        drop = (probs.cumsum(-1) - probs) > sampling.top_p
-        drop[0] = False
-        logits[order[drop]] = float("-inf")
-    if sampling.min_p > 0.0:
-        probs = torch.softmax(logits, dim=-1)
-        logits[probs < sampling.min_p * probs.max()] = float("-inf")
-    logp = torch.log_softmax(logits, dim=-1)
-    token = int(torch.multinomial(logp.exp(), 1, generator=generator))
+    token, logp = draw_token(
+        penalties.apply(logits.float().clone()),
+        temperature=sampling.temperature,
+        top_k=sampling.top_k,
+        top_p=sampling.top_p,
+        min_p=sampling.min_p,
+        generator=generator,
+        banned=banned,
+    )
     return token, float(logp[token])
 
 
@@ -217,7 +161,7 @@ class TransformersPolicy(AsyncPolicyBase):
         logps: list[float] = []
         finish = FinishReason.LENGTH
         stop_ids = sorted(self.stop_ids)
-        penalties = _Penalties(sampling, self._vocab, prompt_ids, ())
+        penalties = Penalties(sampling, self._vocab, prompt_ids, ())
         with self._model_lock, torch.inference_mode():
             cache = None
             step_input = torch.tensor([prompt_ids], dtype=torch.long, device=self.device)

@@ -28,6 +28,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_gym.policy.logits import Penalties, draw_token
+
 __all__ = ["FakeEngine", "GenRequest", "SeqResult", "TransformersEngine"]
 
 logger = logging.getLogger(__name__)
@@ -84,10 +86,11 @@ class SeqResult:
 class _Seq:
     """Mutable decoding state of one sample inside a batch."""
 
-    def __init__(self, req: GenRequest, index: int) -> None:
+    def __init__(self, req: GenRequest, index: int, vocab_size: int) -> None:
         import torch
 
         self.req = req
+        self.penalties = Penalties(req, vocab_size, req.prompt_ids, ())
         self.out: list[int] = []
         self.lps: list[float] = []
         self.tops: list[list[tuple[int, float]]] = []
@@ -221,7 +224,7 @@ class TransformersEngine:
     def _run_batch(self, reqs: list[GenRequest]) -> list[list[SeqResult]]:
         import torch
 
-        seqs = [_Seq(r, i) for r in reqs for i in range(r.n)]
+        seqs = [_Seq(r, i, self.vocab_size) for r in reqs for i in range(r.n)]
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         width = max(len(s.req.prompt_ids) for s in seqs)
         ids = torch.full((len(seqs), width), pad, dtype=torch.long)
@@ -275,38 +278,19 @@ class TransformersEngine:
         import torch
 
         req = s.req
-        logits = logits[: self.vocab_size].clone()
-        if req.repetition_penalty != 1.0:
-            seen = torch.tensor(sorted(set(req.prompt_ids) | set(s.out)), dtype=torch.long)
-            vals = logits[seen]
-            logits[seen] = torch.where(vals > 0, vals / req.repetition_penalty, vals * req.repetition_penalty)
-        if s.out and (req.frequency_penalty or req.presence_penalty):
-            counts = torch.bincount(torch.tensor(s.out), minlength=logits.numel()).float()
-            logits -= req.frequency_penalty * counts + req.presence_penalty * (counts > 0).float()
+        banned: set[int] = set()
         if len(s.out) < req.min_tokens:
             banned = set(req.stop_token_ids) | (set() if req.ignore_eos else self.eos_ids)
-            if banned:
-                logits[torch.tensor(sorted(banned))] = float("-inf")
-        if req.temperature < 1e-5:
-            logp = torch.log_softmax(logits, dim=-1)
-            token = int(torch.argmax(logits))
-        else:
-            logits = logits / req.temperature
-            if 0 < req.top_k < logits.numel():
-                kth = torch.topk(logits, req.top_k).values[-1]
-                logits[logits < kth] = float("-inf")
-            if req.top_p < 1.0:
-                sorted_logits, order = torch.sort(logits, descending=True)
-                probs = torch.softmax(sorted_logits, dim=-1)
-                cum = probs.cumsum(-1)
-                drop = (cum - probs) > req.top_p  # keep the smallest prefix whose mass reaches top_p
-                drop[0] = False
-                logits[order[drop]] = float("-inf")
-            if req.min_p > 0.0:
-                probs = torch.softmax(logits, dim=-1)
-                logits[probs < req.min_p * probs.max()] = float("-inf")
-            logp = torch.log_softmax(logits, dim=-1)
-            token = int(torch.multinomial(logp.exp(), 1, generator=s.gen))
+        token, logp = draw_token(
+            s.penalties.apply(logits[: self.vocab_size].float().clone()),
+            temperature=req.temperature,
+            top_k=req.top_k,
+            top_p=req.top_p,
+            min_p=req.min_p,
+            generator=s.gen,
+            banned=banned,
+        )
+        s.penalties.add(token)
         s.out.append(token)
         s.lps.append(float(logp[token]))
         if req.top_logprobs > 0:

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from agent_gym.policy import SamplingParams, TransformersPolicy, sample_next
-from agent_gym.policy.transformers_policy import _Penalties, _sample
+from agent_gym.policy.logits import Penalties
+from agent_gym.policy.transformers_policy import _sample
 
 PENALTIES = [
     dict(repetition_penalty=1.3, frequency_penalty=0.5, presence_penalty=0.3),
@@ -57,7 +58,7 @@ def test_incremental_penalties_match_sample_next_bit_for_bit(penalties):
         token, logp = sample_next(logits, sampling, out_ref, prompt + out_ref, (), g)
         out_ref.append(token)
         lp_ref.append(logp)
-    state = _Penalties(sampling, vocab, prompt, ())
+    state = Penalties(sampling, vocab, prompt, ())
     out: list[int] = []
     lps: list[float] = []
     g = torch.Generator().manual_seed(7)

@@ -1,0 +1,128 @@
+"""Next-token selection shared by every in-process sampler.
+
+``TransformersPolicy`` and the reference server pick tokens with exactly this
+code, so the logprobs a policy records match what the server reports and what a
+trainer re-scoring the same model at the same temperature computes: penalties,
+then temperature, then top-k / top-p / min-p, then a draw from the resulting
+("processed") distribution.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
+
+__all__ = ["PenaltyParams", "Penalties", "draw_token"]
+
+
+class PenaltyParams(Protocol):
+    """The penalty settings a sampler needs (``SamplingParams`` and server requests have them)."""
+
+    repetition_penalty: float
+    frequency_penalty: float
+    presence_penalty: float
+
+
+class Penalties:
+    """Running inputs of the repetition, frequency and presence penalties of one sequence.
+
+    ``seen`` marks every id of the prompt and of the sampled ids (repetition
+    penalty); ``counts`` counts the sampled ids (frequency and presence
+    penalties). Each is None when its penalties are off. ``add`` is O(1), so a
+    turn never re-reads its prompt per token.
+
+    Args:
+        params: The penalty settings.
+        vocab: Size of the logits vector.
+        context: Prompt ids (and any ids sampled before this state was made).
+        generated: Ids already sampled in this turn.
+    """
+
+    __slots__ = ("counts", "has_context", "n_generated", "params", "seen")
+
+    def __init__(self, params: PenaltyParams, vocab: int, context: Sequence[int], generated: Sequence[int]) -> None:
+        import torch
+
+        self.params = params
+        self.seen = None
+        self.counts = None
+        self.has_context = bool(context)
+        self.n_generated = len(generated)
+        if params.repetition_penalty != 1.0:
+            self.seen = torch.zeros(vocab, dtype=torch.bool)
+            if context:
+                self.seen[torch.tensor(sorted(set(context)), dtype=torch.long)] = True
+        if params.frequency_penalty or params.presence_penalty:
+            counts = torch.bincount(torch.tensor(list(generated), dtype=torch.long), minlength=vocab)
+            self.counts = counts[:vocab].float()
+
+    def add(self, token: int) -> None:
+        """Count ``token`` as sampled (and as part of the context)."""
+        self.has_context = True
+        self.n_generated += 1
+        if self.seen is not None:
+            self.seen[token] = True
+        if self.counts is not None and 0 <= token < self.counts.numel():
+            self.counts[token] += 1.0
+
+    def apply(self, logits: Any) -> Any:
+        """Return ``logits`` (1-D float tensor) with the penalties applied."""
+        import torch
+
+        params = self.params
+        if self.seen is not None and self.has_context:
+            seen, penalty = self.seen, params.repetition_penalty
+            logits = torch.where(seen & (logits > 0), logits / penalty, torch.where(seen, logits * penalty, logits))
+        if self.counts is not None and self.n_generated:
+            counts = self.counts
+            logits = logits - (params.frequency_penalty * counts + params.presence_penalty * (counts > 0).float())
+        return logits
+
+
+def draw_token(
+    logits: Any,
+    *,
+    temperature: float,
+    top_k: int,
+    top_p: float,
+    min_p: float,
+    generator: Any,
+    banned: Iterable[int] = (),
+) -> tuple[int, Any]:
+    """Pick the next id from penalized float logits.
+
+    Args:
+        logits: 1-D float tensor (a copy the function may modify).
+        temperature: Below 1e-5 the choice is greedy.
+        top_k: Keep the k most likely ids (0 or -1: off).
+        top_p: Keep the smallest set of ids whose mass reaches ``top_p``.
+        min_p: Drop ids less likely than ``min_p`` times the most likely one.
+        generator: A ``torch.Generator`` for reproducible draws.
+        banned: Ids that may not be drawn (stop ids before ``min_tokens``).
+
+    Returns:
+        ``(token id, processed log-probabilities)``: the distribution the id was
+        drawn from, after temperature and filters (greedy: of the raw logits).
+    """
+    import torch
+
+    banned = sorted(set(banned))
+    if banned:
+        logits[torch.tensor(banned, dtype=torch.long)] = float("-inf")
+    if temperature < 1e-5:
+        return int(torch.argmax(logits)), torch.log_softmax(logits, dim=-1)
+    logits = logits / temperature
+    if 0 < top_k < logits.numel():
+        kth = torch.topk(logits, top_k).values[-1]
+        logits[logits < kth] = float("-inf")
+    if top_p < 1.0:
+        ordered, order = torch.sort(logits, descending=True)
+        probs = torch.softmax(ordered, dim=-1)
+        drop = (probs.cumsum(-1) - probs) > top_p  # keep the smallest prefix whose mass reaches top_p
+        drop[0] = False
+        logits[order[drop]] = float("-inf")
+    if min_p > 0.0:
+        probs = torch.softmax(logits, dim=-1)
+        logits[probs < min_p * probs.max()] = float("-inf")
+    logp = torch.log_softmax(logits, dim=-1)
+    return int(torch.multinomial(logp.exp(), 1, generator=generator)), logp
