@@ -31,12 +31,24 @@ def run_sync(factory: Callable[[], Awaitable[T]], *, release: Sequence[Any] = ()
     Returns:
         The awaitable's result.
     """
+    # The result is handed back through ``box``, not as the main task's result: on
+    # Python 3.11, ``asyncio.run`` ends with ``signal.getsignal(SIGINT)``, which
+    # formats the repr of its SIGINT handler, a partial holding the main task, and
+    # so the repr of the task's result (e.g. every trajectory of a collect, tensors
+    # included): tens of milliseconds per call for nothing.
+    box: list[T] = []
+
+    async def main() -> None:
+        box.append(await _await(factory, release))
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(_await(factory, release))
+        asyncio.run(main())
+        return box[0]
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="agent-gym-collect") as executor:
-        return executor.submit(lambda: asyncio.run(_await(factory, release))).result()
+        executor.submit(lambda: asyncio.run(main())).result()
+    return box[0]
 
 
 async def _await(factory: Callable[[], Awaitable[T]], release: Sequence[Any]) -> T:
