@@ -112,6 +112,10 @@ def _cpu_seconds(process: psutil.Process | None) -> float:
     return times.user + times.system
 
 
+def _median_ratio(numerators: list[float], walls: list[float]) -> float:
+    return round(statistics.median(c / w for c, w in zip(numerators, walls, strict=True)), 2)
+
+
 def bench_a(policy: Any, env: Any, label: str, sizes: tuple[int, ...], turns: int, env_kwargs: Any = None,
             repeats: int = 3, server: psutil.Process | None = None) -> list:
     rows = []
@@ -139,9 +143,9 @@ def bench_a(policy: Any, env: Any, label: str, sizes: tuple[int, ...], turns: in
                "episodes_per_s": round(rate, 2), "ideal_50ms": round(ideal_fixed, 2),
                "ratio_50ms": round(rate / ideal_fixed, 3), "ratio_measured_latency": round(rate / ideal_measured, 3),
                "runs_episodes_per_s": [round(episodes / w, 1) for w in walls],
-               "client_cpu_per_wall": round(statistics.median(c / w for c, w in zip(client_cpu, walls)), 2)}
+               "client_cpu_per_wall": _median_ratio(client_cpu, walls)}
         if server is not None:
-            row["server_cpu_per_wall"] = round(statistics.median(c / w for c, w in zip(server_cpu, walls)), 2)
+            row["server_cpu_per_wall"] = _median_ratio(server_cpu, walls)
         rows.append(row)
         print(json.dumps(row), flush=True)
     return rows

@@ -69,7 +69,7 @@ class _LoopResources:
 
 @functools.lru_cache(maxsize=1)
 def _ssl_context() -> ssl.SSLContext:
-    """httpx's default verifying SSL context, built once.
+    """Return the default verifying SSL context of httpx, built once.
 
     Loading the CA bundle takes tens of milliseconds; every client would otherwise load
     its own (one per pool shard and per event loop, i.e. per ``collect`` call).
