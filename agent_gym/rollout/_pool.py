@@ -14,6 +14,7 @@ threads compete for the GIL, and the caller is the event loop.
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import queue
 import threading
@@ -72,11 +73,28 @@ class _Job:
             self.future.set_result(result)
 
 
+class _Worker:
+    """An idle worker's own wake-up: a lock held while it sleeps, released to wake it."""
+
+    __slots__ = ("wake",)
+
+    def __init__(self) -> None:
+        self.wake = threading.Lock()
+        self.wake.acquire()
+
+
 class ThreadPool:
     """Up to ``size`` daemon worker threads fed from one queue.
 
     Workers start lazily, when a call is queued and none is idle, so a batch whose
     env steps are quick uses a few threads, not ``size``.
+
+    Wake-ups are throttled so a burst of quick calls does not wake every idle thread
+    at once (they would only fight over the GIL): idle workers sleep on their own lock
+    in a LIFO stack, and at most one woken worker is on its way at a time. A worker
+    takes the next queued call itself when it finishes one, and when it takes a call
+    while more are queued it wakes (or starts) the next worker, so calls that block
+    (a tool that sleeps) still fan out over many threads, one wake-up after another.
 
     Args:
         size: Most workers (at least 1).
@@ -87,10 +105,11 @@ class ThreadPool:
         if size < 1:
             raise ValueError(f"ThreadPool.size: expected an int >= 1, got {size}")
         self.name = name
-        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._jobs: collections.deque[_Job] = collections.deque()
         self._lock = threading.Lock()
         self._workers = 0
-        self._idle = 0
+        self._idle: list[_Worker] = []  # LIFO: the most recently busy thread is woken first
+        self._waking = 0  # woken (or started) workers that have not yet looked at the queue
         self.size = size
         self._closed = False
         self._spawn_requests: queue.SimpleQueue[bool] = queue.SimpleQueue()
@@ -101,13 +120,28 @@ class ThreadPool:
         """Number of live workers (abandoned calls not yet returned excluded)."""
         return self._workers
 
-    def _spawn(self) -> None:
-        """Ask the spawner thread for one more worker (counted at once, started soon)."""
-        with self._lock:
+    def _grow(self) -> bool:
+        """Wake or start one more worker if calls wait and none is on its way (holds ``_lock``).
+
+        Returns True when a worker must be started (call ``_start`` after releasing the lock).
+        """
+        if self._waking or not self._jobs:
+            return False
+        if self._idle:
+            self._waking += 1
+            self._idle.pop().wake.release()
+            return False
+        if self._workers < self.size and not self._closed:  # after shutdown, live workers drain the queue
+            self._waking += 1
             self._workers += 1
             if self._spawner is None:
                 self._spawner = threading.Thread(target=self._spawn_loop, name=f"{self.name}-spawner", daemon=True)
                 self._spawner.start()
+            return True
+        return False
+
+    def _start(self) -> None:
+        """Ask the spawner thread for the worker ``_grow`` counted."""
         self._spawn_requests.put(True)
 
     def _spawn_loop(self) -> None:
@@ -116,30 +150,43 @@ class ThreadPool:
             thread.start()
 
     def _work(self) -> None:
+        me = _Worker()
+        lock = self._lock
+        jobs = self._jobs
+        lock.acquire()
+        self._waking -= 1
         while True:
-            with self._lock:
-                self._idle += 1
-            job = self._queue.get()
-            with self._lock:
-                self._idle -= 1
-            if job is None:
-                with self._lock:
-                    self._workers -= 1
+            if jobs:
+                job = jobs.popleft()
+                start = self._grow() if jobs else False
+                lock.release()
+                if start:
+                    self._start()
+                job.run()
+                if job.retire:
+                    return
+                lock.acquire()
+                continue
+            if self._closed:
+                self._workers -= 1
+                lock.release()
                 return
-            job.run()
-            if job.retire:
-                return
+            self._idle.append(me)
+            lock.release()
+            me.wake.acquire()
+            lock.acquire()
+            self._waking -= 1
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> _Job:
         """Queue ``fn(*args)``; await ``job.future`` (must be called on the loop's thread)."""
         if self._closed:
             raise RuntimeError("ThreadPool.submit: the pool is shut down")
         job = _Job(asyncio.get_running_loop(), fn, args)
-        self._queue.put(job)
         with self._lock:
-            grow = self._idle == 0 and self._workers < self.size
-        if grow:
-            self._spawn()
+            self._jobs.append(job)
+            start = self._grow()
+        if start:
+            self._start()
         return job
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -175,7 +222,9 @@ class ThreadPool:
         """Stop idle workers; calls still running finish on their daemon threads."""
         if self._closed:
             return
-        self._closed = True
-        for _ in range(self._workers):
-            self._queue.put(None)
+        with self._lock:
+            self._closed = True
+            while self._idle:  # each runs what is still queued, then exits
+                self._waking += 1
+                self._idle.pop().wake.release()
         self._spawn_requests.put(False)

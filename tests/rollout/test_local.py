@@ -314,3 +314,27 @@ def test_episode_ids_are_deterministic_and_unique():
     ids = [t.rollout_id for t in first]
     assert ids == [t.rollout_id for t in again]
     assert len(set(ids)) == len(ids)
+
+
+def test_pool_wakes_workers_one_at_a_time_but_blocking_calls_still_fan_out():
+    """A burst wakes one worker, which wakes (or starts) the next while calls are queued: calls
+    that block until all of them run at once must still get a thread each; idle ones are reused."""
+    import threading
+
+    from agent_gym.rollout._pool import ThreadPool
+
+    async def main() -> None:
+        pool = ThreadPool(8)
+        for _ in range(2):  # cold (workers started one after another), then warm (idle ones woken)
+            barrier = threading.Barrier(8, timeout=5)
+            assert await asyncio.gather(*(pool.run(barrier.wait) for _ in range(8))) is not None
+            assert pool.workers == 8
+        assert sorted(await asyncio.gather(*(pool.run(lambda i=i: i) for i in range(50)))) == list(range(50))
+        assert pool.workers == 8
+        pool.shutdown()  # idle workers exit
+        deadline = time.monotonic() + 5
+        while pool.workers and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        assert pool.workers == 0
+
+    asyncio.run(main())
