@@ -10,6 +10,7 @@ frameworks) and connection pools survive across calls.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import threading
 from collections.abc import Coroutine, Sequence
@@ -48,7 +49,7 @@ class Policy(Protocol):
         ...
 
 
-class AsyncPolicyBase:
+class AsyncPolicyBase(abc.ABC):
     """Base class implementing ``act`` on top of an ``aact`` coroutine.
 
     Subclasses implement :meth:`aact` and :meth:`close_session`. ``act`` runs
@@ -62,15 +63,15 @@ class AsyncPolicyBase:
         self._thread: threading.Thread | None = None
         self._loop_lock = threading.Lock()
 
+    @abc.abstractmethod
     async def aact(
         self, messages: Sequence[Message], *, session_id: str, tools: list[dict] | None = None
     ) -> PolicyOutput:
         """Return the next assistant turn for ``messages``; implemented by subclasses."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def close_session(self, session_id: str) -> None:
         """Forget the state kept for ``session_id``; implemented by subclasses."""
-        raise NotImplementedError
 
     def act(
         self, messages: Sequence[Message], *, session_id: str, tools: list[dict] | None = None
@@ -116,7 +117,7 @@ class AsyncPolicyBase:
             raise RuntimeError("act() called from the policy's own event loop; await aact() instead")
         return asyncio.run_coroutine_threadsafe(coro, loop).result()
 
-    async def _aclose_resources(self) -> None:
+    async def _aclose_resources(self) -> None:  # noqa: B027 - an optional hook, empty by default
         """Release async resources bound to the private loop (override in subclasses)."""
 
     def close(self) -> None:

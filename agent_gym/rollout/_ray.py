@@ -190,7 +190,7 @@ class _Placeholder:
     """Stands for a policy built later inside the actors (argument validation only)."""
 
     async def aact(self, *args: Any, **kwargs: Any) -> Any:  # pragma: no cover - never called
-        raise NotImplementedError
+        raise RuntimeError("the policy is built inside each Ray actor; this stand-in only passes validation")
 
     def close_session(self, session_id: str) -> None:  # pragma: no cover - never called
         """Nothing to forget."""
