@@ -17,13 +17,10 @@ retried; an over-long prompt ends the turn with ``finish_reason="prompt_truncati
 from __future__ import annotations
 
 import asyncio
-import functools
 import random
-import ssl
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -33,113 +30,19 @@ from agent_gym.policy.base import AsyncPolicyBase
 from agent_gym.policy.chat_tokens import ChatTokenBuilder, _normalize
 from agent_gym.policy.routing import SessionRouter, normalize_address
 from agent_gym.policy.sampling import SamplingParams
+from agent_gym.policy.vllm_protocol import (
+    CONTEXT_ERROR,
+    POOL_SHARD,
+    LoopResources,
+    PromptTooLong,
+    error_text,
+    map_finish_reason,
+    parse_completion_choice,
+    shared_ssl_context,
+)
 from agent_gym.types import FinishReason, Message, PolicyOutput
 
 __all__ = ["VLLMPolicy", "parse_completion_choice"]
-
-_CONTEXT_ERROR = "maximum context length"
-# Connections per pooled HTTP client. httpcore's pool rescans every connection it holds
-# (with a socket poll each) several times per request, so one pool of C connections costs
-# O(C^2) per request; requests are spread over several small pools instead.
-_POOL_SHARD = 8
-
-
-class _PromptTooLong(Exception):
-    """Internal: the prompt does not fit the server's context."""
-
-
-@dataclass
-class _LoopResources:
-    clients: list[httpx.AsyncClient]
-    semaphore: asyncio.Semaphore
-    inflight: list[int]
-
-    @property
-    def client(self) -> httpx.AsyncClient:
-        """The first client (for requests outside the concurrency limit)."""
-        return self.clients[0]
-
-    def acquire(self) -> int:
-        """Index of the client with the fewest requests in flight, counted as one more."""
-        inflight = self.inflight
-        index = inflight.index(min(inflight))
-        inflight[index] += 1
-        return index
-
-
-@functools.lru_cache(maxsize=1)
-def _ssl_context() -> ssl.SSLContext:
-    """Return the default verifying SSL context of httpx, built once.
-
-    Loading the CA bundle takes tens of milliseconds; every client would otherwise load
-    its own (one per pool shard and per event loop, i.e. per ``collect`` call).
-    """
-    create = getattr(httpx, "create_ssl_context", None)
-    if create is not None:
-        return create(verify=True, trust_env=False)
-    import certifi
-
-    return ssl.create_default_context(cafile=certifi.where())
-
-
-def _error_text(response: httpx.Response) -> str:
-    try:
-        body = response.json()
-    except ValueError:
-        return response.text[:500]
-    if isinstance(body, dict):
-        err = body.get("error", body)
-        if isinstance(err, dict):
-            return str(err.get("message") or err)
-        return str(err)
-    return str(body)[:500]
-
-
-def _finish_reason(value: Any, *, chat: bool = False) -> tuple[str, str | None]:
-    """Map a server's ``finish_reason`` to ``(FinishReason, error message or None)``.
-
-    ``"stop"`` (or none given) and ``"length"`` keep their meaning, as does ``"tool_calls"`` in
-    chat mode; vLLM's ``"abort"`` and any unknown value become ``FinishReason.ERROR``.
-    """
-    if value is None or value == "stop" or (chat and value == "tool_calls"):
-        return FinishReason.STOP, None
-    if value == "length":
-        return FinishReason.LENGTH, None
-    if value == "abort":
-        return FinishReason.ERROR, "the server aborted the request (finish_reason='abort')"
-    return FinishReason.ERROR, f"the server returned an unknown finish_reason {value!r}"
-
-
-def _token_id_from_string(token: Any) -> int | None:
-    if isinstance(token, str) and token.startswith("token_id:"):
-        try:
-            return int(token[len("token_id:") :])
-        except ValueError:
-            return None
-    return None
-
-
-def parse_completion_choice(choice: dict[str, Any]) -> tuple[list[int] | None, list[float] | None]:
-    """Return ``(sampled ids, sampled logprobs)`` of a ``/v1/completions`` choice.
-
-    Ids come from ``token_ids`` (``return_token_ids``) or, failing that, from
-    ``logprobs.tokens`` strings of the form ``"token_id:N"`` (``return_tokens_as_token_ids``).
-    Either element is None when the response does not carry it.
-    """
-    lp = choice.get("logprobs") or {}
-    ids = choice.get("token_ids")
-    if ids is None and isinstance(lp, dict) and lp.get("tokens") is not None:
-        parsed = [_token_id_from_string(t) for t in lp["tokens"]]
-        ids = None if any(p is None for p in parsed) else parsed
-    token_ids = [int(t) for t in ids] if ids is not None else None
-    values = lp.get("token_logprobs") if isinstance(lp, dict) else None
-    logprobs = None
-    if values is not None:
-        logprobs = [float(v) if v is not None else 0.0 for v in values]
-        if token_ids is not None and len(logprobs) != len(token_ids):
-            logprobs = None
-    return token_ids, logprobs
-
 
 class VLLMPolicy(AsyncPolicyBase):
     """Policy talking to vLLM-compatible servers with exact token capture.
@@ -238,7 +141,7 @@ class VLLMPolicy(AsyncPolicyBase):
         )
         if self.builder is None and mode == "tokens":
             raise ValueError("tokenizer: expected a tokenizer with a chat template in 'tokens' mode")
-        self._resources: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopResources] = (
+        self._resources: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopResources] = (
             weakref.WeakKeyDictionary()
         )
         self._server_info: dict[str, dict[str, Any]] = {}
@@ -259,23 +162,23 @@ class VLLMPolicy(AsyncPolicyBase):
     def _url(self, server: str, path: str) -> str:
         return f"{self._bases[server]}{path}"
 
-    def _loop_resources(self) -> _LoopResources:
+    def _loop_resources(self) -> LoopResources:
         loop = asyncio.get_running_loop()
         res = self._resources.get(loop)
         if res is None:
-            # Requests go to the least busy of several small pools (see _POOL_SHARD); as at
+            # Requests go to the least busy of several small pools (see POOL_SHARD); as at
             # most `concurrency` are in flight, one of them always has a free connection.
-            shards = -(-self.concurrency // _POOL_SHARD)
+            shards = -(-self.concurrency // POOL_SHARD)
             per_shard = -(-self.concurrency // shards) + 8
             limits = httpx.Limits(max_connections=per_shard, max_keepalive_connections=per_shard)
             timeout = httpx.Timeout(self.timeout, connect=self.connect_timeout)
             headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else None
-            verify = _ssl_context()
+            verify = shared_ssl_context()
             clients = [
                 httpx.AsyncClient(limits=limits, timeout=timeout, headers=headers, trust_env=False, verify=verify)
                 for _ in range(shards)
             ]
-            res = _LoopResources(clients, asyncio.Semaphore(self.concurrency), [0] * shards)
+            res = LoopResources(clients, asyncio.Semaphore(self.concurrency), [0] * shards)
             self._resources[loop] = res
         return res
 
@@ -327,11 +230,11 @@ class VLLMPolicy(AsyncPolicyBase):
         Args:
             session_id: Session for routing (None with a fixed ``server``).
             path: Endpoint path.
-            make_body: Builds the body for the chosen server (may raise ``_PromptTooLong``).
+            make_body: Builds the body for the chosen server (may raise ``PromptTooLong``).
             server: Use only this server (no failover).
 
         Raises:
-            _PromptTooLong: The server reported an over-long prompt.
+            PromptTooLong: The server reported an over-long prompt.
             ServerError: A non-retryable error, malformed JSON, or every attempt failed.
         """
         res = self._loop_resources()
@@ -375,9 +278,9 @@ class VLLMPolicy(AsyncPolicyBase):
                             status=200,
                         )
                     return data, target
-                message = _error_text(resp)
-                if resp.status_code == 400 and _CONTEXT_ERROR in message.lower():
-                    raise _PromptTooLong(message)
+                message = error_text(resp)
+                if resp.status_code == 400 and CONTEXT_ERROR in message.lower():
+                    raise PromptTooLong(message)
                 if resp.status_code != 429 and resp.status_code < 500:
                     raise ServerError(
                         f"server {target} rejected POST {path} with HTTP {resp.status_code}: {message}",
@@ -439,7 +342,7 @@ class VLLMPolicy(AsyncPolicyBase):
             model_len = self.max_model_len or info.get("max_model_len")
             budget = self._max_tokens(len(plan.prompt_ids), plan.response_length, model_len)
             if budget <= 0:
-                raise _PromptTooLong(f"prompt of {len(plan.prompt_ids)} ids leaves no room to sample")
+                raise PromptTooLong(f"prompt of {len(plan.prompt_ids)} ids leaves no room to sample")
             body = self.sampling.to_request(max_tokens=budget, n=1)
             body["stop_token_ids"] = stop_ids
             if seed is not None:
@@ -460,12 +363,12 @@ class VLLMPolicy(AsyncPolicyBase):
 
         try:
             data, server = await self._post(session_id, "/v1/completions", make_body)
-        except _PromptTooLong as exc:
+        except PromptTooLong as exc:
             return self._truncated(plan.prompt_ids, plan.new_segment, start, str(exc))
         choice = data["choices"][0]
         token_ids, logprobs = parse_completion_choice(choice)
         retokenized = token_ids is None
-        finish, error = _finish_reason(choice.get("finish_reason"))
+        finish, error = map_finish_reason(choice.get("finish_reason"))
         if token_ids is None:  # a server that does not return ids: fall back to re-tokenizing its text
             token_ids = self.tokenizer.encode(str(choice.get("text") or ""), add_special_tokens=False)
             if finish == FinishReason.STOP:
@@ -536,7 +439,7 @@ class VLLMPolicy(AsyncPolicyBase):
                 response_len = len(local_prompt) - len(previous) if previous else 0
                 budget = self._max_tokens(len(local_prompt), max(0, response_len), model_len)
                 if budget <= 0:
-                    raise _PromptTooLong(f"prompt of {len(local_prompt)} ids leaves no room to sample")
+                    raise PromptTooLong(f"prompt of {len(local_prompt)} ids leaves no room to sample")
             body = self.sampling.to_request(max_tokens=budget, n=1)
             if seed is not None:
                 body["seed"] = seed
@@ -559,7 +462,7 @@ class VLLMPolicy(AsyncPolicyBase):
 
         try:
             data, server = await self._post(session_id, "/v1/chat/completions", make_body)
-        except _PromptTooLong as exc:
+        except PromptTooLong as exc:
             return self._truncated(local_prompt, False, start, str(exc))
         choice = data["choices"][0]
         message = choice.get("message") or {}
@@ -567,7 +470,7 @@ class VLLMPolicy(AsyncPolicyBase):
         reasoning = message.get("reasoning_content") or message.get("reasoning")
         if reasoning:
             text = f"<think>\n{reasoning}\n</think>\n\n{text}"
-        finish, error = _finish_reason(choice.get("finish_reason"), chat=True)
+        finish, error = map_finish_reason(choice.get("finish_reason"), chat=True)
         token_ids = choice.get("token_ids")
         retokenized = token_ids is None
         if token_ids is None and self.builder is not None:
@@ -649,7 +552,7 @@ class _ServerCompletions:
 
         try:
             data, _ = await policy._post(None, "/v1/completions", make_body, server=self.server)
-        except _PromptTooLong as exc:
+        except PromptTooLong as exc:
             raise ServerError(f"server {self.server}: {exc}", server=self.server, status=400) from None
         return data
 

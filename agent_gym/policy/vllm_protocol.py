@@ -1,0 +1,137 @@
+"""vLLM's wire format and the HTTP plumbing under :class:`~agent_gym.policy.VLLMPolicy`.
+
+Reading completion choices (sampled ids, ``"token_id:N"`` strings, logprobs,
+finish reasons), vLLM's error bodies, and the per-event-loop pooled HTTP clients
+(sharded, sharing one SSL context).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import ssl
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from agent_gym.types import FinishReason
+
+__all__ = [
+    "CONTEXT_ERROR",
+    "POOL_SHARD",
+    "LoopResources",
+    "PromptTooLong",
+    "error_text",
+    "map_finish_reason",
+    "parse_completion_choice",
+    "shared_ssl_context",
+    "token_id_from_string",
+]
+
+CONTEXT_ERROR = "maximum context length"
+# Connections per pooled HTTP client. httpcore's pool rescans every connection it holds
+# (with a socket poll each) several times per request, so one pool of C connections costs
+# O(C^2) per request; requests are spread over several small pools instead.
+POOL_SHARD = 8
+
+
+class PromptTooLong(Exception):
+    """The prompt does not fit the server's context (vLLM's "maximum context length" 400)."""
+
+
+@dataclass
+class LoopResources:
+    """The HTTP clients, concurrency limit and in-flight counts bound to one event loop."""
+
+    clients: list[httpx.AsyncClient]
+    semaphore: asyncio.Semaphore
+    inflight: list[int]
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        """The first client (for requests outside the concurrency limit)."""
+        return self.clients[0]
+
+    def acquire(self) -> int:
+        """Index of the client with the fewest requests in flight, counted as one more."""
+        inflight = self.inflight
+        index = inflight.index(min(inflight))
+        inflight[index] += 1
+        return index
+
+
+@functools.lru_cache(maxsize=1)
+def shared_ssl_context() -> ssl.SSLContext:
+    """Return the default verifying SSL context of httpx, built once.
+
+    Loading the CA bundle takes tens of milliseconds; every client would otherwise load
+    its own (one per pool shard and per event loop, i.e. per ``collect`` call).
+    """
+    create = getattr(httpx, "create_ssl_context", None)
+    if create is not None:
+        return create(verify=True, trust_env=False)
+    import certifi
+
+    return ssl.create_default_context(cafile=certifi.where())
+
+
+def error_text(response: httpx.Response) -> str:
+    """Return the message of a vLLM/OpenAI error body, or the start of the raw text."""
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:500]
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict):
+            return str(err.get("message") or err)
+        return str(err)
+    return str(body)[:500]
+
+
+def map_finish_reason(value: Any, *, chat: bool = False) -> tuple[str, str | None]:
+    """Map a server's ``finish_reason`` to ``(FinishReason, error message or None)``.
+
+    ``"stop"`` (or none given) and ``"length"`` keep their meaning, as does ``"tool_calls"`` in
+    chat mode; vLLM's ``"abort"`` and any unknown value become ``FinishReason.ERROR``.
+    """
+    if value is None or value == "stop" or (chat and value == "tool_calls"):
+        return FinishReason.STOP, None
+    if value == "length":
+        return FinishReason.LENGTH, None
+    if value == "abort":
+        return FinishReason.ERROR, "the server aborted the request (finish_reason='abort')"
+    return FinishReason.ERROR, f"the server returned an unknown finish_reason {value!r}"
+
+
+def token_id_from_string(token: Any) -> int | None:
+    """Return N for a ``"token_id:N"`` logprob token string, else None."""
+    if isinstance(token, str) and token.startswith("token_id:"):
+        try:
+            return int(token[len("token_id:") :])
+        except ValueError:
+            return None
+    return None
+
+
+def parse_completion_choice(choice: dict[str, Any]) -> tuple[list[int] | None, list[float] | None]:
+    """Return ``(sampled ids, sampled logprobs)`` of a ``/v1/completions`` choice.
+
+    Ids come from ``token_ids`` (``return_token_ids``) or, failing that, from
+    ``logprobs.tokens`` strings of the form ``"token_id:N"`` (``return_tokens_as_token_ids``).
+    Either element is None when the response does not carry it.
+    """
+    lp = choice.get("logprobs") or {}
+    ids = choice.get("token_ids")
+    if ids is None and isinstance(lp, dict) and lp.get("tokens") is not None:
+        parsed = [token_id_from_string(t) for t in lp["tokens"]]
+        ids = None if any(p is None for p in parsed) else parsed
+    token_ids = [int(t) for t in ids] if ids is not None else None
+    values = lp.get("token_logprobs") if isinstance(lp, dict) else None
+    logprobs = None
+    if values is not None:
+        logprobs = [float(v) if v is not None else 0.0 for v in values]
+        if token_ids is not None and len(logprobs) != len(token_ids):
+            logprobs = None
+    return token_ids, logprobs
