@@ -199,9 +199,9 @@ class TrajectoryWrapper(gym.Wrapper):
         self._times["reward_time"] += float(getattr(self.env.unwrapped, "last_reward_time", 0.0) or 0.0)
         token_info = self._record_tokens(step_index, action, seen)
 
-        new_conversation = _plain(obs)
-        new_messages = new_conversation[len(self._conversation) :]
-        self._conversation = new_conversation
+        # The env only appends to the conversation: convert just the new messages.
+        new_messages = _plain(obs[len(self._conversation) :])
+        self._conversation = self._conversation + new_messages
         done = bool(terminated or truncated)
         self._view.add(new_messages)  # type: ignore[union-attr]
         if done:
