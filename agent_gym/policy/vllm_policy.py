@@ -23,22 +23,19 @@ import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-import httpx
-
 from agent_gym.errors import ServerError
 from agent_gym.policy.base import AsyncPolicyBase
 from agent_gym.policy.chat_tokens import ChatTokenBuilder, _normalize
+from agent_gym.policy.http_transport import HttpTransport, TransportFailure, TransportTimeout
 from agent_gym.policy.routing import SessionRouter, normalize_address
 from agent_gym.policy.sampling import SamplingParams
 from agent_gym.policy.vllm_protocol import (
     CONTEXT_ERROR,
-    POOL_SHARD,
     LoopResources,
     PromptTooLong,
     error_text,
     map_finish_reason,
     parse_completion_choice,
-    shared_ssl_context,
 )
 from agent_gym.types import FinishReason, Message, PolicyOutput
 
@@ -166,19 +163,16 @@ class VLLMPolicy(AsyncPolicyBase):
         loop = asyncio.get_running_loop()
         res = self._resources.get(loop)
         if res is None:
-            # Requests go to the least busy of several small pools (see POOL_SHARD); as at
-            # most `concurrency` are in flight, one of them always has a free connection.
-            shards = -(-self.concurrency // POOL_SHARD)
-            per_shard = -(-self.concurrency // shards) + 8
-            limits = httpx.Limits(max_connections=per_shard, max_keepalive_connections=per_shard)
-            timeout = httpx.Timeout(self.timeout, connect=self.connect_timeout)
+            # As at most `concurrency` requests are in flight, the few extra connections
+            # serve the /v1/models lookups made outside the limit.
             headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else None
-            verify = shared_ssl_context()
-            clients = [
-                httpx.AsyncClient(limits=limits, timeout=timeout, headers=headers, trust_env=False, verify=verify)
-                for _ in range(shards)
-            ]
-            res = LoopResources(clients, asyncio.Semaphore(self.concurrency), [0] * shards)
+            transport = HttpTransport(
+                max_connections=self.concurrency + 8,
+                timeout=self.timeout,
+                connect_timeout=self.connect_timeout,
+                headers=headers,
+            )
+            res = LoopResources(transport, asyncio.Semaphore(self.concurrency))
             self._resources[loop] = res
         return res
 
@@ -199,11 +193,11 @@ class VLLMPolicy(AsyncPolicyBase):
         if time.monotonic() < retry_at:
             return {}
         try:
-            resp = await self._loop_resources().client.get(
+            resp = await self._loop_resources().transport.get(
                 self._url(server, "/v1/models"), timeout=min(self.timeout, 10.0)
             )
-            data = resp.json() if resp.status_code == 200 else None
-        except (httpx.HTTPError, ValueError):
+            data = resp.json() if resp.status == 200 else None
+        except (TransportTimeout, TransportFailure, ValueError):
             data = None
         models = data.get("data") if isinstance(data, dict) else None
         first = models[0] if isinstance(models, list) and models else None
@@ -249,19 +243,17 @@ class VLLMPolicy(AsyncPolicyBase):
             try:
                 async with res.semaphore:
                     self.router.begin(target)
-                    shard = res.acquire()
                     try:
-                        resp = await res.clients[shard].post(self._url(target, path), json=body, headers=headers)
+                        resp = await res.transport.post_json(self._url(target, path), body, headers=headers)
                     finally:
-                        res.inflight[shard] -= 1
                         self.router.end(target)
-            except httpx.TimeoutException:
+            except TransportTimeout:
                 error, last_status = f"no response within {self.timeout:g}s (timeout)", None
-            except httpx.TransportError as exc:
-                error, last_status = f"connection failed ({type(exc).__name__}: {exc})", None
+            except TransportFailure as exc:
+                error, last_status = f"connection failed ({exc})", None
             else:
-                last_status = resp.status_code
-                if resp.status_code == 200:
+                last_status = resp.status
+                if resp.status == 200:
                     try:
                         data = resp.json()
                     except ValueError as exc:
@@ -279,16 +271,16 @@ class VLLMPolicy(AsyncPolicyBase):
                         )
                     return data, target
                 message = error_text(resp)
-                if resp.status_code == 400 and CONTEXT_ERROR in message.lower():
+                if resp.status == 400 and CONTEXT_ERROR in message.lower():
                     raise PromptTooLong(message)
-                if resp.status_code != 429 and resp.status_code < 500:
+                if resp.status != 429 and resp.status < 500:
                     raise ServerError(
-                        f"server {target} rejected POST {path} with HTTP {resp.status_code}: {message}",
+                        f"server {target} rejected POST {path} with HTTP {resp.status}: {message}",
                         server=target,
-                        status=resp.status_code,
+                        status=resp.status,
                     )
-                error = f"HTTP {resp.status_code}: {message[:200]}"
-                if resp.status_code == 429:
+                error = f"HTTP {resp.status}: {message[:200]}"
+                if resp.status == 429:
                     try:
                         retry_after = float(resp.headers.get("retry-after", ""))
                     except ValueError:
@@ -511,11 +503,10 @@ class VLLMPolicy(AsyncPolicyBase):
         self.router.release(session_id)
 
     async def aclose(self) -> None:
-        """Close the HTTP client of the running event loop."""
+        """Close the HTTP connections of the running event loop."""
         res = self._resources.pop(asyncio.get_running_loop(), None)
         if res is not None:
-            for client in res.clients:
-                await client.aclose()
+            await res.transport.aclose()
 
     async def _aclose_resources(self) -> None:
         await self.aclose()

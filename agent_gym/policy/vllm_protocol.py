@@ -1,39 +1,30 @@
 """vLLM's wire format and the HTTP plumbing under :class:`~agent_gym.policy.VLLMPolicy`.
 
 Reading completion choices (sampled ids, ``"token_id:N"`` strings, logprobs,
-finish reasons), vLLM's error bodies, and the per-event-loop pooled HTTP clients
-(sharded, sharing one SSL context).
+finish reasons), vLLM's error bodies, and what the policy binds to each event loop
+(its HTTP connection pool and concurrency limit).
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-import ssl
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
+from agent_gym.policy.http_transport import HttpReply, HttpTransport
 from agent_gym.types import FinishReason
 
 __all__ = [
     "CONTEXT_ERROR",
-    "POOL_SHARD",
     "LoopResources",
     "PromptTooLong",
     "error_text",
     "map_finish_reason",
     "parse_completion_choice",
-    "shared_ssl_context",
     "token_id_from_string",
 ]
 
 CONTEXT_ERROR = "maximum context length"
-# Connections per pooled HTTP client. httpcore's pool rescans every connection it holds
-# (with a socket poll each) several times per request, so one pool of C connections costs
-# O(C^2) per request; requests are spread over several small pools instead.
-POOL_SHARD = 8
 
 
 class PromptTooLong(Exception):
@@ -42,41 +33,13 @@ class PromptTooLong(Exception):
 
 @dataclass
 class LoopResources:
-    """The HTTP clients, concurrency limit and in-flight counts bound to one event loop."""
+    """The HTTP connection pool and concurrency limit bound to one event loop."""
 
-    clients: list[httpx.AsyncClient]
+    transport: HttpTransport
     semaphore: asyncio.Semaphore
-    inflight: list[int]
-
-    @property
-    def client(self) -> httpx.AsyncClient:
-        """The first client (for requests outside the concurrency limit)."""
-        return self.clients[0]
-
-    def acquire(self) -> int:
-        """Index of the client with the fewest requests in flight, counted as one more."""
-        inflight = self.inflight
-        index = inflight.index(min(inflight))
-        inflight[index] += 1
-        return index
 
 
-@functools.lru_cache(maxsize=1)
-def shared_ssl_context() -> ssl.SSLContext:
-    """Return the default verifying SSL context of httpx, built once.
-
-    Loading the CA bundle takes tens of milliseconds; every client would otherwise load
-    its own (one per pool shard and per event loop, i.e. per ``collect`` call).
-    """
-    create = getattr(httpx, "create_ssl_context", None)
-    if create is not None:
-        return create(verify=True, trust_env=False)
-    import certifi
-
-    return ssl.create_default_context(cafile=certifi.where())
-
-
-def error_text(response: httpx.Response) -> str:
+def error_text(response: HttpReply) -> str:
     """Return the message of a vLLM/OpenAI error body, or the start of the raw text."""
     try:
         body = response.json()

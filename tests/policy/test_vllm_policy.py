@@ -94,16 +94,16 @@ def test_stop_token_finish_with_fixed_answers(policy_fleet, qwen_tokenizer):
 
 
 def test_request_fields_and_headers(reference_server, qwen_tokenizer, monkeypatch):
-    import httpx
+    from agent_gym.policy.http_transport import HttpTransport
 
     seen = []
-    original = httpx.AsyncClient.post
+    original = HttpTransport.post_json
 
-    async def spy(self, url, *args, **kwargs):
-        seen.append((url, kwargs.get("json"), kwargs.get("headers")))
-        return await original(self, url, *args, **kwargs)
+    async def spy(self, url, body, **kwargs):
+        seen.append((url, body, kwargs.get("headers")))
+        return await original(self, url, body, **kwargs)
 
-    monkeypatch.setattr(httpx.AsyncClient, "post", spy)
+    monkeypatch.setattr(HttpTransport, "post_json", spy)
     with VLLMPolicy([reference_server], qwen_tokenizer, SamplingParams(max_tokens=7, seed=3)) as policy:
         out = policy.act([{"role": "user", "content": "hi"}], session_id="hdr")
     url, body, headers = seen[0]

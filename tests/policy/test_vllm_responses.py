@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import time
 
-import httpx
+import json
+
 import pytest
 
 from agent_gym.policy import SamplingParams, VLLMPolicy
+from agent_gym.policy.http_transport import HttpReply, HttpTransport
 
 FAST = dict(backoff=0.01, max_backoff=0.05)
 MESSAGES = [{"role": "user", "content": "What is 17*3?"}]
@@ -18,21 +20,21 @@ def _spy_requests(monkeypatch, *, models_failures: int = 0, models_status: int =
     ``models_status`` (a server still loading) instead of reaching the server."""
     posts: list[dict] = []
     lookups: list[int] = []
-    get, post = httpx.AsyncClient.get, httpx.AsyncClient.post
+    get, post = HttpTransport.get, HttpTransport.post_json
 
-    async def spy_get(self, url, *args, **kwargs):
-        if str(url).endswith("/v1/models"):
+    async def spy_get(self, url, **kwargs):
+        if url.endswith("/v1/models"):
             lookups.append(len(lookups))
             if len(lookups) <= models_failures:
-                return httpx.Response(models_status, json={"error": "loading"}, request=httpx.Request("GET", url))
-        return await get(self, url, *args, **kwargs)
+                return HttpReply(models_status, json.dumps({"error": "loading"}).encode())
+        return await get(self, url, **kwargs)
 
-    async def spy_post(self, url, *args, **kwargs):
-        posts.append(kwargs.get("json"))
-        return await post(self, url, *args, **kwargs)
+    async def spy_post(self, url, body, **kwargs):
+        posts.append(body)
+        return await post(self, url, body, **kwargs)
 
-    monkeypatch.setattr(httpx.AsyncClient, "get", spy_get)
-    monkeypatch.setattr(httpx.AsyncClient, "post", spy_post)
+    monkeypatch.setattr(HttpTransport, "get", spy_get)
+    monkeypatch.setattr(HttpTransport, "post_json", spy_post)
     return posts, lookups
 
 
@@ -61,18 +63,18 @@ def test_failed_models_lookup_backs_off(reference_server, qwen_tokenizer, monkey
 
 def _rewrite_finish_reason(monkeypatch, value):
     """Make every completion answer carry ``finish_reason=value``."""
-    post = httpx.AsyncClient.post
+    post = HttpTransport.post_json
 
-    async def rewrite(self, url, *args, **kwargs):
-        resp = await post(self, url, *args, **kwargs)
-        if resp.status_code != 200:
+    async def rewrite(self, url, body, **kwargs):
+        resp = await post(self, url, body, **kwargs)
+        if resp.status != 200:
             return resp
         data = resp.json()
         for choice in data["choices"]:
             choice["finish_reason"] = value
-        return httpx.Response(200, json=data, request=resp.request)
+        return HttpReply(200, json.dumps(data).encode(), resp.headers)
 
-    monkeypatch.setattr(httpx.AsyncClient, "post", rewrite)
+    monkeypatch.setattr(HttpTransport, "post_json", rewrite)
 
 
 @pytest.mark.parametrize("mode", ["tokens", "chat"])

@@ -1,0 +1,155 @@
+"""The pooled asynchronous HTTP client under :class:`~agent_gym.policy.VLLMPolicy`.
+
+:class:`HttpTransport` wraps one ``aiohttp.ClientSession`` (a keep-alive connection pool
+with a C HTTP parser) bound to the event loop it was created on. It exposes only what the
+policy needs (a JSON ``POST`` and a ``GET``), returns complete replies as :class:`HttpReply`
+and turns every transport failure into :class:`TransportTimeout` or :class:`TransportFailure`,
+so the policy's retry logic does not depend on the HTTP library.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+__all__ = ["HttpReply", "HttpTransport", "TransportFailure", "TransportTimeout", "shared_ssl_context"]
+
+_JSON_HEADERS = {"Content-Type": "application/json"}
+
+
+class TransportTimeout(Exception):
+    """No complete answer arrived within the timeout (connect or read)."""
+
+
+class TransportFailure(Exception):
+    """The connection could not be made or broke before a complete answer arrived."""
+
+
+@dataclass
+class HttpReply:
+    """A complete HTTP answer.
+
+    Attributes:
+        status: HTTP status code.
+        body: The raw body.
+        headers: Response headers (case-insensitive lookup).
+    """
+
+    status: int
+    body: bytes
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        """The body decoded as UTF-8 (undecodable bytes replaced)."""
+        return self.body.decode("utf-8", errors="replace")
+
+    def json(self) -> Any:
+        """Parse the body as JSON.
+
+        Raises:
+            ValueError: The body is not valid JSON.
+        """
+        return json.loads(self.body)
+
+
+@functools.lru_cache(maxsize=1)
+def shared_ssl_context() -> ssl.SSLContext:
+    """Return a default verifying SSL context, built once.
+
+    Loading the CA bundle takes tens of milliseconds; every pool (one per event loop,
+    i.e. per ``collect`` call) would otherwise load its own.
+    """
+    try:
+        import certifi
+
+        return ssl.create_default_context(cafile=certifi.where())
+    except ImportError:  # the system's CA store
+        return ssl.create_default_context()
+
+
+class HttpTransport:
+    """A keep-alive HTTP connection pool for one event loop.
+
+    Create it inside the running loop that will use it; close it with :meth:`aclose`
+    on that loop.
+
+    Args:
+        max_connections: Most open connections (per pool; requests beyond wait for one).
+        timeout: Seconds allowed for a whole request, answer included.
+        connect_timeout: Seconds allowed to open a connection.
+        headers: Headers sent with every request (e.g. ``Authorization``).
+    """
+
+    def __init__(
+        self,
+        *,
+        max_connections: int,
+        timeout: float,
+        connect_timeout: float,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self.timeout = timeout
+        connector = aiohttp.TCPConnector(
+            limit=max_connections, limit_per_host=0, ssl=shared_ssl_context(), keepalive_timeout=30.0
+        )
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            timeout=aiohttp.ClientTimeout(total=timeout, sock_connect=connect_timeout),
+            headers=dict(headers or {}),
+            trust_env=False,
+            auto_decompress=True,
+        )
+
+    async def post_json(
+        self, url: str, body: Any, *, headers: Mapping[str, str] | None = None, timeout: float | None = None
+    ) -> HttpReply:
+        """POST ``body`` as JSON and return the complete reply.
+
+        Args:
+            url: Absolute URL.
+            body: A JSON-serializable value.
+            headers: Extra request headers.
+            timeout: Seconds for this request (default: the pool's ``timeout``).
+
+        Raises:
+            TransportTimeout: No complete answer in time.
+            TransportFailure: The connection failed or broke.
+        """
+        data = json.dumps(body, separators=(",", ":")).encode()
+        merged = {**_JSON_HEADERS, **headers} if headers else _JSON_HEADERS
+        return await self._request("POST", url, data=data, headers=merged, timeout=timeout)
+
+    async def get(self, url: str, *, timeout: float | None = None) -> HttpReply:
+        """GET ``url`` and return the complete reply (errors as in :meth:`post_json`)."""
+        return await self._request("GET", url, timeout=timeout)
+
+    async def _request(self, method: str, url: str, *, timeout: float | None = None, **kwargs: Any) -> HttpReply:
+        if timeout is not None:
+            kwargs["timeout"] = aiohttp.ClientTimeout(total=timeout, sock_connect=min(timeout, self.timeout))
+        try:
+            async with self._session.request(method, url, **kwargs) as resp:
+                payload = await resp.read()
+                return HttpReply(resp.status, payload, resp.headers)
+        except asyncio.TimeoutError as exc:  # aiohttp's ServerTimeoutError is one too
+            raise TransportTimeout(f"no answer from {url} in time") from exc
+        except aiohttp.ClientError as exc:
+            raise TransportFailure(f"{type(exc).__name__}: {exc}") from exc
+        except OSError as exc:
+            raise TransportFailure(f"{type(exc).__name__}: {exc}") from exc
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`aclose` was called."""
+        return self._session.closed
+
+    async def aclose(self) -> None:
+        """Close every connection of the pool."""
+        await self._session.close()
