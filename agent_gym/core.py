@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import threading
 import time
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
@@ -80,6 +81,11 @@ class RewardConfig:
                 raise ValueError(f"rewards: expected keys among {list(asdict(cls()))}, got unknown {unknown}")
             return cls(**{k: float(v) for k, v in value.items()})
         raise TypeError(f"rewards: expected RewardConfig, a mapping or None, got {type(value).__name__}")
+
+
+# (env class, id of a tuple of tasks) -> (that tuple, its validated tasks); see AgentEnv._checked_tasks.
+_VALIDATED_TASKS: dict[tuple[type, int], tuple[tuple, tuple[dict[str, Any], ...]]] = {}
+_VALIDATED_LOCK = threading.Lock()
 
 
 def validate_task(task: Any, where: str = "task") -> dict[str, Any]:
@@ -217,10 +223,7 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
         self.rewards = RewardConfig.coerce(rewards)
         self.parser: ToolCallParser = parser if parser is not None else HermesToolCallParser()
 
-        raw_tasks = list(self.default_tasks() if tasks is None else tasks)
-        if not raw_tasks:
-            raise ValueError(f"tasks: expected a non-empty list of task dicts, got {tasks!r}")
-        self.tasks: list[dict[str, Any]] = [validate_task(t, f"tasks[{i}]") for i, t in enumerate(raw_tasks)]
+        self.tasks: list[dict[str, Any]] = self._checked_tasks(self.default_tasks() if tasks is None else tasks)
 
         raw_tools = list(self.default_tools() if tools is None else tools)
         self.tools: dict[str, Tool] = {}
@@ -245,7 +248,37 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
         self._seen_calls: set[str] = set()
         self._episode_id = ""
 
+    def _checked_tasks(self, source: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """Validate ``source`` with :meth:`validate_tasks`, reusing the result for a shared tuple.
+
+        A tuple (an immutable container, e.g. a subclass's built-in tasks) is checked once per
+        env class; every env built afterwards gets its own list of the same validated dicts.
+        """
+        key = (type(self), id(source))
+        if type(source) is tuple:
+            with _VALIDATED_LOCK:
+                found = _VALIDATED_TASKS.get(key)
+            if found is not None and found[0] is source:
+                return list(found[1])
+        raw = list(source)
+        if not raw:
+            raise ValueError(f"tasks: expected a non-empty list of task dicts, got {source!r}")
+        tasks = self.validate_tasks(raw)
+        if type(source) is tuple:
+            with _VALIDATED_LOCK:
+                if len(_VALIDATED_TASKS) >= 64:
+                    _VALIDATED_TASKS.clear()
+                _VALIDATED_TASKS[key] = (source, tuple(tasks))
+        return tasks
+
     # ------------------------------------------------------------------ hooks for subclasses
+
+    def validate_tasks(self, tasks: list[Any]) -> list[dict[str, Any]]:
+        """Check every task (see :func:`validate_task`) and return them as dicts.
+
+        Subclasses add their own checks (call ``super()``); raise ``ValueError`` naming the task.
+        """
+        return [validate_task(t, f"tasks[{i}]") for i, t in enumerate(tasks)]
 
     def default_tasks(self) -> Sequence[Mapping[str, Any]]:
         """Tasks used when none are given (subclasses override)."""

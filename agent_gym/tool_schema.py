@@ -23,7 +23,13 @@ import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-__all__ = ["ArgumentError", "function_schema", "parse_google_docstring", "validate_arguments"]
+__all__ = [
+    "ArgumentError",
+    "function_schema",
+    "parse_google_docstring",
+    "shared_function_schema",
+    "validate_arguments",
+]
 
 _SECTION = re.compile(r"^(Args|Arguments|Parameters|Params|Returns|Return|Yields|Raises|Examples?|Notes?|"
                       r"Attributes|Warnings?|See Also|Todo)\s*:\s*$")
@@ -162,10 +168,41 @@ def _type_hints(func: Callable[..., Any]) -> dict[str, Any]:
             return {}
 
 
+_SCHEMA_CACHE_SIZE = 512
+_schema_cache: collections.OrderedDict[Any, tuple[dict[str, Any], frozenset[str], bool]] = collections.OrderedDict()
+_schema_cache_lock = threading.Lock()
+
+
+def shared_function_schema(
+    func: Callable[..., Any], name: str, description: str | None
+) -> tuple[dict[str, Any], frozenset[str], bool]:
+    """Like :func:`function_schema`, but the result is shared between calls: never mutate it.
+
+    Every env builds its tools again; deriving a schema (signature, type hints, docstring)
+    costs far more than looking it up, so results are kept for the most recent callables.
+    """
+    try:
+        key = (func, name, description)
+        hash(key)
+    except TypeError:  # an unhashable callable object
+        return function_schema(func, name, description)
+    with _schema_cache_lock:
+        found = _schema_cache.get(key)
+        if found is not None:
+            _schema_cache.move_to_end(key)
+            return found
+    found = function_schema(func, name, description)
+    with _schema_cache_lock:
+        _schema_cache[key] = found
+        while len(_schema_cache) > _SCHEMA_CACHE_SIZE:
+            _schema_cache.popitem(last=False)
+    return found
+
+
 def function_schema(
     func: Callable[..., Any], name: str, description: str | None
 ) -> tuple[dict[str, Any], frozenset[str], bool]:
-    """Derive the OpenAI function schema of ``func`` once.
+    """Derive the OpenAI function schema of ``func``.
 
     Args:
         func: The callable; every parameter must be callable by keyword.

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from agent_gym.tool_schema import ArgumentError, function_schema, validate_arguments
+from agent_gym.tool_schema import ArgumentError, shared_function_schema, validate_arguments
 
 __all__ = [
     "DEFAULT_MAX_OUTPUT_CHARS",
@@ -220,7 +220,7 @@ class FunctionTool:
         self.time_limit = None if time_limit is None else float(time_limit)
         self.max_output_chars = max_output_chars
         self.on_overflow = on_overflow
-        self._schema, self._required, self._accepts_extra = function_schema(func, name, description)
+        self._schema, self._required, self._accepts_extra = shared_function_schema(func, name, description)
         self._parameters = self._schema["function"]["parameters"]
 
     @property

@@ -299,3 +299,29 @@ def test_env_step_never_raises_on_arbitrary_text(messages):
         if terminated or truncated:
             assert isinstance(info["status"], EpisodeStatus)
             break
+
+
+class _CountingEnv(AgentEnv):
+    checks = 0
+
+    def validate_tasks(self, tasks):
+        type(self).checks += 1
+        return super().validate_tasks(tasks)
+
+
+def test_a_shared_tuple_of_tasks_is_validated_once():
+    shared = ({"id": 1, "question": "q1", "ground_truth": "a"}, {"id": 2, "question": "q2", "ground_truth": "b"})
+    first, second = _CountingEnv(tasks=shared), _CountingEnv(tasks=shared)
+    assert _CountingEnv.checks == 1
+    assert first.tasks == second.tasks == [dict(t) for t in shared]
+    first.tasks.append({"id": 3, "question": "q3", "ground_truth": "c"})  # each env owns its list
+    assert len(second.tasks) == 2 and len(_CountingEnv(tasks=shared).tasks) == 2
+    _CountingEnv(tasks=list(shared))  # a list may change between envs: checked every time
+    assert _CountingEnv.checks == 2
+
+
+def test_invalid_tasks_in_a_tuple_still_raise_every_time():
+    bad = ({"id": 1, "question": "", "ground_truth": "a"},)
+    for _ in range(2):
+        with pytest.raises(ValueError, match="question"):
+            AgentEnv(tasks=bad)

@@ -149,3 +149,14 @@ def test_describe_tools_mentions_each_tool_once():
     assert "<tool_call>" in text
     assert "<tool_call>" not in describe_tools([FunctionTool(add).schema], include_format=False)
     assert describe_tools([]) == ""
+
+
+def test_schemas_are_derived_once_and_handed_out_as_copies():
+    from agent_gym.tool_schema import shared_function_schema
+
+    assert shared_function_schema(add, "add", None) is shared_function_schema(add, "add", None)
+    first, second = FunctionTool(add), FunctionTool(add)
+    schema = first.schema
+    schema["function"]["parameters"]["properties"].clear()  # a caller's copy
+    assert second.schema["function"]["parameters"]["properties"]
+    assert first.run({"a": 1, "b": 2}).ok

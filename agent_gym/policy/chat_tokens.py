@@ -30,6 +30,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_gym.policy.piece_encoder import PieceEncoder
+
 __all__ = ["ChatTokenBuilder", "PromptPlan", "as_id_list", "template_supports_tools"]
 
 _BASE_USER = "Say hello."
@@ -189,6 +191,9 @@ class ChatTokenBuilder:
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self.track_retokenization = track_retokenization
         self.supports_tools = template_supports_tools(tokenizer)
+        # Exact ids of recurring text (the system prompt and tool schemas of every episode)
+        # are reused instead of tokenized again: see PieceEncoder.
+        self.encoder = PieceEncoder(tokenizer)
         self._sessions: dict[str, _Session] = {}
         self._bases: dict[str | None, _BaseInfo] = {}
         self._lock = threading.Lock()
@@ -221,12 +226,11 @@ class ChatTokenBuilder:
         *,
         add_generation_prompt: bool = True,
     ) -> list[int]:
-        """Render ``messages`` and tokenize them in one go (a full, non-incremental render)."""
-        msgs, kwargs = self._template_args(_normalize(messages), tools)
-        result = self.tokenizer.apply_chat_template(
-            msgs, tokenize=True, add_generation_prompt=add_generation_prompt, **kwargs
-        )
-        return as_id_list(result)
+        """Render ``messages`` and tokenize the whole text (a full, non-incremental render).
+
+        The ids equal ``apply_chat_template(..., tokenize=True)``'s.
+        """
+        return self.encoder.encode(self.render_text(messages, tools, add_generation_prompt=add_generation_prompt))
 
     def _template_args(
         self, msgs: list[dict[str, Any]], tools: list[dict[str, Any]] | None
@@ -302,13 +306,13 @@ class ChatTokenBuilder:
                 return None
             prefix = text[:cut]
             if prefix not in info.valid_texts:
-                ids = self.tokenizer.encode(prefix, add_special_tokens=False)
+                ids = self.encoder.encode(prefix)
                 if not self._valid_base_ids(ids, info):
                     return None
                 if len(info.valid_texts) < 16:
                     info.valid_texts.add(prefix)
-            return self.tokenizer.encode(text[cut:], add_special_tokens=False)
-        full = self.tokenizer.encode(text, add_special_tokens=False)
+            return self.encoder.encode(text[cut:])
+        full = self.encoder.encode(text)
         seen, cut = 0, -1
         for pos, token in enumerate(full):
             if token == self.eot_token_id:
@@ -341,9 +345,9 @@ class ChatTokenBuilder:
         cut = self._text_cut(text, info.eot_count)
         if cut < 0:
             return False
-        full = self.tokenizer.encode(text, add_special_tokens=False)
-        head = self.tokenizer.encode(text[:cut], add_special_tokens=False)
-        tail = self.tokenizer.encode(text[cut:], add_special_tokens=False)
+        full = self.encoder.encode(text)
+        head = self.encoder.encode(text[:cut])
+        tail = self.encoder.encode(text[cut:])
         return head + tail == full and bool(head) and head[-1] == self.eot_token_id
 
     # ------------------------------------------------------------------ sessions
@@ -418,7 +422,7 @@ class ChatTokenBuilder:
         canonical = True
         if self.track_retokenization:
             core = sampled[:-1] if sampled and sampled[-1] in self.stop_ids else sampled
-            canonical = self.tokenizer.encode(text, add_special_tokens=False) == core
+            canonical = self.encoder.encode(text) == core
             if not canonical:
                 self.noncanonical_turns += 1
         with self._lock:

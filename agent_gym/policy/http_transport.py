@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+import orjson
 
 __all__ = ["HttpReply", "HttpTransport", "TransportFailure", "TransportTimeout", "shared_ssl_context"]
 
@@ -57,7 +58,10 @@ class HttpReply:
         Raises:
             ValueError: The body is not valid JSON.
         """
-        return json.loads(self.body)
+        try:
+            return orjson.loads(self.body)
+        except orjson.JSONDecodeError:  # NaN / Infinity (Python's json writes them) or invalid
+            return json.loads(self.body)
 
 
 @functools.lru_cache(maxsize=1)
@@ -73,6 +77,14 @@ def shared_ssl_context() -> ssl.SSLContext:
         return ssl.create_default_context(cafile=certifi.where())
     except ImportError:  # the system's CA store
         return ssl.create_default_context()
+
+
+def _dump_json(value: Any) -> bytes:
+    """Serialize ``value`` compactly (orjson; the standard library for what orjson rejects, e.g. huge ints)."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY)
+    except TypeError:
+        return json.dumps(value, separators=(",", ":")).encode()
 
 
 class HttpTransport:
@@ -123,7 +135,7 @@ class HttpTransport:
             TransportTimeout: No complete answer in time.
             TransportFailure: The connection failed or broke.
         """
-        data = json.dumps(body, separators=(",", ":")).encode()
+        data = _dump_json(body)
         merged = {**_JSON_HEADERS, **headers} if headers else _JSON_HEADERS
         return await self._request("POST", url, data=data, headers=merged, timeout=timeout)
 

@@ -132,7 +132,7 @@ class VLLMPolicy(AsyncPolicyBase):
         self.api_key = api_key
         self.router = SessionRouter(list(names), unhealthy_seconds=unhealthy_seconds)
         self.builder = (
-            ChatTokenBuilder(tokenizer, self.chat_template_kwargs)
+            ChatTokenBuilder(tokenizer, self.chat_template_kwargs, track_retokenization=False)
             if tokenizer is not None and getattr(tokenizer, "chat_template", None)
             else None
         )

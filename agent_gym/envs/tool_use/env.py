@@ -152,7 +152,11 @@ class ToolUseEnv(AgentEnv):
         **kwargs: Any,
     ) -> None:
         super().__init__(tasks, tools, **kwargs)
-        for i, task in enumerate(self.tasks):
+
+    def validate_tasks(self, tasks: list[Any]) -> list[dict[str, Any]]:
+        """Check the common task keys, then each ``answer_type`` and numeric ``ground_truth``."""
+        checked = super().validate_tasks(tasks)
+        for i, task in enumerate(checked):
             kind = task.get("answer_type")
             if kind is not None and kind not in ("number", "date", "weekday", "string"):
                 raise ValueError(f"tasks[{i}]: expected 'answer_type' among number, date, weekday, string, "
@@ -163,10 +167,11 @@ class ToolUseEnv(AgentEnv):
                 except (TypeError, ValueError):
                     raise ValueError(f"tasks[{i}]: expected a numeric 'ground_truth', "
                                      f"got {task['ground_truth']!r}") from None
+        return checked
 
-    def default_tasks(self) -> list[dict[str, Any]]:
-        """The 480 built-in tasks (shared, read-only: each env keeps shallow copies and never mutates them)."""
-        return list(_builtin())
+    def default_tasks(self) -> tuple[dict[str, Any], ...]:
+        """The 480 built-in tasks (one shared, read-only tuple, validated once per process)."""
+        return _builtin()
 
     def default_tools(self) -> Sequence[Callable[..., Any]]:
         """The built-in tool functions."""
