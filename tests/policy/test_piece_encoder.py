@@ -52,7 +52,7 @@ def test_ids_equal_whole_text_encoding(tokenizer, parts):
 def test_recurring_pieces_are_reused(qwen_tokenizer):
     encoder = PieceEncoder(qwen_tokenizer, min_chars=16)  # "\n" between the turns is not counted
     system = "You are a careful assistant. " * 40
-    first = encoder.encode(f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n")
+    encoder.encode(f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n")
     assert encoder.misses == 2 and encoder.hits == 0
     second = encoder.encode(f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\nAnd 3*7, please?<|im_end|>\n")
     assert encoder.hits == 1 and encoder.misses == 3
@@ -89,7 +89,10 @@ def test_builder_render_ids_equal_the_template_tokenization(tokenizer):
         [{"role": "system", "content": "Be brief.  "}, {"role": "user", "content": "  世界\n\nhi"}],
         [
             {"role": "user", "content": "Compute."},
-            {"role": "assistant", "content": '<tool_call>\n{"name": "calculator", "arguments": {"expr": "1"}}\n</tool_call>'},
+            {
+                "role": "assistant",
+                "content": '<tool_call>\n{"name": "calculator", "arguments": {"expr": "1"}}\n</tool_call>',
+            },
             {"role": "tool", "content": "1"},
         ],
     ]
@@ -98,6 +101,7 @@ def test_builder_render_ids_equal_the_template_tokenization(tokenizer):
             kwargs = {"tools": tools} if tools and builder.supports_tools else {}
             if tools and not builder.supports_tools:
                 continue
-            expected = as_id_list(tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True, **kwargs))
+            rendered = tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True, **kwargs)
+            expected = as_id_list(rendered)
             assert builder.render_ids(messages, tools) == expected
             assert builder.render_ids(messages, tools) == expected
