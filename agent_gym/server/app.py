@@ -12,16 +12,20 @@ command line can switch on; they only affect the two generation endpoints.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ValidationError
 
 from agent_gym.server.engine import SeqResult
 from agent_gym.server.protocol import (
@@ -36,6 +40,20 @@ from agent_gym.server.protocol import (
 )
 
 __all__ = ["Faults", "create_app"]
+
+_Body = TypeVar("_Body", bound=BaseModel)
+
+# vLLM reports a logprob of -inf (a token its sampling filters ruled out) as -9999.0.
+_MIN_LOGPROB = -9999.0
+
+
+def _logprob(value: float) -> float:
+    return value if value >= _MIN_LOGPROB else _MIN_LOGPROB
+
+
+def _json(body: Any, status_code: int = 200) -> Response:
+    """A JSON response serialized with orjson (several times faster than the standard library)."""
+    return Response(content=orjson.dumps(body), status_code=status_code, media_type="application/json")
 
 
 @dataclass
@@ -132,11 +150,8 @@ def create_app(engine: Any, *, served_model_name: str | None = None, faults: Fau
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        errs = exc.errors()
-        first = errs[0] if errs else {}
-        loc = [str(x) for x in first.get("loc", ()) if x != "body"]
-        msg = "; ".join(f"{'.'.join(str(x) for x in e.get('loc', ()) if x != 'body')}: {e.get('msg')}" for e in errs)
-        return JSONResponse(BadRequest(msg or "invalid request", param=loc[0] if loc else None).body(), status_code=400)
+        error = _validation_error(exc.errors())
+        return JSONResponse(error.body(), status_code=error.status)
 
     def chat_prompt(
         messages: list[dict[str, Any]], tools: Any, kwargs: dict | None, add_gen: bool, cont: bool = False
@@ -202,7 +217,8 @@ def create_app(engine: Any, *, served_model_name: str | None = None, faults: Fau
         return {"prompt": tok.decode(req.tokens)}
 
     @app.post("/v1/completions")
-    async def completions(req: CompletionRequest, request: Request) -> Response:
+    async def completions(request: Request) -> Response:
+        req = await _parse_body(request, CompletionRequest)
         injected = await faults.before(request)
         if injected is not None:
             return injected
@@ -241,7 +257,7 @@ def create_app(engine: Any, *, served_model_name: str | None = None, faults: Fau
                         "token_ids": list(s.token_ids) if req.return_token_ids else None,
                     }
                 )
-        return JSONResponse(
+        return _json(
             {
                 "id": f"cmpl-{uuid.uuid4().hex}",
                 "object": "text_completion",
@@ -257,7 +273,8 @@ def create_app(engine: Any, *, served_model_name: str | None = None, faults: Fau
         )
 
     @app.post("/v1/chat/completions")
-    async def chat_completions(req: ChatRequest, request: Request) -> Response:
+    async def chat_completions(request: Request) -> Response:
+        req = await _parse_body(request, ChatRequest)
         injected = await faults.before(request)
         if injected is not None:
             return injected
@@ -290,7 +307,7 @@ def create_app(engine: Any, *, served_model_name: str | None = None, faults: Fau
                 }
             )
         completion_tokens = sum(len(s.token_ids) for s in samples)
-        return JSONResponse(
+        return _json(
             {
                 "id": f"chatcmpl-{uuid.uuid4().hex}",
                 "object": "chat.completion",
@@ -308,6 +325,34 @@ def create_app(engine: Any, *, served_model_name: str | None = None, faults: Fau
         )
 
     return app
+
+
+def _validation_error(errors: Sequence[Any]) -> BadRequest:
+    """A 400 naming each invalid field (from pydantic's or FastAPI's validation errors)."""
+    first = errors[0] if errors else {}
+    loc = [str(x) for x in first.get("loc", ()) if x != "body"]
+    msg = "; ".join(f"{'.'.join(str(x) for x in e.get('loc', ()) if x != 'body')}: {e.get('msg')}" for e in errors)
+    return BadRequest(msg or "invalid request", param=loc[0] if loc else None)
+
+
+async def _parse_body(request: Request, model: type[_Body]) -> _Body:
+    """Parse and validate a generation request's JSON body (orjson; the standard library for NaN).
+
+    Raises:
+        BadRequest: The body is not JSON or does not fit ``model``.
+    """
+    raw = await request.body()
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:
+            raise BadRequest(f"the request body is not valid JSON: {exc}") from None
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise _validation_error(exc.errors()) from None
 
 
 def _split_prompts(prompt: Any) -> list[str | list[int]]:
@@ -328,11 +373,12 @@ def _completion_logprobs(s: SeqResult, text: _TokenText, as_ids: bool) -> dict[s
         pos += len(text(t, False))
     tops = []
     for t, lp, top in zip(s.token_ids, s.logprobs, s.top_logprobs, strict=False):
-        entry = {text(t, as_ids): lp}
+        entry = {text(t, as_ids): _logprob(lp)}
         for tid, v in top:
-            entry.setdefault(text(tid, as_ids), v)
+            entry.setdefault(text(tid, as_ids), _logprob(v))
         tops.append(entry)
-    return {"text_offset": offsets, "token_logprobs": list(s.logprobs), "tokens": tokens, "top_logprobs": tops}
+    logprobs = [_logprob(v) for v in s.logprobs]
+    return {"text_offset": offsets, "token_logprobs": logprobs, "tokens": tokens, "top_logprobs": tops}
 
 
 def _chat_logprobs(s: SeqResult, text: _TokenText, as_ids: bool, top_n: int) -> dict[str, Any]:
@@ -342,10 +388,10 @@ def _chat_logprobs(s: SeqResult, text: _TokenText, as_ids: bool, top_n: int) -> 
         content.append(
             {
                 "token": tstr,
-                "logprob": lp,
+                "logprob": _logprob(lp),
                 "bytes": list(text(t, False).encode("utf-8")),
                 "top_logprobs": [
-                    {"token": text(i, as_ids), "logprob": v, "bytes": list(text(i, False).encode("utf-8"))}
+                    {"token": text(i, as_ids), "logprob": _logprob(v), "bytes": list(text(i, False).encode("utf-8"))}
                     for i, v in top[:top_n]
                 ],
             }
