@@ -196,6 +196,8 @@ class ChatTokenBuilder:
         self.encoder = PieceEncoder(tokenizer)
         self._sessions: dict[str, _Session] = {}
         self._bases: dict[str | None, _BaseInfo] = {}
+        # (tools key, roles of the new messages) -> whether the text after the base changes with the tools
+        self._suffix_needs_tools: dict[tuple[str | None, tuple[str, ...]], bool] = {}
         self._lock = threading.Lock()
         self.noncanonical_turns = 0
         self.fresh_renders = 0
@@ -278,26 +280,69 @@ class ChatTokenBuilder:
             self._bases[key] = info
         return info
 
-    def suffix_ids(self, new_messages: Sequence[Mapping[str, Any]], tools: list[dict[str, Any]] | None = None) -> (
-        list[int] | None
-    ):
+    def _render_after_base(
+        self, new: list[dict[str, Any]], tools: list[dict[str, Any]] | None, key: str | None
+    ) -> tuple[str, _BaseInfo]:
+        info = self._base_info(tools, key if tools else None)
+        kwargs = dict(self.chat_template_kwargs)
+        if tools:
+            kwargs["tools"] = tools
+        msgs = [dict(m) for m in _BASE] + new
+        return self.tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True, **kwargs), info
+
+    def _suffix_render(
+        self, new: list[dict[str, Any]], tools: list[dict[str, Any]] | None, key: str | None
+    ) -> tuple[str, _BaseInfo]:
+        """Render the base conversation + ``new``, leaving the tools out where they change nothing.
+
+        Templates put the tool schemas in the system turn, before the cut, so the text after it
+        is usually the same without them, and rendering them (every schema through ``tojson``)
+        is most of a render's cost. Whether that holds is checked once per tool set and sequence
+        of roles in ``new``, by rendering both ways.
+        """
+        if not tools:
+            return self._render_after_base(new, None, None)
+        signature = (key, tuple(str(m.get("role")) for m in new))
+        needs_tools = self._suffix_needs_tools.get(signature)
+        if needs_tools is None:
+            with_tools, info_tools = self._render_after_base(new, tools, key)
+            without, info_plain = self._render_after_base(new, None, None)
+            cut_tools = self._text_cut(with_tools, info_tools.eot_count)
+            cut_plain = self._text_cut(without, info_plain.eot_count)
+            needs_tools = cut_tools < 0 or cut_plain < 0 or with_tools[cut_tools:] != without[cut_plain:]
+            if len(self._suffix_needs_tools) >= 4096:
+                self._suffix_needs_tools.clear()
+            self._suffix_needs_tools[signature] = needs_tools
+            return (with_tools, info_tools) if needs_tools else (without, info_plain)
+        return self._render_after_base(new, tools if needs_tools else None, key)
+
+    def suffix_ids(
+        self,
+        new_messages: Sequence[Mapping[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        *,
+        tools_key: str | None = None,
+    ) -> list[int] | None:
         """Ids that follow a finished assistant turn for ``new_messages`` plus the generation prompt.
 
         The template renders the cached base conversation followed by ``new_messages``; the
         ids after the base assistant's end-of-turn token are returned. Only the text after
         that special token is tokenized when the tokenizer splits there (checked once).
 
+        Args:
+            new_messages: The messages after the assistant turn.
+            tools: OpenAI function schemas, or None.
+            tools_key: ``tools`` as canonical JSON, when the caller already has it.
+
         Returns:
             The ids, or None when the rendered base part does not look like the cached base
             conversation (the caller then renders the whole conversation).
         """
-        key = _tools_key(tools) if self.supports_tools else None
-        info = self._base_info(tools, key)
-        msgs = [dict(m) for m in _BASE] + (_normalize(new_messages) if new_messages else [])
-        kwargs = dict(self.chat_template_kwargs)
+        new = _normalize(new_messages) if new_messages else []
         if tools and self.supports_tools:
-            kwargs["tools"] = tools
-        text = self.tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True, **kwargs)
+            text, info = self._suffix_render(new, tools, tools_key or _tools_key(tools))
+        else:
+            text, info = self._suffix_render(new, None, None)
         if self._split_at_eot is None:
             self._split_at_eot = self._check_text_split(text, info)
         if self._split_at_eot:
@@ -376,7 +421,7 @@ class ChatTokenBuilder:
             state = self._sessions.get(session_id)
         if state is not None:
             new = self._continuation(state, msgs, key)
-            suffix = self.suffix_ids(new, tools) if new is not None else None
+            suffix = self.suffix_ids(new, tools, tools_key=key) if new is not None else None
             if suffix is not None:
                 head = state.prompt_ids + state.sampled_ids
                 if not state.sampled_ids or state.sampled_ids[-1] != self.eot_token_id:

@@ -237,3 +237,36 @@ def test_bad_arguments(qwen_tokenizer):
 
     with pytest.raises(ValueError, match="chat template"):
         ChatTokenBuilder(NoTemplate())
+
+
+# Tools rendered just before the last user message (as some Mistral templates do): the text after
+# an earlier assistant turn then depends on the tools, and suffixes must keep them.
+_TOOLS_BEFORE_LAST_USER = (
+    "{%- set last_user = namespace(i=-1) %}"
+    "{%- for m in messages %}{%- if m.role == 'user' %}{%- set last_user.i = loop.index0 %}{%- endif %}{%- endfor %}"
+    "{%- for m in messages %}"
+    "{%- if loop.index0 == last_user.i and tools %}[TOOLS]{{ tools | tojson }}[/TOOLS]{%- endif %}"
+    "<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}<|im_start|>assistant\n{%- endif %}"
+)
+
+
+@pytest.mark.parametrize("template", ["qwen", "tools_before_last_user"])
+def test_suffix_keeps_tools_exactly_where_the_template_puts_them(qwen_tokenizer, template):
+    import copy
+
+    tokenizer = qwen_tokenizer
+    if template != "qwen":
+        tokenizer = copy.deepcopy(qwen_tokenizer)
+        tokenizer.chat_template = _TOOLS_BEFORE_LAST_USER
+    builder = ChatTokenBuilder(tokenizer)
+    for new in NEW_MESSAGES:
+        for _ in range(2):  # the first call checks the template, the second uses the verdict
+            got = builder.suffix_ids(new, TOOLS)
+            base = [{"role": "user", "content": "Say hello."}, {"role": "assistant", "content": "Hello there, friend."}]
+            text = tokenizer.apply_chat_template(base + new, tools=TOOLS, tokenize=False, add_generation_prompt=True)
+            cut = text.find("<|im_end|>", text.find("Hello there, friend.")) + len("<|im_end|>")
+            assert got == tokenizer.encode(text[cut:], add_special_tokens=False)
+    if template != "qwen":
+        assert "[TOOLS]" in tokenizer.decode(builder.suffix_ids([{"role": "user", "content": "again"}], TOOLS))
