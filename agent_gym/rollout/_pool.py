@@ -84,33 +84,44 @@ class _Worker:
 
 
 class ThreadPool:
-    """Up to ``size`` daemon worker threads fed from one queue.
+    """Up to ``size`` daemon worker threads fed from one queue, woken only when needed.
 
-    Workers start lazily, when a call is queued and none is idle, so a batch whose
-    env steps are quick uses a few threads, not ``size``.
+    Quick calls (an env step that parses a message and scores it) are best run one after
+    another on as few threads as possible: Python runs one thread at a time, and every
+    extra thread taking turns with the event loop adds GIL hand-offs and wake-ups that
+    delay all episodes. Calls that block (a tool waiting on I/O or sleeping) must instead
+    run side by side. So:
 
-    Wake-ups are throttled so a burst of quick calls does not wake every idle thread
-    at once (they would only fight over the GIL): idle workers sleep on their own lock
-    in a LIFO stack, and at most one woken worker is on its way at a time. A worker
-    takes the next queued call itself when it finishes one, and when it takes a call
-    while more are queued it wakes (or starts) the next worker, so calls that block
-    (a tool that sleeps) still fan out over many threads, one wake-up after another.
+    * a call queued while no worker is awake wakes (or starts) one;
+    * otherwise the awake workers take it in turn, and a check on the event loop, every
+      ``stall_after`` seconds while calls are queued, wakes a worker for each queued call
+      whenever no call finished since the previous check (every awake worker is blocked).
+
+    A blocking call therefore holds up the calls queued behind it by at most about
+    ``stall_after``, while a burst of quick calls stays on one or two threads.
 
     Args:
         size: Most workers (at least 1).
         name: Prefix of the thread names.
+        stall_after: Seconds without a finished call, calls being queued, before more
+            workers are woken.
     """
 
-    def __init__(self, size: int, name: str = "agent-gym-worker") -> None:
+    def __init__(self, size: int, name: str = "agent-gym-worker", *, stall_after: float = 0.002) -> None:
         if size < 1:
             raise ValueError(f"ThreadPool.size: expected an int >= 1, got {size}")
+        if not stall_after > 0:
+            raise ValueError(f"ThreadPool.stall_after: expected seconds > 0, got {stall_after!r}")
         self.name = name
+        self.size = size
+        self.stall_after = float(stall_after)
         self._jobs: collections.deque[_Job] = collections.deque()
         self._lock = threading.Lock()
         self._workers = 0
         self._idle: list[_Worker] = []  # LIFO: the most recently busy thread is woken first
         self._waking = 0  # woken (or started) workers that have not yet looked at the queue
-        self.size = size
+        self._finished = 0  # calls finished so far (progress seen by the stall check)
+        self._check: asyncio.TimerHandle | None = None
         self._closed = False
         self._spawn_requests: queue.SimpleQueue[bool] = queue.SimpleQueue()
         self._spawner: threading.Thread | None = None
@@ -120,29 +131,30 @@ class ThreadPool:
         """Number of live workers (abandoned calls not yet returned excluded)."""
         return self._workers
 
-    def _grow(self) -> bool:
-        """Wake or start one more worker if calls wait and none is on its way (holds ``_lock``).
+    def _wake(self, count: int) -> int:
+        """Wake idle workers, then count new ones, for up to ``count`` calls (holds ``_lock``).
 
-        Returns True when a worker must be started (call ``_start`` after releasing the lock).
+        Returns the number of workers to start (call ``_start`` after releasing the lock).
         """
-        if self._waking or not self._jobs:
-            return False
-        if self._idle:
+        start = 0
+        while count > 0 and self._idle:
             self._waking += 1
             self._idle.pop().wake.release()
-            return False
-        if self._workers < self.size and not self._closed:  # after shutdown, live workers drain the queue
+            count -= 1
+        while count > 0 and self._workers < self.size and not self._closed:
             self._waking += 1
             self._workers += 1
-            if self._spawner is None:
-                self._spawner = threading.Thread(target=self._spawn_loop, name=f"{self.name}-spawner", daemon=True)
-                self._spawner.start()
-            return True
-        return False
+            start += 1
+            count -= 1
+        if start and self._spawner is None:
+            self._spawner = threading.Thread(target=self._spawn_loop, name=f"{self.name}-spawner", daemon=True)
+            self._spawner.start()
+        return start
 
-    def _start(self) -> None:
-        """Ask the spawner thread for the worker ``_grow`` counted."""
-        self._spawn_requests.put(True)
+    def _start(self, count: int) -> None:
+        """Ask the spawner thread for the workers ``_wake`` counted."""
+        for _ in range(count):
+            self._spawn_requests.put(True)
 
     def _spawn_loop(self) -> None:
         while self._spawn_requests.get():
@@ -158,14 +170,12 @@ class ThreadPool:
         while True:
             if jobs:
                 job = jobs.popleft()
-                start = self._grow() if jobs else False
                 lock.release()
-                if start:
-                    self._start()
                 job.run()
                 if job.retire:
                     return
                 lock.acquire()
+                self._finished += 1
                 continue
             if self._closed:
                 self._workers -= 1
@@ -177,16 +187,36 @@ class ThreadPool:
             lock.acquire()
             self._waking -= 1
 
+    def _schedule_check(self, loop: asyncio.AbstractEventLoop, finished: int) -> None:
+        if self._check is None and not self._closed:
+            self._check = loop.call_later(self.stall_after, self._stall_check, loop, finished)
+
+    def _stall_check(self, loop: asyncio.AbstractEventLoop, finished_before: int) -> None:
+        """Wake a worker per queued call if no call finished since the last check (loop thread)."""
+        self._check = None
+        with self._lock:
+            if not self._jobs or self._closed:
+                return
+            start = 0
+            if self._finished == finished_before:
+                start = self._wake(len(self._jobs) - self._waking)
+            finished = self._finished
+        self._start(start)
+        self._schedule_check(loop, finished)
+
     def submit(self, fn: Callable[..., Any], *args: Any) -> _Job:
         """Queue ``fn(*args)``; await ``job.future`` (must be called on the loop's thread)."""
         if self._closed:
             raise RuntimeError("ThreadPool.submit: the pool is shut down")
-        job = _Job(asyncio.get_running_loop(), fn, args)
+        loop = asyncio.get_running_loop()
+        job = _Job(loop, fn, args)
         with self._lock:
             self._jobs.append(job)
-            start = self._grow()
-        if start:
-            self._start()
+            awake = self._workers - len(self._idle)
+            start = self._wake(1) if awake == 0 else 0
+            finished = self._finished
+        self._start(start)
+        self._schedule_check(loop, finished)
         return job
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -222,6 +252,9 @@ class ThreadPool:
         """Stop idle workers; calls still running finish on their daemon threads."""
         if self._closed:
             return
+        if self._check is not None:
+            self._check.cancel()
+            self._check = None
         with self._lock:
             self._closed = True
             while self._idle:  # each runs what is still queued, then exits

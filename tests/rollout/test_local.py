@@ -316,16 +316,18 @@ def test_episode_ids_are_deterministic_and_unique():
     assert len(set(ids)) == len(ids)
 
 
-def test_pool_wakes_workers_one_at_a_time_but_blocking_calls_still_fan_out():
-    """A burst wakes one worker, which wakes (or starts) the next while calls are queued: calls
-    that block until all of them run at once must still get a thread each; idle ones are reused."""
+def test_pool_keeps_quick_calls_on_few_threads_but_blocking_calls_fan_out():
+    """A burst of quick calls is drained by one or two workers; calls that block until all of
+    them run at once still get a thread each (the stall check wakes more); idle ones are reused."""
     import threading
 
     from agent_gym.rollout._pool import ThreadPool
 
     async def main() -> None:
         pool = ThreadPool(8)
-        for _ in range(2):  # cold (workers started one after another), then warm (idle ones woken)
+        assert sorted(await asyncio.gather(*(pool.run(lambda i=i: i) for i in range(300)))) == list(range(300))
+        assert pool.workers <= 3, pool.workers
+        for _ in range(2):  # cold (workers started), then warm (idle ones woken)
             barrier = threading.Barrier(8, timeout=5)
             assert await asyncio.gather(*(pool.run(barrier.wait) for _ in range(8))) is not None
             assert pool.workers == 8
