@@ -2,8 +2,8 @@
 
 (a) ``VLLMPolicy.aact`` against a reference server process in its fake fixed-token mode
     (no model runs, so the figure is pure client + HTTP + server overhead): median
-    microseconds per request at concurrency 1 and 64, next to a raw ``httpx`` POST of the
-    same body (the server-and-transport floor).
+    microseconds per request at concurrency 1 and 64, next to a raw POST of the same body
+    through the policy's own connection pool (``HttpTransport``: the server-and-transport floor).
 (b) Building turn k's prompt ids, k = 1..50, in one tool-use conversation: the incremental
     ``ChatTokenBuilder`` (cost grows with the new messages only) against a naive full
     re-render of the conversation (cost grows with its length). Reports turn-50 / turn-1.
@@ -106,24 +106,29 @@ async def _policy_latencies(
 
 
 async def _raw_latencies(address: str, body: dict[str, Any], concurrency: int, requests: int) -> list[float]:
+    from agent_gym.policy.http_transport import HttpTransport
+
     latencies: list[float] = []
-    limits = httpx.Limits(max_connections=concurrency + 8)
-    async with httpx.AsyncClient(limits=limits, timeout=60, trust_env=False) as client:
-        await client.post(f"http://{address}/v1/completions", json=body)
+    transport = HttpTransport(max_connections=concurrency + 8, timeout=60, connect_timeout=10)
+    url = f"http://{address}/v1/completions"
+    try:
+        await transport.post_json(url, body)
 
         async def worker() -> None:
             for _ in range(max(1, requests // concurrency)):
                 start = time.perf_counter()
-                resp = await client.post(f"http://{address}/v1/completions", json=body)
-                resp.raise_for_status()
+                resp = await transport.post_json(url, body)
+                assert resp.status == 200, resp.text[:200]
                 latencies.append((time.perf_counter() - start) * 1e6)
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
+    finally:
+        await transport.aclose()
     return latencies
 
 
 def bench_requests(model_dir: str, tokenizer: Any, requests: int, fake_tokens: int = 8) -> dict[str, Any]:
-    """Part (a): median µs per request through VLLMPolicy and raw httpx, at concurrency 1 and 64."""
+    """Part (a): median µs per request through VLLMPolicy and a raw POST, at concurrency 1 and 64."""
     proc, address = start_fake_server(model_dir, fake_tokens)
     results: dict[str, Any] = {"fake_tokens": fake_tokens, "requests": requests}
     try:

@@ -10,8 +10,9 @@ Run:  python benchmarks/rollout_throughput.py [--quick] [--repeats R]
       rollout loop itself costs;
     * ``http``: ``VLLMPolicy`` against the reference server in fake mode (``--fake-tokens 8
       --fake-latency-ms 50``, its own process): the whole stack, including token bookkeeping
-      and HTTP. The CPU seconds used by the client and by the server process are reported,
-      since both share this machine's cores.
+      and HTTP. The CPU used by the client and by the server process is reported (per wall
+      second and per turn), since both share this machine's cores: one Python process runs
+      at most about one core of Python at a time, so 1 / (client CPU per turn) bounds turns/s.
 (b) 64 episodes x 5 steps, each step calling a tool that blocks for 10 ms, with the 50 ms policy:
     wall time versus the ideal concurrent time 5 x (50 + 10) ms.
 (c) 2,000 episodes in one process (10 consecutive batches of 200 through ``VLLMPolicy`` and a
@@ -143,9 +144,11 @@ def bench_a(policy: Any, env: Any, label: str, sizes: tuple[int, ...], turns: in
                "episodes_per_s": round(rate, 2), "ideal_50ms": round(ideal_fixed, 2),
                "ratio_50ms": round(rate / ideal_fixed, 3), "ratio_measured_latency": round(rate / ideal_measured, 3),
                "runs_episodes_per_s": [round(episodes / w, 1) for w in walls],
-               "client_cpu_per_wall": _median_ratio(client_cpu, walls)}
+               "client_cpu_per_wall": _median_ratio(client_cpu, walls),
+               "client_cpu_ms_per_turn": round(statistics.median(client_cpu) / (episodes * turns) * 1000, 3)}
         if server is not None:
             row["server_cpu_per_wall"] = _median_ratio(server_cpu, walls)
+            row["server_cpu_ms_per_turn"] = round(statistics.median(server_cpu) / (episodes * turns) * 1000, 3)
         rows.append(row)
         print(json.dumps(row), flush=True)
     return rows

@@ -95,7 +95,9 @@ class ThreadPool:
     * a call queued while no worker is awake wakes (or starts) one;
     * otherwise the awake workers take it in turn, and a check on the event loop, every
       ``stall_after`` seconds while calls are queued, wakes a worker for each queued call
-      whenever no call finished since the previous check (every awake worker is blocked).
+      whenever no call finished since the previous check (every awake worker is blocked;
+      intervals during which workers were starting or the loop itself was busy don't count,
+      unless nothing finished for ten such intervals).
 
     A blocking call therefore holds up the calls queued behind it by at most about
     ``stall_after``, while a burst of quick calls stays on one or two threads.
@@ -122,6 +124,7 @@ class ThreadPool:
         self._waking = 0  # woken (or started) workers that have not yet looked at the queue
         self._finished = 0  # calls finished so far (progress seen by the stall check)
         self._check: asyncio.TimerHandle | None = None
+        self._progress_at = 0.0  # loop time of the last check that saw progress (or woke workers)
         self._closed = False
         self._spawn_requests: queue.SimpleQueue[bool] = queue.SimpleQueue()
         self._spawner: threading.Thread | None = None
@@ -187,19 +190,32 @@ class ThreadPool:
             lock.acquire()
             self._waking -= 1
 
-    def _schedule_check(self, loop: asyncio.AbstractEventLoop, finished: int) -> None:
+    def _schedule_check(self, loop: asyncio.AbstractEventLoop, finished: int, *, fresh: bool = False) -> None:
+        """Schedule the next stall check (``fresh``: the first one since the queue was empty)."""
         if self._check is None and not self._closed:
-            self._check = loop.call_later(self.stall_after, self._stall_check, loop, finished)
+            now = loop.time()
+            if fresh:
+                self._progress_at = now
+            due = now + self.stall_after
+            self._check = loop.call_at(due, self._stall_check, loop, finished, due)
 
-    def _stall_check(self, loop: asyncio.AbstractEventLoop, finished_before: int) -> None:
-        """Wake a worker per queued call if no call finished since the last check (loop thread)."""
+    def _stall_check(self, loop: asyncio.AbstractEventLoop, finished_before: int, due: float) -> None:
+        """Wake a worker per queued call if the awake ones finished nothing since the last check.
+
+        Runs on the loop thread. An interval proves nothing when workers were still starting,
+        or when this check itself ran late: the loop was busy, holding the GIL the workers need.
+        """
         self._check = None
+        now = loop.time()
         with self._lock:
             if not self._jobs or self._closed:
                 return
             start = 0
-            if self._finished == finished_before:
-                start = self._wake(len(self._jobs) - self._waking)
+            if self._finished != finished_before or self._waking:
+                self._progress_at = now
+            elif now - due < self.stall_after or now - self._progress_at > 10 * self.stall_after:
+                start = self._wake(len(self._jobs))  # on time, or stalled for long whatever the loop did
+                self._progress_at = now
             finished = self._finished
         self._start(start)
         self._schedule_check(loop, finished)
@@ -216,7 +232,7 @@ class ThreadPool:
             start = self._wake(1) if awake == 0 else 0
             finished = self._finished
         self._start(start)
-        self._schedule_check(loop, finished)
+        self._schedule_check(loop, finished, fresh=True)
         return job
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:

@@ -340,3 +340,31 @@ def test_pool_keeps_quick_calls_on_few_threads_but_blocking_calls_fan_out():
         assert pool.workers == 0
 
     asyncio.run(main())
+
+
+def test_pool_fans_out_past_a_blocked_worker_even_while_the_loop_is_busy():
+    """The stall check skips intervals in which the loop was busy, but not forever: a call queued
+    behind a blocked worker gets its own thread while the loop keeps hogging the GIL."""
+    import threading
+
+    from agent_gym.rollout._pool import ThreadPool
+
+    async def main() -> None:
+        pool = ThreadPool(4)
+        release = threading.Event()
+        blocked = pool.submit(release.wait, 10)
+        await asyncio.sleep(0.05)  # the only worker is now inside the blocking call
+        quick = pool.submit(lambda: "done")
+        started = time.perf_counter()
+        while not quick.future.done() and time.perf_counter() - started < 5:
+            busy_until = time.perf_counter() + 0.005
+            while time.perf_counter() < busy_until:  # every check runs late
+                pass
+            await asyncio.sleep(0)
+        assert quick.future.done() and quick.future.result() == "done"
+        assert time.perf_counter() - started < 1.0
+        release.set()
+        assert await blocked.future is True
+        pool.shutdown()
+
+    asyncio.run(main())
