@@ -136,6 +136,16 @@ class AsyncPolicyBase(abc.ABC):
             thread.join(timeout=10)
         loop.close()
 
+    async def aclose(self) -> None:
+        """Release what the policy bound to the running event loop (e.g. HTTP connections)."""
+        await self._aclose_resources()
+
+    async def __aenter__(self: T) -> T:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
     def __enter__(self: T) -> T:
         return self
 

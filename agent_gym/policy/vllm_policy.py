@@ -64,6 +64,10 @@ class VLLMPolicy(AsyncPolicyBase):
         chat_template_kwargs: Extra chat template variables (e.g. ``{"enable_thinking": False}``).
         api_key: Sent as a bearer token when given.
 
+    The HTTP connections of each event loop are pooled. ``act``, ``collect`` and the context
+    manager close them; in your own event loop use ``async with VLLMPolicy(...) as policy:``
+    or ``await policy.aclose()`` before the loop ends.
+
     Example:
         >>> policy = VLLMPolicy(["127.0.0.1:8000"], tokenizer, SamplingParams(temperature=1.0))  # doctest: +SKIP
         >>> out = policy.act(obs, session_id=info["episode_id"], tools=info["policy_tools"])  # doctest: +SKIP

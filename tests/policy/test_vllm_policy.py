@@ -212,3 +212,15 @@ def test_transformers_and_vllm_policies_produce_the_same_kind_of_output(
     for k, (_, out) in enumerate(records[0]):
         assert not asm.add_turn(k, out.prompt_token_ids, out.token_ids, out.logprobs)
     assert _rescore(tiny_model_dir, asm.segments()[0]) < 1e-3
+
+
+def test_async_context_manager_closes_the_loops_connections(reference_server, qwen_tokenizer):
+    import asyncio
+
+    async def main():
+        async with VLLMPolicy([reference_server], qwen_tokenizer, SamplingParams(max_tokens=3)) as policy:
+            out = await policy.aact([{"role": "user", "content": "hi"}], session_id="ctx")
+            transport = policy._resources[asyncio.get_running_loop()].transport
+        assert out.token_ids and transport.closed and not policy._resources
+
+    asyncio.run(main())
