@@ -30,7 +30,7 @@ from typing import Any
 import httpx
 
 from agent_gym.models import build_tiny_model, load_qwen_tokenizer
-from agent_gym.policy import ChatTokenBuilder, SamplingParams, VLLMPolicy
+from agent_gym.policy import ChatTokenBuilder, SamplingParams, VLLMPolicy, as_id_list
 
 TOOLS = [
     {
@@ -191,7 +191,11 @@ def bench_prompt_building(tokenizer: Any, turns: int, repeats: int) -> dict[str,
         for k in range(turns):
             msgs = messages
             t_inc, plan = _best_of(lambda m=msgs: builder.prepare("bench", m, TOOLS), repeats)
-            t_naive, full = _best_of(lambda m=msgs: builder.render_ids(m, TOOLS), repeats)
+            t_naive, rendered = _best_of(
+                lambda m=msgs: tokenizer.apply_chat_template(m, tools=TOOLS, tokenize=True, add_generation_prompt=True),
+                repeats,
+            )
+            full = as_id_list(rendered)
             if full != plan.prompt_ids:
                 raise RuntimeError(f"turn {k + 1}: incremental and full prompts differ")
             incremental.append(t_inc)
