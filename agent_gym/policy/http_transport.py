@@ -109,6 +109,7 @@ class HttpTransport:
         headers: Mapping[str, str] | None = None,
     ) -> None:
         self.timeout = timeout
+        self.connect_timeout = connect_timeout
         connector = aiohttp.TCPConnector(
             limit=max_connections, limit_per_host=0, ssl=shared_ssl_context(), keepalive_timeout=30.0
         )
@@ -145,7 +146,7 @@ class HttpTransport:
 
     async def _request(self, method: str, url: str, *, timeout: float | None = None, **kwargs: Any) -> HttpReply:
         if timeout is not None:
-            kwargs["timeout"] = aiohttp.ClientTimeout(total=timeout, sock_connect=min(timeout, self.timeout))
+            kwargs["timeout"] = aiohttp.ClientTimeout(total=timeout, sock_connect=min(timeout, self.connect_timeout))
         try:
             async with self._session.request(method, url, **kwargs) as resp:
                 payload = await resp.read()
