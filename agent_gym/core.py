@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import gymnasium as gym
+import orjson
 
 from agent_gym.parsing import HermesToolCallParser, ParsedResponse, ToolCallParser
 from agent_gym.spaces import ConversationSpace, TextSpace
@@ -232,7 +233,7 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
             if tool.name in self.tools:
                 raise ValueError(f"tools: expected unique tool names, got {tool.name!r} twice")
             self.tools[tool.name] = tool
-        self._schemas_json = json.dumps([t.schema for t in self.tools.values()])
+        self._schemas_json = orjson.dumps([t.schema for t in self.tools.values()])
         base_prompt = self.default_system_prompt if system_prompt is None else system_prompt
         if tools_in_prompt and self.tools:
             base_prompt = f"{base_prompt}\n\n{describe_tools(self.tool_schemas)}"
@@ -318,7 +319,7 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
     @property
     def tool_schemas(self) -> list[dict[str, Any]]:
         """Fresh copies of the OpenAI function schemas of the env's tools."""
-        return json.loads(self._schemas_json)
+        return orjson.loads(self._schemas_json)
 
     @property
     def task(self) -> dict[str, Any] | None:

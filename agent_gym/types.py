@@ -142,7 +142,11 @@ class PolicyOutput:
         return cls(**data)
 
 
+_FLOAT32_MAX = float(torch.finfo(torch.float32).max)
+
+
 def _as_tensor(name: str, value: Any, dtype: torch.dtype | None = None) -> torch.Tensor:
+    checked = False
     if isinstance(value, torch.Tensor):
         tensor = value
     elif isinstance(value, (list, tuple)):
@@ -150,9 +154,12 @@ def _as_tensor(name: str, value: Any, dtype: torch.dtype | None = None) -> torch
             tensor = torch.tensor(list(value), dtype=dtype) if len(value) else torch.zeros(0, dtype=dtype or torch.long)
         except (TypeError, ValueError) as exc:
             raise TrajectoryError(f"{name}: expected a sequence of numbers, got {value!r:.80}") from exc
+        if tensor.is_floating_point() and all(type(v) is float for v in value):
+            # Cheaper than two tensor ops; anything doubtful (NaN, Inf, near float32's limit) goes to torch.
+            checked = all(-_FLOAT32_MAX <= v <= _FLOAT32_MAX for v in value)
     else:
         raise TrajectoryError(f"{name}: expected torch.Tensor, got {type(value).__name__}")
-    if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+    if not checked and tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
         raise TrajectoryError(f"{name}: expected finite values, got NaN or Inf")
     return tensor
 
