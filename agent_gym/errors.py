@@ -1,19 +1,23 @@
 """Exception hierarchy of agent_gym.
 
-Programmer errors (bad arguments) raise the built-in ``ValueError``/``TypeError``;
-the classes here signal failures of components around an episode: a policy server
-that cannot be reached, a missing optional dependency, an invalid configuration.
-Model output is never a reason to raise: it becomes an error observation.
+Programmer errors (bad arguments) raise :class:`ConfigError` (a ``ValueError``) or the
+built-in ``TypeError``, through the checks in :mod:`agent_gym.checks`; the other classes
+signal failures of components around an episode: a policy server that cannot be reached,
+a summary call that timed out, a missing optional dependency. Model output is never a
+reason to raise: a tool call whose arguments fail validation raises
+:class:`ArgumentError` inside the tool layer, which turns it into an error observation.
 """
 
 from __future__ import annotations
 
 __all__ = [
     "AgentGymError",
+    "ArgumentError",
     "ConfigError",
     "MissingExtraError",
     "PolicyError",
     "ServerError",
+    "SummaryTimeoutError",
     "TrajectoryError",
 ]
 
@@ -42,6 +46,18 @@ class ServerError(PolicyError):
         super().__init__(message)
         self.server = server
         self.status = status
+
+
+class ArgumentError(AgentGymError, ValueError):
+    """A tool call's arguments failed validation against the tool's signature.
+
+    Raised inside the tool layer and turned into an error observation there: model
+    output never makes an env raise.
+    """
+
+
+class SummaryTimeoutError(AgentGymError, TimeoutError):
+    """A memory summary call did not return within the memory's ``summary_timeout``."""
 
 
 class TrajectoryError(AgentGymError, ValueError):
