@@ -10,12 +10,13 @@ the model; the env turns it into an error observation.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import math
 import re
 from functools import lru_cache
 from typing import Any, Literal, Optional
+
+from agent_gym.envs.generation import DeterministicRandom
 
 __all__ = [
     "BUILTIN_TOOLS",
@@ -35,39 +36,6 @@ __all__ = [
 _MAX_EXPRESSION_CHARS = 1000
 _MAX_MAGNITUDE = 1e300
 _MAX_INT_DIGITS = 300
-
-
-class DeterministicRandom:
-    """A tiny random generator that gives the same numbers on every platform and version.
-
-    Built on SHA-256 of ``"seed:counter"``; used to generate the inventory table
-    and the built-in tasks so they never change between releases of Python or NumPy.
-
-    Args:
-        seed: Any string or int.
-    """
-
-    def __init__(self, seed: int | str) -> None:
-        self._seed = str(seed)
-        self._counter = 0
-
-    def _next(self) -> int:
-        self._counter += 1
-        digest = hashlib.sha256(f"{self._seed}:{self._counter}".encode()).digest()
-        return int.from_bytes(digest[:8], "big")
-
-    def randint(self, low: int, high: int) -> int:
-        """An int in ``[low, high]`` (both inclusive)."""
-        return low + self._next() % (high - low + 1)
-
-    def choice(self, items: Any) -> Any:
-        """One element of a non-empty sequence."""
-        return items[self.randint(0, len(items) - 1)]
-
-    def decimal(self, low: float, high: float, places: int = 2) -> float:
-        """A number in ``[low, high]`` with ``places`` decimals."""
-        scale = 10**places
-        return self.randint(round(low * scale), round(high * scale)) / scale
 
 
 def format_number(value: float | int) -> str:

@@ -2,92 +2,17 @@
 
 from __future__ import annotations
 
-import datetime as dt
-import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from agent_gym.core import AgentEnv, normalize_text
+from agent_gym.core import AgentEnv
+from agent_gym.envs.grading import answer_matches
+from agent_gym.envs.grading import infer_answer_type as _infer_type
 from agent_gym.envs.tool_use.builtin_tools import BUILTIN_TOOLS
 from agent_gym.envs.tool_use.tasks import _builtin
 from agent_gym.tools import Tool
 
 __all__ = ["ToolUseEnv", "answer_matches"]
-
-_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
-_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-_DATE_FORMATS = ("%Y-%m-%d", "%B %d, %Y", "%B %d %Y", "%d %B %Y", "%b %d, %Y", "%b %d %Y", "%d %b %Y")
-_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-
-
-def _last_number(text: str) -> float | None:
-    cleaned = re.sub(r"(?<=\d),(?=\d{3}\b)", "", text)
-    matches = _NUMBER.findall(cleaned)
-    if not matches:
-        return None
-    try:
-        value = float(matches[-1])
-    except ValueError:  # pragma: no cover - the pattern only matches numbers
-        return None
-    return value if math.isfinite(value) else None
-
-
-def _parse_date(text: str) -> dt.date | None:
-    text = text.strip().rstrip(".")
-    match = _ISO_DATE.search(text)
-    candidates = [match.group(0)] if match else []
-    candidates.append(text)
-    for candidate in candidates:
-        for fmt in _DATE_FORMATS:
-            try:
-                return dt.datetime.strptime(candidate, fmt).date()
-            except ValueError:
-                continue
-    return None
-
-
-def _infer_type(ground_truth: Any) -> str:
-    if isinstance(ground_truth, bool):
-        return "string"
-    if isinstance(ground_truth, (int, float)):
-        return "number"
-    text = str(ground_truth).strip()
-    if re.fullmatch(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?", text):
-        return "number"
-    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
-        return "date"
-    return "string"
-
-
-def answer_matches(answer: str, ground_truth: Any, answer_type: str | None = None, tolerance: float = 1e-6) -> bool:
-    """Decide whether an answer is correct.
-
-    Args:
-        answer: The text inside ``<answer>``.
-        ground_truth: The expected answer.
-        answer_type: ``number`` (the last number in the answer, thousands separators
-            allowed, within ``tolerance`` absolute or 1e-6 relative), ``date`` (ISO or
-            "March 5, 2024" style), ``weekday`` (the only weekday named), ``string``
-            (normalised equality); inferred from ``ground_truth`` when None.
-        tolerance: Absolute tolerance for numbers.
-
-    Returns:
-        True if the answer is correct. Never raises on model text.
-    """
-    kind = answer_type or _infer_type(ground_truth)
-    if kind == "number":
-        expected = float(ground_truth)
-        got = _last_number(answer)
-        return got is not None and (abs(got - expected) <= tolerance or abs(got - expected) <= 1e-6 * abs(expected))
-    if kind == "date":
-        got_date = _parse_date(answer)
-        return got_date is not None and got_date == _parse_date(str(ground_truth))
-    if kind == "weekday":
-        named = {w for w in _WEEKDAYS if re.search(rf"\b{w}\b", answer.casefold())}
-        return named == {str(ground_truth).strip().casefold()}
-    return normalize_text(answer) == normalize_text(str(ground_truth))
-
 
 class ToolUseEnv(AgentEnv):
     """Answer questions that need a calculator, unit conversion, date arithmetic or a table lookup.

@@ -12,7 +12,7 @@ Each task has ``id``, ``question``, ``ground_truth`` (a string), ``answer_type``
 (``number``, ``date``, ``weekday`` or ``string``), ``tolerance`` for numbers,
 ``family`` and ``solution``: the reference tool calls, one list per assistant
 turn, computed by running the real tools so the oracle's results always match.
-Generation uses :class:`~agent_gym.envs.tool_use.builtin_tools.DeterministicRandom`,
+Generation uses :class:`~agent_gym.envs.generation.DeterministicRandom`,
 so the tasks are identical on every platform and release.
 """
 
@@ -24,8 +24,9 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
+from agent_gym.envs.generation import DeterministicRandom
+from agent_gym.envs.grading import round_answer
 from agent_gym.envs.tool_use.builtin_tools import (
-    DeterministicRandom,
     calculator,
     convert_units,
     date_add,
@@ -39,12 +40,6 @@ __all__ = ["TASK_FAMILIES", "builtin_tasks", "generate_tasks", "round_answer"]
 
 TASK_FAMILIES = ("arithmetic", "units", "dates", "lookup")
 """Names of the built-in task families, in generation order."""
-
-
-def round_answer(value: float) -> str:
-    """Format a numeric ground truth: rounded to 2 decimals, no trailing zeros."""
-    text = f"{round(value + 0.0, 2):.2f}".rstrip("0").rstrip(".")
-    return "0" if text in ("-0", "") else text
 
 
 def _call(name: str, **arguments: Any) -> dict[str, Any]:
