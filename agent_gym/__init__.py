@@ -1,28 +1,18 @@
 """agent_gym: Gymnasium environments for multi-turn LLM agents with token-exact trajectories.
 
 Importing the package registers every built environment id with Gymnasium
-(``agent_gym/ToolUse-v0``). The public names below are the stable API.
+(``agent_gym/ToolUse-v0``). The public names below are the stable API; each is
+imported on first use (PEP 562), so ``import agent_gym`` followed by
+``gym.make("agent_gym/ToolUse-v0")`` loads neither torch, transformers, aiohttp
+nor pyarrow.
 """
 
 from __future__ import annotations
 
-from agent_gym.engine import BaseEngineWrapper, GymEngineWrapper
-from agent_gym.errors import AgentGymError, ConfigError, MissingExtraError, PolicyError, ServerError, TrajectoryError
-from agent_gym.memory import MemoryConfig, MemorySimple, MemorySummary
-from agent_gym.policy import Policy, SamplingParams, TransformersPolicy, VLLMPolicy
-from agent_gym.rollout import collect, collect_async
-from agent_gym.types import (
-    EpisodeStatus,
-    FinishReason,
-    Message,
-    PolicyOutput,
-    Segment,
-    Step,
-    StepTrajectory,
-    Trajectory,
-    compute_mc_return,
-)
-from agent_gym.wrappers import TrajectoryWrapper
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from agent_gym.envs import register_envs
 
 __version__ = "0.1.0"
 
@@ -57,6 +47,75 @@ __all__ = [
     "compute_mc_return",
 ]
 
-from agent_gym.envs import register_envs  # noqa: E402
+_LAZY: dict[str, str] = {
+    "BaseEngineWrapper": "agent_gym.engine",
+    "GymEngineWrapper": "agent_gym.engine",
+    "AgentGymError": "agent_gym.errors",
+    "ConfigError": "agent_gym.errors",
+    "MissingExtraError": "agent_gym.errors",
+    "PolicyError": "agent_gym.errors",
+    "ServerError": "agent_gym.errors",
+    "TrajectoryError": "agent_gym.errors",
+    "MemoryConfig": "agent_gym.memory",
+    "MemorySimple": "agent_gym.memory",
+    "MemorySummary": "agent_gym.memory",
+    "Policy": "agent_gym.policy",
+    "SamplingParams": "agent_gym.policy",
+    "TransformersPolicy": "agent_gym.policy",
+    "VLLMPolicy": "agent_gym.policy",
+    "collect": "agent_gym.rollout",
+    "collect_async": "agent_gym.rollout",
+    "EpisodeStatus": "agent_gym.types",
+    "FinishReason": "agent_gym.types",
+    "Message": "agent_gym.types",
+    "PolicyOutput": "agent_gym.types",
+    "Segment": "agent_gym.types",
+    "Step": "agent_gym.types",
+    "StepTrajectory": "agent_gym.types",
+    "Trajectory": "agent_gym.types",
+    "compute_mc_return": "agent_gym.types",
+    "TrajectoryWrapper": "agent_gym.wrappers",
+}
+"""Public name -> module that defines it, imported on first attribute access."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agent_gym' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:
+    from agent_gym.engine import BaseEngineWrapper, GymEngineWrapper
+    from agent_gym.errors import (
+        AgentGymError,
+        ConfigError,
+        MissingExtraError,
+        PolicyError,
+        ServerError,
+        TrajectoryError,
+    )
+    from agent_gym.memory import MemoryConfig, MemorySimple, MemorySummary
+    from agent_gym.policy import Policy, SamplingParams, TransformersPolicy, VLLMPolicy
+    from agent_gym.rollout import collect, collect_async
+    from agent_gym.types import (
+        EpisodeStatus,
+        FinishReason,
+        Message,
+        PolicyOutput,
+        Segment,
+        Step,
+        StepTrajectory,
+        Trajectory,
+        compute_mc_return,
+    )
+    from agent_gym.wrappers import TrajectoryWrapper
 
 register_envs()

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, TypedDict
-
-import torch
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from agent_gym.errors import TrajectoryError
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = [
     "METRIC_KEYS",
@@ -142,23 +145,78 @@ class PolicyOutput:
         return cls(**data)
 
 
-_FLOAT32_MAX = float(torch.finfo(torch.float32).max)
+_FLOAT32_MAX = 3.4028234663852886e38
+"""Largest finite float32 (``torch.finfo(torch.float32).max``)."""
 
 
-def _as_tensor(name: str, value: Any, dtype: torch.dtype | None = None) -> torch.Tensor:
+def _is_tensor(value: Any) -> bool:
+    """True if ``value`` is a torch tensor; never imports torch (no tensor exists without it)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
+def _as_ids(name: str, value: Any, *, allow_bool: bool = False) -> torch.Tensor:
+    """Return ``value`` as a 1-D ``torch.long`` tensor of integer ids.
+
+    Accepts a 1-D tensor of an integer dtype or a flat list/tuple of ints;
+    anything else (a float such as 1.5 or 1.0, a float dtype, a 2-D tensor, a
+    nested list) raises ``TrajectoryError``. ``allow_bool`` also accepts bools
+    (for masks).
+    """
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        tensor = value
+    elif isinstance(value, (list, tuple)):
+        if not value:
+            return torch.zeros(0, dtype=torch.long)
+        try:
+            tensor = torch.tensor(value if isinstance(value, list) else list(value))
+        except (TypeError, ValueError, RuntimeError, OverflowError) as exc:
+            raise TrajectoryError(f"{name}: expected a flat sequence of integer token ids, got {value!r:.80}") from exc
+    else:
+        raise TrajectoryError(f"{name}: expected torch.Tensor or list[int], got {type(value).__name__}")
+    if tensor.ndim != 1:
+        raise TrajectoryError(f"{name}: expected a 1-D sequence of token ids, got shape {tuple(tensor.shape)}")
+    dtype = tensor.dtype
+    if dtype == torch.long:
+        return tensor
+    if dtype.is_floating_point or dtype.is_complex or (dtype == torch.bool and not allow_bool):
+        if isinstance(value, (list, tuple)):
+            bad = next((v for v in value if isinstance(v, bool) or not _is_integer(v)), None)
+            raise TrajectoryError(f"{name}: expected integer token ids, got {bad!r}")
+        raise TrajectoryError(f"{name}: expected an integer dtype, got {dtype}")
+    return tensor.long()
+
+
+def _is_integer(value: Any) -> bool:
+    """True for ints and integer scalars (numpy, 0-d tensors): what ``operator.index`` accepts."""
+    try:
+        operator.index(value)
+    except TypeError:
+        return False
+    return True
+
+
+def _as_floats(name: str, value: Any) -> torch.Tensor:
+    """Return ``value`` as a 1-D tensor of finite numbers (``torch.float32`` when built from a list)."""
+    import torch
+
     checked = False
     if isinstance(value, torch.Tensor):
         tensor = value
     elif isinstance(value, (list, tuple)):
         try:
-            tensor = torch.tensor(list(value), dtype=dtype) if len(value) else torch.zeros(0, dtype=dtype or torch.long)
-        except (TypeError, ValueError) as exc:
+            tensor = torch.tensor(list(value), dtype=torch.float32) if len(value) else torch.zeros(0)
+        except (TypeError, ValueError, RuntimeError, OverflowError) as exc:
             raise TrajectoryError(f"{name}: expected a sequence of numbers, got {value!r:.80}") from exc
-        if tensor.is_floating_point() and all(type(v) is float for v in value):
+        if all(type(v) is float for v in value):
             # Cheaper than two tensor ops; anything doubtful (NaN, Inf, near float32's limit) goes to torch.
             checked = all(-_FLOAT32_MAX <= v <= _FLOAT32_MAX for v in value)
     else:
-        raise TrajectoryError(f"{name}: expected torch.Tensor, got {type(value).__name__}")
+        raise TrajectoryError(f"{name}: expected torch.Tensor or list[float], got {type(value).__name__}")
+    if tensor.ndim != 1:
+        raise TrajectoryError(f"{name}: expected a 1-D sequence, got shape {tuple(tensor.shape)}")
     if not checked and tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
         raise TrajectoryError(f"{name}: expected finite values, got NaN or Inf")
     return tensor
@@ -203,10 +261,10 @@ class Segment:
     last_step: int = 0
 
     def __post_init__(self) -> None:
-        self.prompt_tokens = _as_tensor("Segment.prompt_tokens", self.prompt_tokens, torch.long)
-        self.response_tokens = _as_tensor("Segment.response_tokens", self.response_tokens, torch.long)
-        self.response_masks = _as_tensor("Segment.response_masks", self.response_masks, torch.long)
-        self.response_logprobs = _as_tensor("Segment.response_logprobs", self.response_logprobs, torch.float32)
+        self.prompt_tokens = _as_ids("Segment.prompt_tokens", self.prompt_tokens)
+        self.response_tokens = _as_ids("Segment.response_tokens", self.response_tokens)
+        self.response_masks = _as_ids("Segment.response_masks", self.response_masks, allow_bool=True)
+        self.response_logprobs = _as_floats("Segment.response_logprobs", self.response_logprobs)
         lengths = {len(self.response_tokens), len(self.response_masks), len(self.response_logprobs)}
         if len(lengths) != 1:
             raise TrajectoryError(
@@ -232,9 +290,6 @@ class Segment:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Segment) and self.to_dict() == other.to_dict()
-
-
-_TENSOR_FIELDS = ("prompt_tokens", "response_tokens", "response_masks")
 
 
 @dataclass(eq=False)
@@ -272,12 +327,12 @@ class Trajectory:
     retokenized: bool = False
 
     def __post_init__(self) -> None:
-        for name in _TENSOR_FIELDS:
-            setattr(self, name, _as_tensor(f"{type(self).__name__}.{name}", getattr(self, name), torch.long))
+        cls_name = type(self).__name__
+        self.prompt_tokens = _as_ids(f"{cls_name}.prompt_tokens", self.prompt_tokens)
+        self.response_tokens = _as_ids(f"{cls_name}.response_tokens", self.response_tokens)
+        self.response_masks = _as_ids(f"{cls_name}.response_masks", self.response_masks, allow_bool=True)
         if self.response_logprobs is not None:
-            self.response_logprobs = _as_tensor(
-                f"{type(self).__name__}.response_logprobs", self.response_logprobs, torch.float32
-            )
+            self.response_logprobs = _as_floats(f"{cls_name}.response_logprobs", self.response_logprobs)
         if isinstance(self.idx, bool) or not isinstance(self.idx, int) or self.idx < 0:
             raise TrajectoryError(f"Trajectory.idx: expected an int >= 0, got {self.idx!r}")
         if isinstance(self.trajectory_reward, bool) or not isinstance(self.trajectory_reward, (int, float)):
@@ -323,7 +378,7 @@ class Trajectory:
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if isinstance(value, torch.Tensor):
+            if _is_tensor(value):
                 value = value.tolist()
             elif f.name == "steps":
                 value = [s.to_dict() for s in value]
@@ -344,8 +399,6 @@ class Trajectory:
         if unknown:
             raise TrajectoryError(f"{cls.__name__}.from_dict: unknown keys {unknown}")
         kwargs = dict(data)
-        if kwargs.get("response_logprobs") is not None:
-            kwargs["response_logprobs"] = torch.tensor(kwargs["response_logprobs"], dtype=torch.float32)
         if "steps" in kwargs:
             kwargs["steps"] = [Step.from_dict(s) for s in kwargs["steps"]]
         if "segments" in kwargs:
@@ -362,7 +415,7 @@ def _json_copy(value: Any) -> Any:
         return {k: _json_copy(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_json_copy(v) for v in value]
-    if isinstance(value, torch.Tensor):
+    if _is_tensor(value):
         return value.tolist()
     if isinstance(value, Enum):
         return value.value

@@ -39,8 +39,19 @@ def make_step_traj(**overrides):
         group_id="g",
         status="ENV_DONE",
         task={"id": "t1", "question": "q", "ground_truth": "42", "extra": [1, 2]},
-        steps=[Step(chat_completions=[{"role": "user", "content": "hi"}], thought="t", action="a", observation="q",
-                    model_response="yo", info={"tool_calls": [{"name": "x"}]}, reward=1.5, done=True, mc_return=1.5)],
+        steps=[
+            Step(
+                chat_completions=[{"role": "user", "content": "hi"}],
+                thought="t",
+                action="a",
+                observation="q",
+                model_response="yo",
+                info={"tool_calls": [{"name": "x"}]},
+                reward=1.5,
+                done=True,
+                mc_return=1.5,
+            )
+        ],
         segments=[Segment([1, 2], [3, 4, 5], [1, 0, 1], [-0.5, 0.0, -0.25], 0, 0)],
     )
     kwargs.update(overrides)
@@ -69,9 +80,11 @@ def test_seed_example_metrics_are_completed():
         ({"prompt_tokens": "1 2 3"}, "prompt_tokens: expected torch.Tensor"),
         (
             {"response_tokens": torch.tensor([1.0, float("nan"), 2.0]), "response_masks": torch.tensor([1, 1, 1])},
-            "NaN or Inf",
+            "expected an integer dtype",
         ),
-        ({"response_masks": torch.tensor([1.0, float("inf"), 1.0])}, "NaN or Inf"),
+        ({"response_masks": torch.tensor([1.0, float("inf"), 1.0])}, "expected an integer dtype"),
+        ({"response_logprobs": [0.0, float("nan"), 0.0]}, "NaN or Inf"),
+        ({"response_logprobs": torch.zeros(1, 3)}, "response_logprobs: expected a 1-D sequence"),
         ({"idx": -1}, "idx: expected an int >= 0"),
         ({"idx": 1.5}, "idx: expected an int >= 0"),
         ({"metrics": {"steps": 1, "bogus": 2}}, "unknown keys"),
@@ -158,4 +171,61 @@ def test_mc_return_rejects_bad_gamma(gamma):
 
 def test_status_values():
     assert {s.value for s in EpisodeStatus} == {
-        "ENV_DONE", "MAX_STEPS", "TRUNCATION", "PROMPT_TRUNCATION", "TIMEOUT", "ENV_ERROR", "POLICY_ERROR"}
+        "ENV_DONE",
+        "MAX_STEPS",
+        "TRUNCATION",
+        "PROMPT_TRUNCATION",
+        "TIMEOUT",
+        "ENV_ERROR",
+        "POLICY_ERROR",
+    }
+
+
+@pytest.mark.parametrize("field", ["prompt_tokens", "response_tokens", "response_masks"])
+@pytest.mark.parametrize(
+    "value, match",
+    [
+        ([1.5], "expected integer token ids, got 1.5"),
+        ([1.0], "expected integer token ids, got 1.0"),  # integer-valued floats are rejected too
+        ([1, 2.5], "expected integer token ids, got 2.5"),
+        (torch.tensor([1.0]), "expected an integer dtype, got torch.float32"),
+        (torch.tensor([1], dtype=torch.float64), "expected an integer dtype"),
+        (torch.tensor([[1]]), r"expected a 1-D sequence of token ids, got shape \(1, 1\)"),
+        ([[1], [2]], "expected a 1-D sequence of token ids"),
+        (torch.tensor(3), r"expected a 1-D sequence of token ids, got shape \(\)"),
+        (["a"], "expected a flat sequence of integer token ids"),
+        ([2**70], "expected a flat sequence of integer token ids"),
+        ("1 2", "expected torch.Tensor or list"),
+    ],
+)
+def test_token_fields_hold_1d_integer_ids(field, value, match):
+    # The other fields keep a valid shape and length, so the field's own check is the one that fails.
+    n = len(value) if isinstance(value, (list, torch.Tensor)) and getattr(value, "ndim", 1) == 1 else 1
+    kwargs = {"prompt_tokens": [1], "response_tokens": [1] * n, "response_masks": [1] * n, field: value}
+    with pytest.raises(TrajectoryError, match=f"Trajectory.{field}: {match}"):
+        Trajectory(**kwargs)
+    with pytest.raises(TrajectoryError, match=f"Segment.{field}: {match}"):
+        Segment(**kwargs, response_logprobs=[0.0] * n)
+
+
+def test_token_fields_accept_integer_sequences_and_dtypes():
+    np = pytest.importorskip("numpy")
+    t = Trajectory(
+        prompt_tokens=(1, 2),
+        response_tokens=torch.tensor([3, 4], dtype=torch.int32),
+        response_masks=[True, False],
+    )
+    assert t.prompt_tokens.dtype == torch.long and t.prompt_tokens.tolist() == [1, 2]
+    assert t.response_tokens.dtype == torch.long and t.response_tokens.tolist() == [3, 4]
+    assert t.response_masks.tolist() == [1, 0]
+    assert Trajectory(
+        prompt_tokens=list(np.arange(3)), response_tokens=[], response_masks=[]
+    ).prompt_tokens.tolist() == [
+        0,
+        1,
+        2,
+    ]
+    same = torch.tensor([5, 6])
+    assert Trajectory(prompt_tokens=same, response_tokens=[], response_masks=[]).prompt_tokens is same
+    with pytest.raises(TrajectoryError, match="response_tokens: expected integer token ids, got True"):
+        Trajectory(prompt_tokens=[1], response_tokens=[True], response_masks=[1])
