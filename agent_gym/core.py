@@ -24,11 +24,13 @@ import time
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from types import MappingProxyType
 from typing import Any
 
 import gymnasium as gym
 import orjson
 
+from agent_gym.checks import check_bool, check_int, check_timeout
 from agent_gym.parsing import HermesToolCallParser, ParsedResponse, ToolCallParser
 from agent_gym.spaces import ConversationSpace, TextSpace
 from agent_gym.tools import DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_TIME_LIMIT, Tool, as_tool, describe_tools
@@ -208,11 +210,11 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode: expected None or one of {self.metadata['render_modes']}, "
                              f"got {render_mode!r}")
-        for name, value in (("max_steps", max_steps), ("max_tool_calls_per_step", max_tool_calls_per_step)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name}: expected an int >= 1, got {value!r}")
-        if not isinstance(tools_in_prompt, bool):
-            raise TypeError(f"tools_in_prompt: expected bool, got {type(tools_in_prompt).__name__}")
+        check_int("max_steps", max_steps, low=1)
+        check_int("max_tool_calls_per_step", max_tool_calls_per_step, low=1)
+        check_bool("tools_in_prompt", tools_in_prompt)
+        check_timeout("tool_time_limit", tool_time_limit)
+        check_int("max_tool_output_chars", max_tool_output_chars, low=1)
         if system_prompt is not None and not isinstance(system_prompt, str):
             raise TypeError(f"system_prompt: expected str or None, got {type(system_prompt).__name__}")
         if parser is not None and not isinstance(parser, ToolCallParser):
@@ -226,18 +228,11 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
 
         self.tasks: list[dict[str, Any]] = self._checked_tasks(self.default_tasks() if tasks is None else tasks)
 
-        raw_tools = list(self.default_tools() if tools is None else tools)
-        self.tools: dict[str, Tool] = {}
-        for item in raw_tools:
-            tool = as_tool(item, time_limit=tool_time_limit, max_output_chars=max_tool_output_chars)
-            if tool.name in self.tools:
-                raise ValueError(f"tools: expected unique tool names, got {tool.name!r} twice")
-            self.tools[tool.name] = tool
+        self._tool_limits = {"time_limit": tool_time_limit, "max_output_chars": max_tool_output_chars}
+        self.tools: dict[str, Tool] = self._convert_tools(self.default_tools() if tools is None else tools, "tools")
         self._schemas_json = orjson.dumps([t.schema for t in self.tools.values()])
-        base_prompt = self.default_system_prompt if system_prompt is None else system_prompt
-        if tools_in_prompt and self.tools:
-            base_prompt = f"{base_prompt}\n\n{describe_tools(self.tool_schemas)}"
-        self.system_prompt = base_prompt
+        self._base_prompt = self.default_system_prompt if system_prompt is None else system_prompt
+        self.system_prompt = self._prompt_for(self.tools, self._schemas_json)
 
         self.action_space = TextSpace()
         self.observation_space = ConversationSpace()
@@ -248,6 +243,29 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
         self.last_reward_time = 0.0
         self._seen_calls: set[str] = set()
         self._episode_id = ""
+        # Tools of the current episode (the constructor's until an episode_tools hook returns others).
+        self._episode_tools: dict[str, Tool] = self.tools
+        self._episode_schemas_json = self._schemas_json
+        self._episode_open = False  # release_episode is owed (set before episode_tools runs)
+        self._tools_changed = False  # set_episode_tools ran since the last info carrying "tools"
+
+    def _convert_tools(self, items: Any, where: str) -> dict[str, Tool]:
+        """Turn tools or callables into a name -> Tool map with the env's limits; names must be unique."""
+        if isinstance(items, (str, bytes, Mapping)) or not hasattr(items, "__iter__"):
+            raise TypeError(f"{where}: expected a sequence of tools or callables, got {type(items).__name__}")
+        tools: dict[str, Tool] = {}
+        for item in items:
+            tool = as_tool(item, **self._tool_limits)
+            if tool.name in tools:
+                raise ValueError(f"{where}: expected unique tool names, got {tool.name!r} twice")
+            tools[tool.name] = tool
+        return tools
+
+    def _prompt_for(self, tools: Mapping[str, Tool], schemas_json: bytes) -> str:
+        """The system message for an episode with ``tools``."""
+        if self.tools_in_prompt and tools:
+            return f"{self._base_prompt}\n\n{describe_tools(orjson.loads(schemas_json))}"
+        return self._base_prompt
 
     def _checked_tasks(self, source: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """Validate ``source`` with :meth:`validate_tasks`, reusing the result for a shared tuple.
@@ -289,6 +307,31 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
         """Tools used when none are given (subclasses override)."""
         return []
 
+    def episode_tools(self, task: dict[str, Any]) -> Sequence[Tool | Callable[..., Any]] | None:
+        """The tools of an episode on ``task``; None (the default) keeps the env's tools.
+
+        Called by ``reset`` once the task is chosen (after :meth:`release_episode` freed the
+        previous episode). Return fresh objects that hold the episode's state, e.g. the bound
+        methods of a new sandbox or database handle: nothing leaks into the next episode or
+        into another env. Items are converted like constructor tools (same time and output
+        limits; unique names). Their schemas may differ per episode and reach ``info["tools"]``.
+
+        Args:
+            task: The validated task of the new episode (do not modify it).
+
+        Returns:
+            Tools or callables, or None for the tools given to (or defaulted by) ``__init__``.
+        """
+        return None
+
+    def release_episode(self) -> None:
+        """Free the resources of the current episode (sandbox, database, processes...).
+
+        Called at the start of the next ``reset`` and by ``close()``, once per episode
+        (also when :meth:`episode_tools` raised). Must be safe to call twice and when
+        nothing was allocated; the default does nothing.
+        """
+
     def format_question(self, task: Mapping[str, Any]) -> str:
         """The first user message of an episode on ``task``."""
         return str(task["question"])
@@ -318,8 +361,54 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
 
     @property
     def tool_schemas(self) -> list[dict[str, Any]]:
-        """Fresh copies of the OpenAI function schemas of the env's tools."""
-        return orjson.loads(self._schemas_json)
+        """Fresh copies of the OpenAI function schemas of the current episode's tools.
+
+        Before the first ``reset`` (and for envs without :meth:`episode_tools`) these are the
+        schemas of the env's tools.
+        """
+        return orjson.loads(self._episode_schemas_json)
+
+    @property
+    def episode_tools_by_name(self) -> Mapping[str, Tool]:
+        """The current episode's tools by name (read-only view; the env's tools before ``reset``)."""
+        return MappingProxyType(self._episode_tools)
+
+    def set_episode_tools(self, tools: Sequence[Tool | Callable[..., Any]]) -> None:
+        """Replace the tools of the running episode (e.g. a turn that introduces new tools).
+
+        The new tools are converted like constructor tools and take effect for the next tool
+        call. The info of the step during which this is called carries ``info["tools"]``, the
+        new full list of schemas (``[]`` when ``tools_in_prompt``: the system message already
+        sent is not rewritten, so describe new tools in the message that introduces them, e.g.
+        with :func:`~agent_gym.tools.describe_tools`). A ``step`` override that calls this after
+        ``super().step()`` returned passes its info to :meth:`attach_tools_info`.
+
+        Args:
+            tools: The episode's tools from now on (tools or callables).
+
+        Raises:
+            RuntimeError: Before ``reset`` (use :meth:`episode_tools` for an episode's first tools).
+            TypeError, ValueError: For tools that cannot be converted or repeated names.
+        """
+        if self._task is None:
+            raise RuntimeError("set_episode_tools() needs an episode; call env.reset() first")
+        self._set_tools(self._convert_tools(tools, "tools"))
+        self._tools_changed = True
+
+    def attach_tools_info(self, info: dict[str, Any]) -> dict[str, Any]:
+        """Put ``info["tools"]`` into ``info`` if :meth:`set_episode_tools` ran since the last info had it.
+
+        ``step`` does this itself; returns ``info``.
+        """
+        if self._tools_changed:
+            self._tools_changed = False
+            info["tools"] = [] if self.tools_in_prompt else orjson.loads(self._episode_schemas_json)
+        return info
+
+    def close(self) -> None:
+        """Release the current episode's resources (see :meth:`release_episode`)."""
+        self._release()
+        super().close()
 
     @property
     def task(self) -> dict[str, Any] | None:
@@ -347,9 +436,10 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
             ValueError: If ``options["task"]`` is not a valid task or the index is out of range.
         """
         super().reset(seed=seed)
+        self._release()
         options = options or {}
         if options.get("task") is not None:
-            task = validate_task(options["task"], 'options["task"]')
+            task = self._validate_option_task(options["task"])
         elif options.get("task_index") is not None:
             index = options["task_index"]
             if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(self.tasks):
@@ -357,18 +447,28 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
             task = self.tasks[index]
         else:
             task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
+        self._task = None  # no running episode until the tools are in place
+        self._episode_open = True
+        items = self.episode_tools(task)
+        if items is None:
+            self._set_tools(self.tools, self._schemas_json)
+            system_prompt = self.system_prompt
+        else:
+            self._set_tools(self._convert_tools(items, "episode_tools()"))
+            system_prompt = self._prompt_for(self._episode_tools, self._episode_schemas_json)
+        self._tools_changed = False
         self._task = task
         self._turns = 0
         self._done = False
         self._seen_calls = set()
         self._episode_id = f"{task['id']}-{int(self.np_random.integers(1 << 32)):08x}"
         self._messages = [
-            {"role": "system", "content": self.system_prompt},
+            {"role": "system", "content": system_prompt},
             {"role": "user", "content": self.format_question(task)},
         ]
         info = {
             "task": copy.deepcopy(task),
-            "tools": [] if self.tools_in_prompt else self.tool_schemas,
+            "tools": [] if self.tools_in_prompt else orjson.loads(self._episode_schemas_json),
             "tools_in_prompt": self.tools_in_prompt,
             "episode_id": self._episode_id,
         }
@@ -421,6 +521,8 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
         if status is not None:
             info["status"] = status
             self._done = True
+        if self._tools_changed:
+            self.attach_tools_info(info)
         reward = info["toolcall_reward"] + info["res_reward"]
         return self._observation(), reward, terminated, truncated, info
 
@@ -449,6 +551,31 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
 
     # ------------------------------------------------------------------ internals
 
+    def _validate_option_task(self, task: Any) -> dict[str, Any]:
+        """Check ``options["task"]`` with :meth:`validate_tasks` (the subclass's checks included)."""
+        try:
+            checked = self.validate_tasks([task])
+        except ValueError as exc:
+            text = str(exc)
+            text = text[len("tasks[0]: "):] if text.startswith("tasks[0]: ") else text
+            raise ValueError(f'options["task"]: {text}') from None
+        if len(checked) != 1 or not isinstance(checked[0], dict):
+            raise TypeError(f"{type(self).__name__}.validate_tasks: expected a list of one task dict back, "
+                            f"got {checked!r:.80}")
+        return checked[0]
+
+    def _set_tools(self, tools: dict[str, Tool], schemas_json: bytes | None = None) -> None:
+        self._episode_tools = tools
+        self._episode_schemas_json = (orjson.dumps([t.schema for t in tools.values()])
+                                      if schemas_json is None else schemas_json)
+
+    def _release(self) -> None:
+        """Call release_episode once for the episode set up by the last reset."""
+        if self._episode_open:
+            self._episode_open = False
+            self._task = None
+            self.release_episode()
+
     def _observation(self) -> tuple[Message, ...]:
         return tuple({"role": m["role"], "content": m["content"]} for m in self._messages)  # type: ignore[misc]
 
@@ -474,9 +601,9 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
                          f"calls are run per message")
                 content = f"Error: {error}"
             else:
-                tool = self.tools.get(call.name)
+                tool = self._episode_tools.get(call.name)
                 if tool is None:
-                    known = ", ".join(self.tools) or "none"
+                    known = ", ".join(self._episode_tools) or "none"
                     error = f"unknown tool {call.name!r}; available tools: {known}"
                     content = f"Error: {error}"
                 else:

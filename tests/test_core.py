@@ -88,6 +88,8 @@ def test_reset_with_task_option_and_index():
     assert env.reset(options={"task_index": 1})[1]["task"]["id"] == "t1"
     with pytest.raises(ValueError, match="ground_truth"):
         env.reset(options={"task": {"id": "x", "question": "q"}})
+    with pytest.raises(ValueError, match=r'^options\["task"\]: expected a dict'):
+        env.reset(options={"task": "not a task"})
     with pytest.raises(ValueError, match="task_index"):
         env.reset(options={"task_index": 9})
 

@@ -174,6 +174,27 @@ def test_user_task_validation():
         ToolUseEnv(tasks=[{"id": 1, "question": "q", "ground_truth": "abc", "answer_type": "number"}])
 
 
+@pytest.mark.parametrize(
+    ("task", "fragment"),
+    [
+        ({"id": 1, "question": "q", "ground_truth": "a", "answer_type": "color"}, "'answer_type' among"),
+        ({"id": 1, "question": "q", "ground_truth": "abc", "answer_type": "number"}, "numeric 'ground_truth'"),
+        ({"id": 1, "question": "q"}, "missing ['ground_truth']"),
+    ],
+)
+def test_task_option_goes_through_the_env_checks(task, fragment):
+    env = gym.make(ENV_ID)
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=r'^options\["task"\]: expected') as info:
+        env.reset(options={"task": task})
+    assert fragment in str(info.value)
+    good = {"id": 1, "question": "What is 2 + 2?", "ground_truth": "4", "answer_type": "number"}
+    _, info = env.reset(options={"task": good})
+    assert info["task"] == good
+    *_, info = env.step("<answer>4.0</answer>")
+    assert info["res_reward"] == 1.0
+
+
 def test_tools_in_prompt(env):
     e = gym.make(ENV_ID, tools_in_prompt=True)
     obs, info = e.reset(seed=0)
