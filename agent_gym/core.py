@@ -135,6 +135,23 @@ def validate_task(task: Any, where: str = "task") -> dict[str, Any]:
     return dict(task)
 
 
+_IMMUTABLE = frozenset({str, int, float, bool, type(None), bytes})
+
+
+def _copy_plain(value: Any) -> Any:
+    """Deep copy of a task: dicts, lists and tuples rebuilt, scalars shared, anything else deep-copied."""
+    kind = type(value)
+    if kind in _IMMUTABLE:
+        return value
+    if kind is dict:
+        return {k: _copy_plain(v) for k, v in value.items()}
+    if kind is list:
+        return [_copy_plain(v) for v in value]
+    if kind is tuple:
+        return tuple([_copy_plain(v) for v in value])
+    return copy.deepcopy(value)
+
+
 def normalize_text(text: str) -> str:
     """Normalise an answer for string comparison: NFKC, casefold, no punctuation, single spaces."""
     text = unicodedata.normalize("NFKC", str(text)).casefold()
@@ -347,7 +364,10 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
 
     def is_useful_call(self, name: str, arguments: Mapping[str, Any]) -> bool:
         """Whether a successful call earns the shaping bonus: by default, not an exact repeat."""
-        key = name + json.dumps(arguments, sort_keys=True, default=str)
+        try:
+            key = name + "\0" + orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS, default=str).decode()
+        except (TypeError, orjson.JSONEncodeError):  # e.g. ints beyond 64 bits, non-str keys
+            key = name + "\1" + json.dumps(arguments, sort_keys=True, default=str)
         if key in self._seen_calls:
             return False
         self._seen_calls.add(key)
@@ -467,7 +487,7 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
             {"role": "user", "content": self.format_question(task)},
         ]
         info = {
-            "task": copy.deepcopy(task),
+            "task": _copy_plain(task),
             "tools": [] if self.tools_in_prompt else orjson.loads(self._episode_schemas_json),
             "tools_in_prompt": self.tools_in_prompt,
             "episode_id": self._episode_id,
@@ -577,7 +597,8 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
             self.release_episode()
 
     def _observation(self) -> tuple[Message, ...]:
-        return tuple({"role": m["role"], "content": m["content"]} for m in self._messages)  # type: ignore[misc]
+        # A fresh tuple of fresh dicts: callers may keep or mutate what they were given.
+        return tuple(map(dict.copy, self._messages))  # type: ignore[arg-type]
 
     def _score(self, answer: str) -> float:
         assert self._task is not None
