@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import threading
 import time
 
 import pytest
@@ -11,10 +12,8 @@ from rollout_fakes import (
     CrashingTool,
     FailingPolicy,
     ScriptedPolicy,
-    hang_add,
     make_add_env,
     make_tasks,
-    slow_add,
     strip_timings,
 )
 
@@ -80,30 +79,51 @@ def test_collect_without_tasks_uses_env_choice_and_same_seed_is_deterministic():
 
 
 def test_blocking_tools_run_off_the_event_loop():
-    # 8 episodes, each calls a tool that blocks for 0.2 s: in parallel ~0.2 s, serially >= 1.6 s.
-    started = time.perf_counter()
-    result = collect(lambda: make_add_env(slow_add), ScriptedPolicy(), tasks=make_tasks(8), n_parallel=8,
+    # Each of the 8 tool calls blocks until all 8 are in progress: run one after another (or on
+    # the event loop's thread) the first would wait for the others forever and the barrier break.
+    barrier = threading.Barrier(8, timeout=60)
+
+    def meet_then_add(a: int, b: int) -> int:
+        """Wait for the other calls, then add.
+
+        Args:
+            a: First addend.
+            b: Second addend.
+
+        Returns:
+            The sum.
+        """
+        barrier.wait()
+        return a + b
+
+    result = collect(lambda: make_add_env(meet_then_add), ScriptedPolicy(), tasks=make_tasks(8), n_parallel=8,
                      progress=False)
-    elapsed = time.perf_counter() - started
+    assert not barrier.broken
     assert all(t.status == EpisodeStatus.ENV_DONE and t.trajectory_reward > 1.0 for t in result)
-    assert elapsed < 1.0, elapsed
 
 
 def test_independent_scheduling_a_slow_episode_does_not_hold_the_batch():
-    class SlowFirst(ScriptedPolicy):
+    # 2 slots, 10 episodes: episode 0 waits until the 9 others have finished. With independent
+    # scheduling the other slot runs all of them meanwhile; in lockstep batches of two episode 1's
+    # batch would wait for episode 0, which would wait for the rest: a deadlock (TIMEOUT here).
+    finished: list[int] = []
+    others_done = asyncio.Event()
+
+    def on_episode(trajectory):
+        finished.append(trajectory.idx)
+        if len(finished) == 9:
+            others_done.set()
+
+    class WaitsForTheOthers(ScriptedPolicy):
         async def aact(self, messages, *, session_id, tools=None):
             if "What is 0 + 1" in messages[1]["content"]:
-                await asyncio.sleep(0.6)
-            else:
-                await asyncio.sleep(0.05)
+                await others_done.wait()
             return self._answer(messages)
 
-    # 2 slots: one busy with the slow episode (2 turns x 0.6 s), the other runs the 9 others (2 x 0.05 s each).
-    started = time.perf_counter()
-    result = collect(make_add_env, SlowFirst(), tasks=make_tasks(10), n_parallel=2, progress=False)
-    elapsed = time.perf_counter() - started
+    result = asyncio.run(collect_async(make_add_env, WaitsForTheOthers(), tasks=make_tasks(10), n_parallel=2,
+                                       episode_timeout=60, on_episode=on_episode, progress=False))
     assert len(result) == 10 and all(t.status == EpisodeStatus.ENV_DONE for t in result)
-    assert elapsed < 1.6, elapsed  # lockstep batches of two would take >= 1.2 + 4 * 0.1 s... and more
+    assert finished[-1] == 0 and sorted(finished) == list(range(10))
 
 
 def test_policy_exception_gives_policy_error_for_that_episode_only():
@@ -139,15 +159,34 @@ def test_env_construction_failure_gives_env_error():
 
 
 def test_hanging_tool_gives_timeout_for_that_episode_only():
-    tasks = make_tasks(16)  # task 13's tool call blocks for 3 s (no tool time limit)
-    factory = lambda: make_add_env(hang_add, tasks=tasks)  # noqa: E731
-    started = time.perf_counter()
-    result = collect(factory, ScriptedPolicy(), tasks=tasks, n_parallel=4, episode_timeout=1.0, progress=False)
-    elapsed = time.perf_counter() - started
+    tasks = make_tasks(16)  # task 13's tool call blocks until released (no tool time limit)
+    release, returned = threading.Event(), threading.Event()
+
+    def hang_on_13(a: int, b: int) -> int:
+        """Add, blocking on task 13 until released.
+
+        Args:
+            a: First addend.
+            b: Second addend.
+
+        Returns:
+            The sum.
+        """
+        if a == 13:
+            release.wait(120)
+            returned.set()
+        return a + b
+
+    factory = lambda: make_add_env(hang_on_13, tasks=tasks)  # noqa: E731
+    try:
+        result = collect(factory, ScriptedPolicy(), tasks=tasks, n_parallel=4, episode_timeout=5.0, progress=False)
+        assert not returned.is_set()  # collect returned while the call still hung: abandoned, not awaited
+    finally:
+        release.set()
     assert result[13].status == EpisodeStatus.TIMEOUT
     assert "episode_timeout" in result[13].steps[-1].info["error"]
     assert all(t.status == EpisodeStatus.ENV_DONE for i, t in enumerate(result) if i != 13)
-    assert elapsed < 2.5, elapsed  # the stuck thread is abandoned, not awaited
+    assert returned.wait(10)  # the abandoned worker finished its call once released
 
 
 def test_slow_policy_times_out():
@@ -156,20 +195,23 @@ def test_slow_policy_times_out():
 
 
 def test_sync_only_policy_runs_in_threads():
+    barrier = threading.Barrier(8, timeout=60)  # the first turns of all 8 episodes must overlap
+
     class SyncOnly:
         def __init__(self):
-            self.inner = ScriptedPolicy(delay=0.1)
+            self.inner = ScriptedPolicy()
 
         def act(self, messages, *, session_id, tools=None):
+            if len(messages) == 2:
+                barrier.wait()
             return self.inner.act(messages, session_id=session_id, tools=tools)
 
         def close_session(self, session_id):
             pass
 
-    started = time.perf_counter()
     result = collect(make_add_env, SyncOnly(), tasks=make_tasks(8), n_parallel=8, progress=False)
+    assert not barrier.broken
     assert all(t.status == EpisodeStatus.ENV_DONE for t in result)
-    assert time.perf_counter() - started < 1.0
 
 
 def test_on_episode_sees_every_trajectory():
@@ -266,7 +308,7 @@ def test_pool_abandon_of_a_call_that_already_returned():
     loop: abandon must then run `after` itself and keep counting the (live) worker."""
     import threading
 
-    from agent_gym.rollout._pool import ThreadPool
+    from agent_gym.rollout.thread_pool import ThreadPool
 
     async def main() -> None:
         pool = ThreadPool(2)
@@ -289,7 +331,7 @@ def test_pool_abandon_of_a_call_that_already_returned():
 def test_pool_abandon_of_a_running_call_retires_its_worker():
     import threading
 
-    from agent_gym.rollout._pool import ThreadPool
+    from agent_gym.rollout.thread_pool import ThreadPool
 
     async def main() -> None:
         pool = ThreadPool(2)
@@ -321,7 +363,7 @@ def test_pool_keeps_quick_calls_on_few_threads_but_blocking_calls_fan_out():
     them run at once still get a thread each (the stall check wakes more); idle ones are reused."""
     import threading
 
-    from agent_gym.rollout._pool import ThreadPool
+    from agent_gym.rollout.thread_pool import ThreadPool
 
     async def main() -> None:
         pool = ThreadPool(8)
@@ -334,7 +376,7 @@ def test_pool_keeps_quick_calls_on_few_threads_but_blocking_calls_fan_out():
         assert sorted(await asyncio.gather(*(pool.run(lambda i=i: i) for i in range(50)))) == list(range(50))
         assert pool.workers == 8
         pool.shutdown()  # idle workers exit
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 30
         while pool.workers and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
         assert pool.workers == 0
@@ -347,7 +389,7 @@ def test_pool_fans_out_past_a_blocked_worker_even_while_the_loop_is_busy():
     behind a blocked worker gets its own thread while the loop keeps hogging the GIL."""
     import threading
 
-    from agent_gym.rollout._pool import ThreadPool
+    from agent_gym.rollout.thread_pool import ThreadPool
 
     async def main() -> None:
         pool = ThreadPool(4)
@@ -356,13 +398,14 @@ def test_pool_fans_out_past_a_blocked_worker_even_while_the_loop_is_busy():
         await asyncio.sleep(0.05)  # the only worker is now inside the blocking call
         quick = pool.submit(lambda: "done")
         started = time.perf_counter()
-        while not quick.future.done() and time.perf_counter() - started < 5:
+        while not quick.future.done() and time.perf_counter() - started < 60:
             busy_until = time.perf_counter() + 0.005
             while time.perf_counter() < busy_until:  # every check runs late
                 pass
             await asyncio.sleep(0)
+        # The blocked worker holds its call until `release`: only a second worker can have run it.
         assert quick.future.done() and quick.future.result() == "done"
-        assert time.perf_counter() - started < 1.0
+        assert pool.workers == 2
         release.set()
         assert await blocked.future is True
         pool.shutdown()
