@@ -165,7 +165,16 @@ def format_tool_call(name: str, arguments: Mapping[str, Any]) -> str:
 
 
 class AgentEnv(gym.Env[tuple[Message, ...], str]):
-    """A multi-turn tool-using conversation with a task to solve.
+    """A multi-turn tool-using conversation with a task to solve: the base of every agent_gym env.
+
+    ## Description
+    Each episode poses one task (a dict with ``id``, ``question``, ``ground_truth``) to an
+    assistant that may call tools before it answers. Subclasses supply the tasks
+    (:meth:`default_tasks`, checked by :meth:`validate_tasks`), the tools (:meth:`default_tools`,
+    or per episode :meth:`episode_tools` with :meth:`release_episode`), the prompt
+    (``default_system_prompt``, :meth:`format_question`) and the scoring (:meth:`score_answer`);
+    parsing, tool execution with limits, rewards, truncation, seeding and rendering live here.
+    See ``docs/writing_envs.md``.
 
     ## Action Space
     The next assistant message: any ``str`` (a :class:`~agent_gym.spaces.TextSpace`),
@@ -174,11 +183,20 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
     the episode as truncated with status TRUNCATION, PROMPT_TRUNCATION or POLICY_ERROR.
 
     ## Observation Space
-    The whole conversation so far, a tuple of ``{"role", "content"}`` dicts with
+    The whole conversation so far, a fresh tuple of fresh ``{"role", "content"}`` dicts with
     roles system, user, assistant and tool (a :class:`~agent_gym.spaces.ConversationSpace`).
+    ``step`` appends the assistant message, then one ``tool`` message per tool call (its
+    output or ``"Error: ..."``), or a ``user`` nudge for a message with no call and no answer.
 
     ## Rewards
     ``reward = toolcall_reward + res_reward`` (see :class:`RewardConfig`), both in ``info``.
+
+    ## Starting State
+    ``reset`` draws a task with ``self.np_random`` (or takes ``options["task"]``, checked by
+    :meth:`validate_tasks`, or ``options["task_index"]``), releases the previous episode, sets
+    up this episode's tools and returns the system and user messages. ``info`` has ``task``
+    (a copy), ``tools`` (the episode's schemas for the policy; ``[]`` when ``tools_in_prompt``),
+    ``tools_in_prompt`` and ``episode_id``.
 
     ## Episode End
     Terminated (status ENV_DONE) when the assistant gives an ``<answer>``;
@@ -194,10 +212,17 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
       handing their schemas to the policy through ``info["tools"]`` (False, default).
     * ``system_prompt``: replaces ``default_system_prompt``.
     * ``rewards``: a :class:`RewardConfig` or a mapping of its fields.
-    * ``parser``: a :class:`~agent_gym.parsing.ToolCallParser` (default hermes tags).
-    * ``tool_time_limit`` / ``max_tool_output_chars``: limits for callables given as tools.
+    * ``parser``: a :class:`~agent_gym.tools.ToolCallParser` (default hermes tags).
+    * ``tool_time_limit`` / ``max_tool_output_chars``: limits for callables given as tools
+      (constructor and per-episode tools alike).
     * ``max_tool_calls_per_step``: calls executed per message; extra calls are errors.
     * ``render_mode``: None or ``"ansi"``.
+
+    ## Version History
+    * Per-episode tools: the :meth:`episode_tools`, :meth:`release_episode` and
+      :meth:`set_episode_tools` hooks; ``close()`` releases the last episode; a task given
+      as ``options["task"]`` goes through :meth:`validate_tasks`.
+    * First version.
     """
 
     metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 4}

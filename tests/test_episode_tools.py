@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pickle
+import re
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -285,3 +287,31 @@ def test_no_leak_between_envs_of_make_vec(mode, kwargs):
         envs.close()
     if mode == "sync":  # the sync env's instances are still reachable: close released them
         assert [e.unwrapped.released for e in envs.envs] == [2, 2]
+
+
+def test_writing_envs_page_runs(capsys):
+    """The code blocks of docs/writing_envs.md, run in order, do what the page says."""
+    page = Path(__file__).resolve().parents[1] / "docs" / "writing_envs.md"
+    blocks = re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.S)
+    assert len(blocks) == 3
+    namespace: dict[str, Any] = {"__name__": "writing_envs_example"}
+    try:
+        for block in blocks:
+            exec(compile(block, str(page), "exec"), namespace)  # noqa: S102 - the page's own example
+        printed = capsys.readouterr().out.splitlines()
+        assert printed == [
+            "['sql']",
+            "{'role': 'tool', 'content': '5'}",
+            "options[\"task\"]: expected 'rows', a list of [customer, item, quantity], got None",
+        ]
+        env = namespace["OrdersEnv"]()
+        env.reset(seed=0, options={"task_index": 1})
+        first = env.database
+        env.reset(seed=0, options={"task_index": 1})
+        assert first is not env.database and first.connection is not env.database.connection
+        with pytest.raises(Exception, match="closed"):
+            first.connection.execute("SELECT 1")  # released by the second reset
+        env.close()
+        assert env.database is None
+    finally:
+        gym.registry.pop("my_envs/Orders-v0", None)

@@ -17,9 +17,11 @@ __all__ = ["ToolUseEnv", "answer_matches"]
 class ToolUseEnv(AgentEnv):
     """Answer questions that need a calculator, unit conversion, date arithmetic or a table lookup.
 
+    ## Description
     480 built-in tasks (see :mod:`agent_gym.envs.tool_use.tasks`) in four families:
     arithmetic, units, dates and lookups in a generated inventory table. Each
     task has a reference solution that ``oracle_action()`` plays turn by turn.
+    The tools are stateless functions shared by every episode.
 
     ## Action Space
     The next assistant message (``str`` or ``PolicyOutput``): optional ``<think>...</think>``,
@@ -39,6 +41,13 @@ class ToolUseEnv(AgentEnv):
     oversized output; -0.1 for a message with no call and no answer (configurable
     with ``rewards``). ``reward`` is their sum.
 
+    ## Starting State
+    A task drawn uniformly with the env's seeded RNG (or ``options["task"]``, checked like
+    constructor tasks, or ``options["task_index"]``). The observation is the system message
+    (tool descriptions appended when ``tools_in_prompt``) and the question as a user message;
+    ``info`` has ``task``, ``tools`` (the six schemas; ``[]`` when ``tools_in_prompt``),
+    ``tools_in_prompt`` and ``episode_id``.
+
     ## Episode End
     Terminated with status ENV_DONE when an ``<answer>`` is given. Truncated with
     status MAX_STEPS after ``max_steps`` messages (registered ``max_episode_steps`` is 10:
@@ -54,6 +63,10 @@ class ToolUseEnv(AgentEnv):
     * ``max_steps``, ``tools_in_prompt``, ``system_prompt``, ``rewards``, ``parser``,
       ``tool_time_limit``, ``max_tool_output_chars``, ``max_tool_calls_per_step``,
       ``render_mode``: see :class:`~agent_gym.core.AgentEnv`.
+
+    ## Version History
+    * v0: a task given as ``options["task"]`` is checked like constructor tasks (``answer_type``,
+      numeric ``ground_truth``) instead of failing to score; first version.
 
     Example:
         >>> import gymnasium as gym, agent_gym
