@@ -20,6 +20,7 @@ SUBCOMMANDS: dict[str, str] = {
     "play": "agent_gym.cli.play",
     "serve": "agent_gym.cli.serve",
     "rollout": "agent_gym.cli.rollout",
+    "report": "agent_gym.cli.report",
 }
 """Subcommand name -> module implementing it."""
 

@@ -1,0 +1,99 @@
+"""Estimators of a report: pass@k over sibling samples and a binomial confidence interval."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+__all__ = ["mean_pass_at_k", "pass_at_k", "wilson_interval"]
+
+
+def _check_count(name: str, value: object, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name}: expected an int >= {minimum}, got {value!r}")
+    return value
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased estimate of pass@k from ``n`` samples of a task, ``c`` of them correct.
+
+    The probability that at least one of ``k`` samples drawn without replacement
+    from the ``n`` is correct: ``1 - C(n - c, k) / C(n, k)``.
+
+    Args:
+        n: Samples of the task (>= 1).
+        c: Correct samples (0 <= c <= n).
+        k: Samples drawn (1 <= k <= n).
+
+    Returns:
+        The estimate, in [0, 1].
+
+    Raises:
+        ValueError: If the counts are inconsistent.
+    """
+    _check_count("n", n, 1)
+    _check_count("c", c, 0)
+    _check_count("k", k, 1)
+    if c > n:
+        raise ValueError(f"c: expected at most n={n} correct samples, got {c}")
+    if k > n:
+        raise ValueError(f"k: expected at most n={n} samples drawn, got {k}")
+    if n - c < k:
+        return 1.0
+    # Product form of C(n-c, k) / C(n, k): no huge integers.
+    miss = 1.0
+    for i in range(n - c + 1, n + 1):
+        miss *= 1.0 - k / i
+    return 1.0 - miss
+
+
+def mean_pass_at_k(groups: Iterable[tuple[int, int]], k: int) -> float | None:
+    """Mean of :func:`pass_at_k` over tasks given as ``(n, c)`` pairs; tasks with ``n < k`` are left out.
+
+    Returns:
+        The mean, or None when no task has ``k`` samples.
+    """
+    values = [pass_at_k(n, c, k) for n, c in groups if n >= k]
+    return sum(values) / len(values) if values else None
+
+
+def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a success rate.
+
+    Args:
+        successes: Successful episodes (0 <= successes <= n).
+        n: Episodes.
+        confidence: Two-sided confidence level in (0, 1).
+
+    Returns:
+        ``(low, high)``; ``(0.0, 1.0)`` when ``n == 0``.
+
+    Raises:
+        ValueError: If the counts or the level are invalid.
+    """
+    _check_count("n", n, 0)
+    _check_count("successes", successes, 0)
+    if successes > n:
+        raise ValueError(f"successes: expected at most n={n}, got {successes}")
+    if isinstance(confidence, bool) or not isinstance(confidence, float) or not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence: expected a float in (0, 1), got {confidence!r}")
+    if n == 0:
+        return 0.0, 1.0
+    z = _normal_quantile(0.5 + confidence / 2)
+    p = successes / n
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _normal_quantile(p: float) -> float:
+    """Standard normal quantile by bisection on ``erf`` (exact to ~1e-12)."""
+    low, high = -10.0, 10.0
+    for _ in range(100):
+        mid = (low + high) / 2
+        if 0.5 * (1 + math.erf(mid / math.sqrt(2))) < p:
+            low = mid
+        else:
+            high = mid
+    return (low + high) / 2
