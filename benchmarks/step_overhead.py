@@ -1,10 +1,12 @@
 """Median microseconds per ``env.step`` of ToolUse-v0 for a step with one in-process tool call.
 
 Each timed step sends an assistant message with one ``calculator`` call (parsed,
-validated, run in the tool worker thread with its time limit, result appended as
-a tool message). The episode is reset every ``--episode-length`` steps, outside
-the timed region. Measured on the unwrapped env (no Gymnasium checker wrappers)
-and, when ``agent_gym.wrappers.TrajectoryWrapper`` is importable, through it.
+validated, run with its time limit, result appended as a tool message). The
+episode is reset every ``--episode-length`` steps, outside the timed region.
+Measured on the unwrapped env (no Gymnasium checker wrappers), through
+``agent_gym.wrappers.TrajectoryWrapper`` when it is importable, and with
+``tool_time_limit=None`` (the call runs in the calling thread with no limit: the
+floor of parsing, the tool itself and the env's bookkeeping).
 
 Usage:
     python benchmarks/step_overhead.py [--steps 20000] [--episode-length 4]
@@ -84,13 +86,17 @@ def main(argv: list[str] | None = None) -> int:
         measure(wrapped, 500, episode_length)
         results["env+TrajectoryWrapper"] = measure(wrapped, args.steps, episode_length)
 
+    inline = gym.make("agent_gym/ToolUse-v0", tool_time_limit=None).unwrapped
+    measure(inline, 500, episode_length)
+    results["env, tool_time_limit=None"] = measure(inline, args.steps, episode_length)
+
     if args.json:
         print(json.dumps(results, indent=2))
     else:
         print(f"python {sys.version.split()[0]}, gymnasium {gym.__version__}, {args.steps} steps each, "
               f"reset every {episode_length} steps")
         for name, r in results.items():
-            print(f"{name:24s} median {r['median_us']:7.1f} us   p90 {r['p90_us']:7.1f} us   "
+            print(f"{name:28s} median {r['median_us']:7.1f} us   p90 {r['p90_us']:7.1f} us   "
                   f"mean {r['mean_us']:7.1f} us")
         if "env+TrajectoryWrapper" not in results:
             print("TrajectoryWrapper not importable: wrapper figure skipped")
