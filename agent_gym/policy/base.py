@@ -1,4 +1,4 @@
-"""The ``Policy`` protocol and a base class giving a safe synchronous ``act``.
+"""The ``Policy`` protocol, a base class giving a safe synchronous ``act``, and the shared turn steps.
 
 A policy turns the conversation so far into the next assistant turn, a
 :class:`~agent_gym.types.PolicyOutput` with the exact prompt and sampled token ids.
@@ -6,6 +6,11 @@ Policies are asynchronous at heart (``aact``); :class:`AsyncPolicyBase` derives 
 blocking ``act`` from it by running the coroutine on a private event loop in a helper
 thread, so ``act`` also works where an event loop is already running (Jupyter, async
 frameworks) and connection pools survive across calls.
+
+:class:`TokenPolicyBase` holds the steps every token-exact policy takes each turn, written
+once: the tools of a session, the turn's seed, its token budget, the truncation status and
+decoding and committing the sampled ids. It also makes a policy pickle as its configuration
+(what Ray and other process pools send to their workers).
 """
 
 from __future__ import annotations
@@ -13,14 +18,19 @@ from __future__ import annotations
 import abc
 import asyncio
 import threading
+import time
+import weakref
 from collections.abc import Coroutine, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from agent_gym.types import Message, PolicyOutput
+from agent_gym.types import FinishReason, Message, PolicyOutput
 
-__all__ = ["AsyncPolicyBase", "Policy"]
+__all__ = ["AsyncPolicyBase", "Policy", "TokenPolicyBase"]
 
 T = TypeVar("T")
+
+# How long closing waits for the private loop to release its resources and stop.
+_CLOSE_TIMEOUT_S = 10.0
 
 
 @runtime_checkable
@@ -49,19 +59,45 @@ class Policy(Protocol):
         ...
 
 
+def _stop_loop(loop: asyncio.AbstractEventLoop, thread: threading.Thread | None) -> None:
+    """Stop ``loop`` (running in ``thread``) and close it; quiet, for ``close`` and finalisers."""
+    if loop.is_closed():
+        return
+    try:
+        loop.call_soon_threadsafe(loop.stop)
+    except RuntimeError:  # closed meanwhile
+        return
+    if thread is not None and thread is not threading.current_thread():
+        thread.join(timeout=_CLOSE_TIMEOUT_S)
+        if not thread.is_alive():
+            loop.close()
+
+
+_LOOP_STATE = ("_loop", "_thread", "_loop_lock", "_loop_finalizer")
+
+
 class AsyncPolicyBase(abc.ABC):
     """Base class implementing ``act`` on top of an ``aact`` coroutine.
 
     Subclasses implement :meth:`aact` and :meth:`close_session`. ``act`` runs
     ``aact`` on a private event loop owned by the policy (started lazily in a
     daemon thread), whether or not the calling thread already runs a loop.
-    Call :meth:`close` (or use the policy as a context manager) to stop it.
+    Call :meth:`close` (or use the policy as a context manager) to stop it; a policy
+    that is garbage-collected stops its loop too.
+
+    A policy pickles as its attributes without the private loop (subclasses holding
+    unpicklable state override ``__getstate__``/``__setstate__``, as
+    :class:`TokenPolicyBase` does).
     """
 
     def __init__(self) -> None:
+        self._init_loop_state()
+
+    def _init_loop_state(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._loop_lock = threading.Lock()
+        self._loop_finalizer: weakref.finalize | None = None
 
     @abc.abstractmethod
     async def aact(
@@ -103,6 +139,10 @@ class AsyncPolicyBase(abc.ABC):
                 thread.start()
                 ready.wait()
                 self._loop, self._thread = loop, thread
+                # A policy dropped without close() stops its loop thread (the loop's own resources
+                # release themselves quietly, see VLLMClient); at exit the daemon thread just ends.
+                self._loop_finalizer = weakref.finalize(self, _stop_loop, loop, thread)
+                self._loop_finalizer.atexit = False
             return self._loop
 
     def _run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
@@ -123,22 +163,28 @@ class AsyncPolicyBase(abc.ABC):
     def close(self) -> None:
         """Stop the private event loop and release resources. The policy stays usable."""
         with self._loop_lock:
-            loop, thread = self._loop, self._thread
-            self._loop = self._thread = None
+            loop, thread, finalizer = self._loop, self._thread, self._loop_finalizer
+            self._loop = self._thread = self._loop_finalizer = None
+        if finalizer is not None:
+            finalizer.detach()
         if loop is None or loop.is_closed():
             return
         try:
-            asyncio.run_coroutine_threadsafe(self._aclose_resources(), loop).result(timeout=10)
+            asyncio.run_coroutine_threadsafe(self._aclose_resources(), loop).result(timeout=_CLOSE_TIMEOUT_S)
         except Exception:  # noqa: BLE001 - closing is best effort
             pass
-        loop.call_soon_threadsafe(loop.stop)
-        if thread is not None:
-            thread.join(timeout=10)
-        loop.close()
+        _stop_loop(loop, thread)
 
     async def aclose(self) -> None:
         """Release what the policy bound to the running event loop (e.g. HTTP connections)."""
         await self._aclose_resources()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k not in _LOOP_STATE}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._init_loop_state()
 
     async def __aenter__(self: T) -> T:
         return self
@@ -151,3 +197,139 @@ class AsyncPolicyBase(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class TokenPolicyBase(AsyncPolicyBase):
+    """The turn steps shared by token-exact policies (``VLLMPolicy``, ``TransformersPolicy``).
+
+    Subclasses set ``tokenizer``, ``sampling``, ``builder`` (a
+    :class:`~agent_gym.policy.chat_tokens.ChatTokenBuilder`, or None) and
+    ``max_response_length``, call :meth:`_remember_config` with their constructor's
+    arguments, and use the steps below in ``aact``.
+
+    Tools per session: a turn called with ``tools=None`` keeps the tools the session was
+    last given (the env passes them with the first turn only); ``tools=[]`` removes them.
+
+    Pickling: a policy pickles as its configuration (the arguments remembered by
+    :meth:`_remember_config`) and is rebuilt from it on unpickling; connections and
+    models are set up again, sessions in progress are not carried over.
+    """
+
+    tokenizer: Any
+    sampling: Any
+    builder: Any
+    max_response_length: int | None
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._config: dict[str, Any] = {}
+        self._turns: dict[str, int] = {}  # session -> turns requested so far (seeds each turn)
+        self._tools: dict[str, list[dict] | None] = {}  # session -> the tools its turns render
+
+    def _remember_config(self, **config: Any) -> None:
+        """Record the constructor arguments the policy pickles as."""
+        self._config = config
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"config": dict(self._config)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        type(self).__init__(self, **state["config"])
+
+    # ------------------------------------------------------------------ turn steps
+    @staticmethod
+    def _check_session(session_id: Any) -> None:
+        if not isinstance(session_id, str) or not session_id:
+            raise ValueError(f"session_id: expected a non-empty str, got {session_id!r}")
+
+    def _session_tools(self, session_id: str, tools: list[dict] | None) -> list[dict] | None:
+        """The tools of this turn: ``tools``, or the session's current ones when None.
+
+        Args:
+            session_id: The session.
+            tools: OpenAI function schemas; None keeps the session's tools, ``[]`` removes them.
+        """
+        if tools is None:
+            return self._tools.get(session_id)
+        if not isinstance(tools, (list, tuple)):
+            raise TypeError(f"tools: expected a list of OpenAI function schemas or None, got {type(tools).__name__}")
+        current = list(tools) or None
+        self._tools[session_id] = current
+        return current
+
+    def _next_seed(self, session_id: str) -> int | None:
+        """This turn's request seed (see ``SamplingParams.request_seed``); counts the turn."""
+        turn = self._turns.get(session_id, 0)
+        self._turns[session_id] = turn + 1
+        return self.sampling.request_seed(session_id, turn)
+
+    def _max_tokens(self, prompt_len: int, response_len: int, model_len: int | None) -> int:
+        """Tokens allowed this turn (<= 0 means the context or response budget is full)."""
+        limit = self.sampling.max_tokens
+        if model_len is not None:
+            limit = min(limit, model_len - prompt_len)
+        if self.max_response_length is not None:
+            limit = min(limit, self.max_response_length - response_len)
+        return limit
+
+    @staticmethod
+    def _truncated(prompt_ids: list[int] | None, new_segment: bool, start: float, why: str) -> PolicyOutput:
+        """The output of a turn whose prompt leaves no room to sample."""
+        return PolicyOutput(
+            text="",
+            prompt_token_ids=list(prompt_ids) if prompt_ids is not None else None,
+            token_ids=[],
+            logprobs=[],
+            finish_reason=FinishReason.PROMPT_TRUNCATION,
+            llm_time=time.perf_counter() - start,
+            new_segment=new_segment,
+            error=why,
+        )
+
+    def _commit_turn(
+        self,
+        plan: Any,
+        token_ids: list[int],
+        logprobs: list[float] | None,
+        finish: str,
+        start: float,
+        *,
+        stop_ids: frozenset[int] | set[int] | tuple[int, ...] = (),
+        retokenized: bool = False,
+        server: str | None = None,
+    ) -> PolicyOutput:
+        """Decode the sampled ids, commit them to the session and return the turn.
+
+        Args:
+            plan: The turn's :class:`~agent_gym.policy.chat_tokens.PromptPlan`.
+            token_ids: The sampled ids.
+            logprobs: Their logprobs.
+            finish: The finish reason.
+            start: ``time.perf_counter()`` at the start of the turn.
+            stop_ids: A final id in this set ends a ``"stop"`` turn and is left out of the text.
+            retokenized: Whether the ids were re-tokenized from text.
+            server: The server that sampled the turn.
+        """
+        if finish == FinishReason.STOP and token_ids and token_ids[-1] in stop_ids:
+            text = self.tokenizer.decode(token_ids[:-1], skip_special_tokens=False)
+        else:
+            text = self.tokenizer.decode(token_ids, skip_special_tokens=False)
+        self.builder.commit(plan, token_ids, text)
+        return PolicyOutput(
+            text=text,
+            prompt_token_ids=list(plan.prompt_ids),
+            token_ids=token_ids,
+            logprobs=logprobs,
+            finish_reason=finish,
+            llm_time=time.perf_counter() - start,
+            retokenized=retokenized,
+            new_segment=plan.new_segment,
+            server=server,
+        )
+
+    def close_session(self, session_id: str) -> None:
+        """Forget the token state, seed count and tools of ``session_id``."""
+        if self.builder is not None:
+            self.builder.close(session_id)
+        self._turns.pop(session_id, None)
+        self._tools.pop(session_id, None)

@@ -166,3 +166,19 @@ class HttpTransport:
     async def aclose(self) -> None:
         """Close every connection of the pool."""
         await self._session.close()
+
+    def discard(self) -> None:
+        """Mark the pool closed at once, without awaiting (for a pool whose event loop no longer runs).
+
+        Open sockets are dropped where possible; errors are ignored. Nothing is logged, so a
+        pool discarded this way does not print aiohttp's "Unclosed client session" lines.
+        """
+        if self._session.closed:
+            return
+        connector = self._session.connector
+        try:
+            if connector is not None:
+                connector._close(abort_ssl=True)  # sync part of close(): marks it closed, drops sockets
+        except Exception:  # noqa: BLE001, S110 - the loop is gone; what remains is freed with it
+            pass
+        self._session._connector = None  # the session now reports closed

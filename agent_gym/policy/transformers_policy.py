@@ -6,7 +6,9 @@ exact prompt ids (built incrementally by a
 :class:`~agent_gym.policy.chat_tokens.ChatTokenBuilder`), the sampled ids including the
 final stop id, and each sampled id's processed logprob in float32 (log-softmax after
 penalties, temperature, top-k, top-p and min-p, as vLLM's ``processed_logprobs``).
-Generation runs in a worker thread so ``aact`` never blocks the event loop.
+Generation runs in a worker thread so ``aact`` never blocks the event loop. The turn steps
+it shares with ``VLLMPolicy`` (tools per session, seeds, budget, decode and commit) come
+from :class:`~agent_gym.policy.base.TokenPolicyBase`.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from agent_gym.policy.base import AsyncPolicyBase
+from agent_gym.checks import check_int
+from agent_gym.policy.base import TokenPolicyBase
 from agent_gym.policy.chat_tokens import ChatTokenBuilder
 from agent_gym.policy.logits import Penalties, draw_token
 from agent_gym.policy.sampling import SamplingParams
@@ -66,7 +69,7 @@ def _sample(
     return token, float(logp[token])
 
 
-class TransformersPolicy(AsyncPolicyBase):
+class TransformersPolicy(TokenPolicyBase):
     """Policy running a Hugging Face causal LM in-process.
 
     Args:
@@ -79,6 +82,12 @@ class TransformersPolicy(AsyncPolicyBase):
         device: Torch device for a model loaded from a path.
         dtype: Torch dtype name for a model loaded from a path (default ``"float32"``).
         chat_template_kwargs: Extra chat template variables.
+
+    ``tools`` given to a turn stay with the session: a later turn called with ``tools=None``
+    renders the same tools, ``tools=[]`` removes them.
+
+    The policy pickles as its configuration: a model given as a path is loaded again from
+    it, a model object is pickled with its weights.
 
     Example:
         >>> policy = TransformersPolicy(model_dir, sampling=SamplingParams(temperature=1.0))  # doctest: +SKIP
@@ -101,6 +110,11 @@ class TransformersPolicy(AsyncPolicyBase):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        if max_model_len is not None:
+            check_int("max_model_len", max_model_len, low=1)
+        if max_response_length is not None:
+            check_int("max_response_length", max_response_length, low=1)
+        given_model, given_tokenizer = model_or_path, tokenizer
         if isinstance(model_or_path, (str,)) or hasattr(model_or_path, "__fspath__"):
             path = str(model_or_path)
             model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
@@ -123,8 +137,6 @@ class TransformersPolicy(AsyncPolicyBase):
         self.device = next(model.parameters()).device
         config_len = getattr(model.config, "max_position_embeddings", None)
         self.max_model_len = int(max_model_len or config_len or 4096)
-        if max_response_length is not None and max_response_length < 1:
-            raise ValueError(f"max_response_length: expected an int >= 1 or None, got {max_response_length!r}")
         self.max_response_length = max_response_length
         self.builder = ChatTokenBuilder(tokenizer, chat_template_kwargs)
         self._vocab = int(model.get_output_embeddings().weight.shape[0])
@@ -135,9 +147,20 @@ class TransformersPolicy(AsyncPolicyBase):
         self.stop_ids = frozenset(i for i in eos if 0 <= i < self._vocab)
         self._model_lock = threading.Lock()
         self._rng = random.Random()
-        self._turns: dict[str, int] = {}  # session -> turns sampled so far (seeds each turn)
         params = inspect.signature(model.forward).parameters
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
+        self._remember_config(
+            model_or_path=given_model,
+            # A tokenizer loaded from the model's path is loaded again from it; one found through
+            # a model object's config travels with the configuration.
+            tokenizer=tokenizer if given_tokenizer is None and model is given_model else given_tokenizer,
+            sampling=self.sampling,
+            max_model_len=max_model_len,
+            max_response_length=max_response_length,
+            device=device,
+            dtype=dtype,
+            chat_template_kwargs=chat_template_kwargs,
+        )
 
     # ------------------------------------------------------------------ generation
     def generate_ids(
@@ -195,44 +218,14 @@ class TransformersPolicy(AsyncPolicyBase):
         self, messages: Sequence[Message], *, session_id: str, tools: list[dict] | None = None
     ) -> PolicyOutput:
         """Sample the next assistant turn for ``messages`` in a worker thread."""
-        if not isinstance(session_id, str) or not session_id:
-            raise ValueError(f"session_id: expected a non-empty str, got {session_id!r}")
+        self._check_session(session_id)
         start = time.perf_counter()
+        tools = self._session_tools(session_id, tools)
         plan = self.builder.prepare(session_id, messages, tools)
-        budget = min(self.sampling.max_tokens, self.max_model_len - len(plan.prompt_ids))
-        if self.max_response_length is not None:
-            budget = min(budget, self.max_response_length - plan.response_length)
+        budget = self._max_tokens(len(plan.prompt_ids), plan.response_length, self.max_model_len)
         if budget <= 0:
-            return PolicyOutput(
-                text="",
-                prompt_token_ids=list(plan.prompt_ids),
-                token_ids=[],
-                logprobs=[],
-                finish_reason=FinishReason.PROMPT_TRUNCATION,
-                llm_time=time.perf_counter() - start,
-                new_segment=plan.new_segment,
-                error=f"prompt of {len(plan.prompt_ids)} ids leaves no room to sample",
-            )
-        turn = self._turns.get(session_id, 0)
-        self._turns[session_id] = turn + 1
-        seed = self.sampling.request_seed(session_id, turn)
+            why = f"prompt of {len(plan.prompt_ids)} ids leaves no room to sample"
+            return self._truncated(plan.prompt_ids, plan.new_segment, start, why)
+        seed = self._next_seed(session_id)
         ids, logprobs, finish = await asyncio.to_thread(self.generate_ids, plan.prompt_ids, budget, seed)
-        if finish == FinishReason.STOP and ids[-1] in self.stop_ids:
-            text = self.tokenizer.decode(ids[:-1], skip_special_tokens=False)
-        else:
-            text = self.tokenizer.decode(ids, skip_special_tokens=False)
-        self.builder.commit(plan, ids, text)
-        return PolicyOutput(
-            text=text,
-            prompt_token_ids=list(plan.prompt_ids),
-            token_ids=ids,
-            logprobs=logprobs,
-            finish_reason=finish,
-            llm_time=time.perf_counter() - start,
-            new_segment=plan.new_segment,
-        )
-
-    def close_session(self, session_id: str) -> None:
-        """Forget the token state of ``session_id``."""
-        self.builder.close(session_id)
-        self._turns.pop(session_id, None)
+        return self._commit_turn(plan, ids, logprobs, finish, start, stop_ids=self.stop_ids)

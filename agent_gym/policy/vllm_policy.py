@@ -7,41 +7,37 @@ tokens are exactly the ids the server sampled. A chat mode (``/v1/chat/completio
 serves servers that cannot take token ids; its outputs are marked ``retokenized``
 unless the server returned token ids.
 
-Requests carry the session id in ``x-session-id`` and ``X-SMG-Routing-Key`` (for
-vllm-router and the SGLang gateway) and stick to one server per session
-(:class:`~agent_gym.policy.routing.SessionRouter`). Connection errors, timeouts,
-HTTP 5xx and 429 are retried with exponential backoff on another server; a 400 is not
-retried; an over-long prompt ends the turn with ``finish_reason="prompt_truncation"``.
+This module holds the turn logic (request bodies, reading the answers); the HTTP side
+(session-affine routing, retries, failover, ``/v1/models``) is
+:class:`~agent_gym.policy.vllm_client.VLLMClient`, and the steps shared with
+:class:`~agent_gym.policy.TransformersPolicy` live in
+:class:`~agent_gym.policy.base.TokenPolicyBase`. Requests carry the session id in
+``x-session-id`` and ``X-SMG-Routing-Key`` (for vllm-router and the SGLang gateway) and
+stick to one server per session. Connection errors, timeouts, HTTP 5xx and 429 are retried
+with exponential backoff on another server; a 400 is not retried; an over-long prompt ends
+the turn with ``finish_reason="prompt_truncation"``.
 """
 
 from __future__ import annotations
 
-import asyncio
-import random
 import time
-import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from agent_gym.checks import check_int
 from agent_gym.errors import ServerError
-from agent_gym.policy.base import AsyncPolicyBase
+from agent_gym.policy.base import TokenPolicyBase
 from agent_gym.policy.chat_tokens import ChatTokenBuilder, _normalize
-from agent_gym.policy.http_transport import HttpTransport, TransportFailure, TransportTimeout
-from agent_gym.policy.routing import SessionRouter, normalize_address
+from agent_gym.policy.routing import SessionRouter
 from agent_gym.policy.sampling import SamplingParams
-from agent_gym.policy.vllm_protocol import (
-    CONTEXT_ERROR,
-    LoopResources,
-    PromptTooLong,
-    error_text,
-    map_finish_reason,
-    parse_completion_choice,
-)
+from agent_gym.policy.vllm_client import VLLMClient
+from agent_gym.policy.vllm_protocol import PromptTooLong, map_finish_reason, parse_completion_choice
 from agent_gym.types import FinishReason, Message, PolicyOutput
 
 __all__ = ["VLLMPolicy", "parse_completion_choice"]
 
-class VLLMPolicy(AsyncPolicyBase):
+
+class VLLMPolicy(TokenPolicyBase):
     """Policy talking to vLLM-compatible servers with exact token capture.
 
     Args:
@@ -64,9 +60,16 @@ class VLLMPolicy(AsyncPolicyBase):
         chat_template_kwargs: Extra chat template variables (e.g. ``{"enable_thinking": False}``).
         api_key: Sent as a bearer token when given.
 
+    ``tools`` given to a turn stay with the session: a later turn called with ``tools=None``
+    renders the same tools, ``tools=[]`` removes them.
+
     The HTTP connections of each event loop are pooled. ``act``, ``collect`` and the context
     manager close them; in your own event loop use ``async with VLLMPolicy(...) as policy:``
-    or ``await policy.aclose()`` before the loop ends.
+    or ``await policy.aclose()`` before the loop ends. A pool left open is released quietly
+    when its loop is gone or at exit.
+
+    The policy pickles as its configuration (servers, tokenizer, sampling, options); the
+    copy opens its own connections on first use (e.g. in a Ray actor).
 
     Example:
         >>> policy = VLLMPolicy(["127.0.0.1:8000"], tokenizer, SamplingParams(temperature=1.0))  # doctest: +SKIP
@@ -94,47 +97,35 @@ class VLLMPolicy(AsyncPolicyBase):
         api_key: str | None = None,
     ) -> None:
         super().__init__()
-        if isinstance(server_addresses, str):
-            server_addresses = [server_addresses]
-        names: dict[str, str] = {}
-        for address in server_addresses:
-            name, base = normalize_address(address)
-            names.setdefault(name, base)
-        if not names:
-            raise ValueError("server_addresses: expected at least one 'IP:PORT' address, got none")
         if mode not in ("tokens", "chat"):
             raise ValueError(f"mode: expected 'tokens' or 'chat', got {mode!r}")
-        for arg, value, lo in (("concurrency", concurrency, 1), ("max_retries", max_retries, 0)):
-            if not isinstance(value, int) or value < lo:
-                raise ValueError(f"{arg}: expected an int >= {lo}, got {value!r}")
-        for arg, value in (("timeout", timeout), ("connect_timeout", connect_timeout)):
-            if not value > 0:
-                raise ValueError(f"{arg}: expected seconds > 0, got {value!r}")
+        self.client = VLLMClient(
+            server_addresses,
+            concurrency=concurrency,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            max_retries=max_retries,
+            backoff=backoff,
+            max_backoff=max_backoff,
+            unhealthy_seconds=unhealthy_seconds,
+            api_key=api_key,
+        )
         for arg, value in (("max_model_len", max_model_len), ("max_response_length", max_response_length)):
-            if value is not None and (not isinstance(value, int) or value < 1):
-                raise ValueError(f"{arg}: expected an int >= 1 or None, got {value!r}")
+            if value is not None:
+                check_int(arg, value, low=1)
         if isinstance(tokenizer, str):
             from transformers import AutoTokenizer
 
             tokenizer = AutoTokenizer.from_pretrained(tokenizer)
         if tokenizer is None and mode == "tokens":
             raise ValueError("tokenizer: expected a Hugging Face tokenizer in 'tokens' mode, got None")
-        self._bases = names
         self.tokenizer = tokenizer
         self.sampling = SamplingParams.coerce(sampling)
         self.mode = mode
         self.max_model_len = max_model_len
         self.max_response_length = max_response_length
-        self.concurrency = concurrency
-        self.timeout = float(timeout)
-        self.connect_timeout = float(min(connect_timeout, timeout))
-        self.max_retries = max_retries
-        self.backoff = float(backoff)
-        self.max_backoff = float(max_backoff)
         self.model = model
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
-        self.api_key = api_key
-        self.router = SessionRouter(list(names), unhealthy_seconds=unhealthy_seconds)
         self.builder = (
             ChatTokenBuilder(tokenizer, self.chat_template_kwargs, track_retokenization=False)
             if tokenizer is not None and getattr(tokenizer, "chat_template", None)
@@ -142,79 +133,96 @@ class VLLMPolicy(AsyncPolicyBase):
         )
         if self.builder is None and mode == "tokens":
             raise ValueError("tokenizer: expected a tokenizer with a chat template in 'tokens' mode")
-        self._resources: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopResources] = (
-            weakref.WeakKeyDictionary()
+        # A final id of these ends a "stop" turn (not part of the text).
+        self._stop_ids = (
+            frozenset(self.builder.stop_ids) | frozenset(self.sampling.stop_token_ids)
+            if self.builder is not None
+            else frozenset()
         )
-        self._server_info: dict[str, dict[str, Any]] = {}
-        # server -> (failed /v1/models lookups in a row, monotonic time before which not to retry)
-        self._info_failures: dict[str, tuple[int, float]] = {}
         self._chat_history: dict[str, list[int]] = {}
-        self._turns: dict[str, int] = {}  # session -> turns requested so far (seeds each turn)
         self.completions: list[Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = [
-            _ServerCompletions(self, name) for name in names
+            _ServerCompletions(self, name) for name in self.client.server_addresses
         ]
+        self._remember_config(
+            server_addresses=self.client.server_addresses,
+            tokenizer=tokenizer,
+            sampling=self.sampling,
+            mode=mode,
+            max_model_len=max_model_len,
+            max_response_length=max_response_length,
+            concurrency=concurrency,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            max_retries=max_retries,
+            backoff=backoff,
+            max_backoff=max_backoff,
+            unhealthy_seconds=unhealthy_seconds,
+            model=model,
+            chat_template_kwargs=self.chat_template_kwargs,
+            api_key=api_key,
+        )
 
-    # ------------------------------------------------------------------ properties
+    # ------------------------------------------------------------------ client settings
     @property
     def server_addresses(self) -> list[str]:
         """The servers as ``"IP:PORT"`` strings, in the order given."""
-        return list(self._bases)
+        return self.client.server_addresses
 
-    def _url(self, server: str, path: str) -> str:
-        return f"{self._bases[server]}{path}"
+    @property
+    def router(self) -> SessionRouter:
+        """The session-to-server router of the client."""
+        return self.client.router
 
-    def _loop_resources(self) -> LoopResources:
-        loop = asyncio.get_running_loop()
-        res = self._resources.get(loop)
-        if res is None:
-            # As at most `concurrency` requests are in flight, the few extra connections
-            # serve the /v1/models lookups made outside the limit.
-            headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else None
-            transport = HttpTransport(
-                max_connections=self.concurrency + 8,
-                timeout=self.timeout,
-                connect_timeout=self.connect_timeout,
-                headers=headers,
-            )
-            res = LoopResources(transport, asyncio.Semaphore(self.concurrency))
-            self._resources[loop] = res
-        return res
+    @property
+    def concurrency(self) -> int:
+        """Most requests in flight at once (per event loop)."""
+        return self.client.concurrency
 
+    @property
+    def timeout(self) -> float:
+        """Seconds to wait for one response."""
+        return self.client.timeout
+
+    @property
+    def connect_timeout(self) -> float:
+        """Seconds to wait for a connection."""
+        return self.client.connect_timeout
+
+    @property
+    def max_retries(self) -> int:
+        """Retries after the first attempt."""
+        return self.client.max_retries
+
+    @property
+    def backoff(self) -> float:
+        """First retry delay in seconds."""
+        return self.client.backoff
+
+    @property
+    def max_backoff(self) -> float:
+        """Cap of the retry delay in seconds."""
+        return self.client.max_backoff
+
+    @property
+    def api_key(self) -> str | None:
+        """The bearer token sent with each request, if any."""
+        return self.client.api_key
+
+    @property
+    def _resources(self) -> Any:
+        return self.client._resources
+
+    @property
+    def _info_failures(self) -> dict[str, tuple[int, float]]:
+        return self.client._info_failures
+
+    # ------------------------------------------------------------------ requests
     async def _info(self, server: str) -> dict[str, Any]:
-        """``{"model", "max_model_len"}`` of ``server`` from ``/v1/models``; {} while unknown.
-
-        Only a successful answer (HTTP 200 listing at least one model) is cached. A failed
-        lookup (a server still loading answers 503; a connection error) is retried on a later
-        request, no sooner than a backoff that doubles per failure (``backoff`` up to
-        ``max_backoff``), so a dead server is not asked on every request.
-        """
-        info = self._server_info.get(server)
-        if info is not None:
-            return info
+        """``{"model", "max_model_len"}`` of ``server`` when the policy needs them; {} otherwise or while unknown."""
         if self.model is not None and (self.max_model_len is not None or self.mode == "chat"):
             return {}
-        failures, retry_at = self._info_failures.get(server, (0, 0.0))
-        if time.monotonic() < retry_at:
-            return {}
-        try:
-            resp = await self._loop_resources().transport.get(
-                self._url(server, "/v1/models"), timeout=min(self.timeout, 10.0)
-            )
-            data = resp.json() if resp.status == 200 else None
-        except (TransportTimeout, TransportFailure, ValueError):
-            data = None
-        models = data.get("data") if isinstance(data, dict) else None
-        first = models[0] if isinstance(models, list) and models else None
-        if not isinstance(first, dict):
-            delay = min(self.max_backoff, self.backoff * 2**failures)
-            self._info_failures[server] = (failures + 1, time.monotonic() + delay)
-            return {}
-        info = {"model": first.get("id"), "max_model_len": first.get("max_model_len")}
-        self._server_info[server] = info
-        self._info_failures.pop(server, None)
-        return info
+        return await self.client.server_info(server)
 
-    # ------------------------------------------------------------------ transport
     async def _post(
         self,
         session_id: str | None,
@@ -223,98 +231,10 @@ class VLLMPolicy(AsyncPolicyBase):
         *,
         server: str | None = None,
     ) -> tuple[dict[str, Any], str]:
-        """POST with retries and failover; return ``(response JSON, server)``.
-
-        Args:
-            session_id: Session for routing (None with a fixed ``server``).
-            path: Endpoint path.
-            make_body: Builds the body for the chosen server (may raise ``PromptTooLong``).
-            server: Use only this server (no failover).
-
-        Raises:
-            PromptTooLong: The server reported an over-long prompt.
-            ServerError: A non-retryable error, malformed JSON, or every attempt failed.
-        """
-        res = self._loop_resources()
-        headers = {"x-session-id": session_id, "X-SMG-Routing-Key": session_id} if session_id else {}
-        failed: list[str] = []
-        errors: list[str] = []
-        last_status: int | None = None
-        for attempt in range(self.max_retries + 1):
-            target = server or self.router.pick(session_id or "", exclude=failed)
-            body = await make_body(target)
-            retry_after: float | None = None
-            try:
-                async with res.semaphore:
-                    self.router.begin(target)
-                    try:
-                        resp = await res.transport.post_json(self._url(target, path), body, headers=headers)
-                    finally:
-                        self.router.end(target)
-            except TransportTimeout:
-                error, last_status = f"no response within {self.timeout:g}s (timeout)", None
-            except TransportFailure as exc:
-                error, last_status = f"connection failed ({exc})", None
-            else:
-                last_status = resp.status
-                if resp.status == 200:
-                    try:
-                        data = resp.json()
-                    except ValueError as exc:
-                        raise ServerError(
-                            f"server {target} returned malformed JSON for POST {path}: {exc}; "
-                            f"body starts with {resp.text[:120]!r}",
-                            server=target,
-                            status=200,
-                        ) from None
-                    if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
-                        raise ServerError(
-                            f"server {target} returned an unexpected JSON body for POST {path}: {str(data)[:200]}",
-                            server=target,
-                            status=200,
-                        )
-                    return data, target
-                message = error_text(resp)
-                if resp.status == 400 and CONTEXT_ERROR in message.lower():
-                    raise PromptTooLong(message)
-                if resp.status != 429 and resp.status < 500:
-                    raise ServerError(
-                        f"server {target} rejected POST {path} with HTTP {resp.status}: {message}",
-                        server=target,
-                        status=resp.status,
-                    )
-                error = f"HTTP {resp.status}: {message[:200]}"
-                if resp.status == 429:
-                    try:
-                        retry_after = float(resp.headers.get("retry-after", ""))
-                    except ValueError:
-                        retry_after = None
-            errors.append(f"{target}: {error}")
-            if server is None:
-                self.router.mark_unhealthy(target)
-                failed.append(target)
-            if attempt < self.max_retries:
-                delay = min(self.max_backoff, self.backoff * 2**attempt) * (0.5 + random.random() / 2)
-                if retry_after is not None:
-                    delay = max(delay, min(retry_after, self.max_backoff))
-                await asyncio.sleep(delay)
-        tried = sorted(set(failed) or {server or ""})
-        raise ServerError(
-            f"POST {path} failed after {self.max_retries + 1} attempt(s) on {', '.join(tried)}: " + "; ".join(errors),
-            server=", ".join(tried),
-            status=last_status,
-        )
+        """Send a request through the client (see :meth:`VLLMClient.post`); return ``(JSON, server)``."""
+        return await self.client.post(session_id, path, make_body, server=server)
 
     # ------------------------------------------------------------------ policy
-    def _max_tokens(self, prompt_len: int, response_len: int, model_len: int | None) -> int:
-        """Tokens allowed this turn (<= 0 means the context or response budget is full)."""
-        limit = self.sampling.max_tokens
-        if model_len is not None:
-            limit = min(limit, model_len - prompt_len)
-        if self.max_response_length is not None:
-            limit = min(limit, self.max_response_length - response_len)
-        return limit
-
     async def aact(
         self, messages: Sequence[Message], *, session_id: str, tools: list[dict] | None = None
     ) -> PolicyOutput:
@@ -323,9 +243,9 @@ class VLLMPolicy(AsyncPolicyBase):
         Raises:
             ServerError: Every attempt failed, a request was rejected, or a body was malformed.
         """
-        if not isinstance(session_id, str) or not session_id:
-            raise ValueError(f"session_id: expected a non-empty str, got {session_id!r}")
+        self._check_session(session_id)
         start = time.perf_counter()
+        tools = self._session_tools(session_id, tools)
         if self.mode == "chat":
             return await self._chat_turn(messages, session_id, tools, start)
         assert self.builder is not None
@@ -383,40 +303,17 @@ class VLLMPolicy(AsyncPolicyBase):
                 server=server,
                 error=f"server {server}: {error}",
             )
-        stop_reason = choice.get("stop_reason")
-        if finish == FinishReason.STOP and not isinstance(stop_reason, str):
-            text = self.builder.decode_response(token_ids, self.sampling.stop_token_ids)
-        else:
-            text = self.tokenizer.decode(token_ids, skip_special_tokens=False)
-        self.builder.commit(plan, token_ids, text)
-        return PolicyOutput(
-            text=text,
-            prompt_token_ids=list(plan.prompt_ids),
-            token_ids=token_ids,
-            logprobs=logprobs,
-            finish_reason=finish,
-            llm_time=time.perf_counter() - start,
+        # A turn stopped by a stop string keeps its last id in the text.
+        ended_by_id = not isinstance(choice.get("stop_reason"), str)
+        return self._commit_turn(
+            plan,
+            token_ids,
+            logprobs,
+            finish,
+            start,
+            stop_ids=self._stop_ids if ended_by_id else (),
             retokenized=retokenized,
-            new_segment=plan.new_segment,
             server=server,
-        )
-
-    def _next_seed(self, session_id: str) -> int | None:
-        """This turn's request seed (see ``SamplingParams.request_seed``); counts the turn."""
-        turn = self._turns.get(session_id, 0)
-        self._turns[session_id] = turn + 1
-        return self.sampling.request_seed(session_id, turn)
-
-    def _truncated(self, prompt_ids: list[int] | None, new_segment: bool, start: float, why: str) -> PolicyOutput:
-        return PolicyOutput(
-            text="",
-            prompt_token_ids=list(prompt_ids) if prompt_ids is not None else None,
-            token_ids=[],
-            logprobs=[],
-            finish_reason=FinishReason.PROMPT_TRUNCATION,
-            llm_time=time.perf_counter() - start,
-            new_segment=new_segment,
-            error=why,
         )
 
     async def _chat_turn(
@@ -499,21 +396,17 @@ class VLLMPolicy(AsyncPolicyBase):
         )
 
     def close_session(self, session_id: str) -> None:
-        """Forget the token state and server assignment of ``session_id``."""
-        if self.builder is not None:
-            self.builder.close(session_id)
+        """Forget the token state, tools and server assignment of ``session_id``."""
+        super().close_session(session_id)
         self._chat_history.pop(session_id, None)
-        self._turns.pop(session_id, None)
-        self.router.release(session_id)
+        self.client.release(session_id)
 
     async def aclose(self) -> None:
         """Close the HTTP connections of the running event loop."""
-        res = self._resources.pop(asyncio.get_running_loop(), None)
-        if res is not None:
-            await res.transport.aclose()
+        await self.client.aclose()
 
     async def _aclose_resources(self) -> None:
-        await self.aclose()
+        await self.client.aclose()
 
 
 class _ServerCompletions:

@@ -1,22 +1,18 @@
-"""vLLM's wire format and the HTTP plumbing under :class:`~agent_gym.policy.VLLMPolicy`.
+"""vLLM's wire format as :class:`~agent_gym.policy.VLLMPolicy` reads it.
 
 Reading completion choices (sampled ids, ``"token_id:N"`` strings, logprobs,
-finish reasons), vLLM's error bodies, and what the policy binds to each event loop
-(its HTTP connection pool and concurrency limit).
+finish reasons) and vLLM's error bodies.
 """
 
 from __future__ import annotations
 
-import asyncio
-from dataclasses import dataclass
 from typing import Any
 
-from agent_gym.policy.http_transport import HttpReply, HttpTransport
+from agent_gym.policy.http_transport import HttpReply
 from agent_gym.types import FinishReason
 
 __all__ = [
     "CONTEXT_ERROR",
-    "LoopResources",
     "PromptTooLong",
     "error_text",
     "map_finish_reason",
@@ -29,14 +25,6 @@ CONTEXT_ERROR = "maximum context length"
 
 class PromptTooLong(Exception):
     """The prompt does not fit the server's context (vLLM's "maximum context length" 400)."""
-
-
-@dataclass
-class LoopResources:
-    """The HTTP connection pool and concurrency limit bound to one event loop."""
-
-    transport: HttpTransport
-    semaphore: asyncio.Semaphore
 
 
 def error_text(response: HttpReply) -> str:

@@ -1,0 +1,304 @@
+"""The HTTP client under :class:`~agent_gym.policy.VLLMPolicy`: routing, retries, failover, health.
+
+:class:`VLLMClient` knows servers, not conversations. It keeps one connection pool and
+concurrency limit per event loop, sends each request of a session to the session's server
+(:class:`~agent_gym.policy.routing.SessionRouter`), marks a failing server unhealthy and
+retries on another with exponential backoff (connection errors, timeouts, HTTP 5xx and
+429), does not retry other 4xx, and looks up each server's model name and context length
+in ``/v1/models``. An over-long prompt (vLLM's "maximum context length" 400) raises
+:class:`~agent_gym.policy.vllm_protocol.PromptTooLong` for the caller to turn into a status.
+
+Pools release themselves quietly: one whose event loop was closed or collected without
+:meth:`VLLMClient.aclose` is discarded without aiohttp's "Unclosed client session"
+warnings, and one whose loop still runs (a policy's private loop) is closed at exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import time
+import weakref
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agent_gym.checks import check_float, check_int, check_timeout
+from agent_gym.errors import ServerError
+from agent_gym.policy.http_transport import HttpTransport, TransportFailure, TransportTimeout
+from agent_gym.policy.routing import SessionRouter, normalize_address
+from agent_gym.policy.vllm_protocol import CONTEXT_ERROR, PromptTooLong, error_text
+
+__all__ = ["LoopResources", "VLLMClient"]
+
+# Seconds the exit handler waits for a still-running loop to close its pool.
+_EXIT_CLOSE_TIMEOUT_S = 2.0
+
+
+@dataclass
+class LoopResources:
+    """The HTTP connection pool and concurrency limit bound to one event loop."""
+
+    transport: HttpTransport
+    semaphore: asyncio.Semaphore
+    finalizer: weakref.finalize | None = None
+
+
+def _release_pool(loop_ref: weakref.ref, transport: HttpTransport) -> None:
+    """Close ``transport`` without warnings: on its loop if that still runs elsewhere, else at once."""
+    if transport.closed:
+        return
+    loop = loop_ref()
+    if loop is not None and loop.is_running() and not loop.is_closed() and not _runs_here(loop):
+        try:
+            asyncio.run_coroutine_threadsafe(transport.aclose(), loop).result(timeout=_EXIT_CLOSE_TIMEOUT_S)
+            return
+        except Exception:  # noqa: BLE001 - fall back to discarding the pool
+            pass
+    transport.discard()
+
+
+def _runs_here(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
+class VLLMClient:
+    """Requests to a set of vLLM-compatible servers with session affinity, retries and failover.
+
+    Args:
+        server_addresses: ``"IP:PORT"`` strings or URLs (duplicates are merged).
+        concurrency: Most requests in flight at once (per event loop).
+        timeout: Seconds to wait for one response.
+        connect_timeout: Seconds to wait for a connection (at most ``timeout``).
+        max_retries: Retries after the first attempt.
+        backoff: First retry delay in seconds; doubles each retry (with jitter).
+        max_backoff: Cap of the retry delay.
+        unhealthy_seconds: How long a failed server is avoided by new picks.
+        api_key: Sent as a bearer token when given.
+
+    Raises:
+        ValueError: No address, or a malformed one; an argument out of range (``ConfigError``).
+    """
+
+    def __init__(
+        self,
+        server_addresses: Sequence[str] | str,
+        *,
+        concurrency: int = 64,
+        timeout: float = 300.0,
+        connect_timeout: float = 10.0,
+        max_retries: int = 3,
+        backoff: float = 0.5,
+        max_backoff: float = 8.0,
+        unhealthy_seconds: float = 10.0,
+        api_key: str | None = None,
+    ) -> None:
+        if isinstance(server_addresses, str):
+            server_addresses = [server_addresses]
+        names: dict[str, str] = {}
+        for address in server_addresses:
+            name, base = normalize_address(address)
+            names.setdefault(name, base)
+        if not names:
+            raise ValueError("server_addresses: expected at least one 'IP:PORT' address, got none")
+        self._bases = names
+        self.concurrency = check_int("concurrency", concurrency, low=1)
+        self.max_retries = check_int("max_retries", max_retries, low=0)
+        self.timeout = float(check_timeout("timeout", timeout, allow_none=False))
+        self.connect_timeout = min(float(check_timeout("connect_timeout", connect_timeout, allow_none=False)),
+                                   self.timeout)
+        self.backoff = check_float("backoff", backoff, low=0.0)
+        self.max_backoff = check_float("max_backoff", max_backoff, low=0.0)
+        self.unhealthy_seconds = check_float("unhealthy_seconds", unhealthy_seconds, low=0.0)
+        self.api_key = api_key
+        self.router = SessionRouter(list(names), unhealthy_seconds=self.unhealthy_seconds)
+        self._resources: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopResources] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._resources_lock = threading.Lock()
+        self._server_info: dict[str, dict[str, Any]] = {}
+        # server -> (failed /v1/models lookups in a row, monotonic time before which not to retry)
+        self._info_failures: dict[str, tuple[int, float]] = {}
+
+    @property
+    def server_addresses(self) -> list[str]:
+        """The servers as ``"IP:PORT"`` strings, in the order given."""
+        return list(self._bases)
+
+    def url(self, server: str, path: str) -> str:
+        """The absolute URL of ``path`` on ``server``."""
+        return f"{self._bases[server]}{path}"
+
+    # ------------------------------------------------------------------ pools
+    def loop_resources(self) -> LoopResources:
+        """The connection pool and concurrency limit of the running event loop (created on first use)."""
+        loop = asyncio.get_running_loop()
+        res = self._resources.get(loop)
+        if res is None:
+            with self._resources_lock:
+                res = self._resources.get(loop)
+                if res is None:
+                    res = self._new_resources(loop)
+                    self._resources[loop] = res
+        return res
+
+    def _new_resources(self, loop: asyncio.AbstractEventLoop) -> LoopResources:
+        # As at most `concurrency` requests are in flight, the few extra connections
+        # serve the /v1/models lookups made outside the limit.
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else None
+        transport = HttpTransport(
+            max_connections=self.concurrency + 8,
+            timeout=self.timeout,
+            connect_timeout=self.connect_timeout,
+            headers=headers,
+        )
+        # Released when the loop is collected (a closed asyncio.run loop) or at exit (a loop still
+        # running in its thread), whichever comes first, unless aclose() released it before.
+        finalizer = weakref.finalize(loop, _release_pool, weakref.ref(loop), transport)
+        return LoopResources(transport, asyncio.Semaphore(self.concurrency), finalizer)
+
+    async def aclose(self) -> None:
+        """Close the connection pool of the running event loop."""
+        with self._resources_lock:
+            res = self._resources.pop(asyncio.get_running_loop(), None)
+        if res is not None:
+            if res.finalizer is not None:
+                res.finalizer.detach()
+            await res.transport.aclose()
+
+    # ------------------------------------------------------------------ /v1/models
+    async def server_info(self, server: str) -> dict[str, Any]:
+        """``{"model", "max_model_len"}`` of ``server`` from ``/v1/models``; {} while unknown.
+
+        Only a successful answer (HTTP 200 listing at least one model) is cached. A failed
+        lookup (a server still loading answers 503; a connection error) is retried on a later
+        call, no sooner than a backoff that doubles per failure (``backoff`` up to
+        ``max_backoff``), so a dead server is not asked on every request.
+        """
+        info = self._server_info.get(server)
+        if info is not None:
+            return info
+        failures, retry_at = self._info_failures.get(server, (0, 0.0))
+        if time.monotonic() < retry_at:
+            return {}
+        try:
+            resp = await self.loop_resources().transport.get(
+                self.url(server, "/v1/models"), timeout=min(self.timeout, 10.0)
+            )
+            data = resp.json() if resp.status == 200 else None
+        except (TransportTimeout, TransportFailure, ValueError):
+            data = None
+        models = data.get("data") if isinstance(data, dict) else None
+        first = models[0] if isinstance(models, list) and models else None
+        if not isinstance(first, dict):
+            delay = min(self.max_backoff, self.backoff * 2**failures)
+            self._info_failures[server] = (failures + 1, time.monotonic() + delay)
+            return {}
+        info = {"model": first.get("id"), "max_model_len": first.get("max_model_len")}
+        self._server_info[server] = info
+        self._info_failures.pop(server, None)
+        return info
+
+    # ------------------------------------------------------------------ requests
+    async def post(
+        self,
+        session_id: str | None,
+        path: str,
+        make_body: Callable[[str], Awaitable[dict[str, Any]]],
+        *,
+        server: str | None = None,
+    ) -> tuple[dict[str, Any], str]:
+        """POST with retries and failover; return ``(response JSON, server)``.
+
+        Args:
+            session_id: Session for routing and the routing headers (None with a fixed ``server``).
+            path: Endpoint path.
+            make_body: Builds the body for the chosen server (may raise ``PromptTooLong``).
+            server: Use only this server (no failover).
+
+        Raises:
+            PromptTooLong: The server reported an over-long prompt.
+            ServerError: A non-retryable error, malformed JSON, or every attempt failed.
+        """
+        res = self.loop_resources()
+        headers = {"x-session-id": session_id, "X-SMG-Routing-Key": session_id} if session_id else {}
+        failed: list[str] = []
+        errors: list[str] = []
+        last_status: int | None = None
+        for attempt in range(self.max_retries + 1):
+            target = server or self.router.pick(session_id or "", exclude=failed)
+            body = await make_body(target)
+            retry_after: float | None = None
+            try:
+                async with res.semaphore:
+                    self.router.begin(target)
+                    try:
+                        resp = await res.transport.post_json(self.url(target, path), body, headers=headers)
+                    finally:
+                        self.router.end(target)
+            except TransportTimeout:
+                error, last_status = f"no response within {self.timeout:g}s (timeout)", None
+            except TransportFailure as exc:
+                error, last_status = f"connection failed ({exc})", None
+            else:
+                last_status = resp.status
+                if resp.status == 200:
+                    return self._parse_ok(resp, target, path), target
+                message = error_text(resp)
+                if resp.status == 400 and CONTEXT_ERROR in message.lower():
+                    raise PromptTooLong(message)
+                if resp.status != 429 and resp.status < 500:
+                    raise ServerError(
+                        f"server {target} rejected POST {path} with HTTP {resp.status}: {message}",
+                        server=target,
+                        status=resp.status,
+                    )
+                error = f"HTTP {resp.status}: {message[:200]}"
+                if resp.status == 429:
+                    try:
+                        retry_after = float(resp.headers.get("retry-after", ""))
+                    except ValueError:
+                        retry_after = None
+            errors.append(f"{target}: {error}")
+            if server is None:
+                self.router.mark_unhealthy(target)
+                failed.append(target)
+            if attempt < self.max_retries:
+                delay = min(self.max_backoff, self.backoff * 2**attempt) * (0.5 + random.random() / 2)
+                if retry_after is not None:
+                    delay = max(delay, min(retry_after, self.max_backoff))
+                await asyncio.sleep(delay)
+        tried = sorted(set(failed) or {server or ""})
+        raise ServerError(
+            f"POST {path} failed after {self.max_retries + 1} attempt(s) on {', '.join(tried)}: " + "; ".join(errors),
+            server=", ".join(tried),
+            status=last_status,
+        )
+
+    @staticmethod
+    def _parse_ok(resp: Any, target: str, path: str) -> dict[str, Any]:
+        """The JSON of a 200 answer, which must hold a non-empty ``choices`` list."""
+        try:
+            data = resp.json()
+        except ValueError as exc:
+            raise ServerError(
+                f"server {target} returned malformed JSON for POST {path}: {exc}; "
+                f"body starts with {resp.text[:120]!r}",
+                server=target,
+                status=200,
+            ) from None
+        if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
+            raise ServerError(
+                f"server {target} returned an unexpected JSON body for POST {path}: {str(data)[:200]}",
+                server=target,
+                status=200,
+            )
+        return data
+
+    def release(self, session_id: str) -> None:
+        """Forget the server assignment of ``session_id``."""
+        self.router.release(session_id)
