@@ -40,6 +40,13 @@ ENV_INFOS: tuple[EnvInfo, ...] = (
         description="Arithmetic, unit, date and inventory-lookup questions solved with tool calls (480 tasks).",
         max_episode_steps=10,
     ),
+    EnvInfo(
+        id="agent_gym/RAG-v0",
+        entry_point="agent_gym.envs.rag.env:RAGEnv",
+        description="Questions about a fictional world answered with search/open tools over 2,024 documents "
+                    "(640 tasks; deterministic with the default local BM25 index, not with a retrieval server).",
+        max_episode_steps=10,
+    ),
 )
 """Every environment agent_gym registers."""
 

@@ -1,0 +1,319 @@
+"""The ``Retriever`` protocol, search hits, the on-disk index cache and BM25.
+
+Every retriever answers ``search(query, k) -> list[Hit]`` (best first) and
+``search_batch(queries, k)``; local retrievers also give ``document(doc_id)``.
+Indexes are built once per corpus and settings, stored under :func:`cache_dir`
+(``$AGENT_GYM_CACHE``, else ``$XDG_CACHE_HOME/agent_gym``, else ``~/.cache/agent_gym``)
+in a folder named by the corpus fingerprint and a hash of the settings, guarded by a
+file lock so that concurrent processes build it once, and loaded memory-mapped.
+:func:`shared_retriever` keeps one instance per (kind, corpus, settings) in a process,
+so every env instance in that process shares it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from agent_gym.checks import check_int
+from agent_gym.envs.rag.corpus import Corpus, Document
+from agent_gym.errors import MissingExtraError
+
+__all__ = [
+    "BM25Retriever",
+    "Hit",
+    "LocalRetriever",
+    "Retriever",
+    "cache_dir",
+    "index_dir",
+    "make_snippet",
+    "shared_retriever",
+    "tokenize",
+]
+
+_TOKEN = re.compile(r"\w\w+")
+_STOPWORDS = frozenset(
+    "a an and are as at be but by for if in into is it no not of on or such that the their then there these they "
+    "this to was will with which who whom what when where why how did does do has have had were been its from".split()
+)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result.
+
+    Attributes:
+        doc_id: Id of the document.
+        title: Its title.
+        score: Retriever score (higher is better; scales differ between retrievers).
+        snippet: The start of its text, for the result list.
+    """
+
+    doc_id: str
+    title: str
+    score: float
+    snippet: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """As a plain dict."""
+        return asdict(self)
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """Anything that finds documents for a query."""
+
+    def search(self, query: str, k: int = 5) -> list[Hit]:
+        """The best ``k`` hits for ``query``, best first (fewer if fewer match)."""
+        ...
+
+    def search_batch(self, queries: Sequence[str], k: int = 5) -> list[list[Hit]]:
+        """``search`` for several queries at once."""
+        ...
+
+    def document(self, doc_id: str) -> Document | None:
+        """The full document with this id, or None if unknown."""
+        ...
+
+
+def tokenize(text: str) -> list[str]:
+    """Lowercased word tokens of two or more characters, without English stopwords."""
+    return [t for t in _TOKEN.findall(text.lower()) if t not in _STOPWORDS]
+
+
+def make_snippet(text: str, limit: int = 200) -> str:
+    """The first ``limit`` characters of ``text``, cut at a word boundary with ``...``."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(" ", 0, limit)
+    return text[: cut if cut > limit // 2 else limit].rstrip(" ,;:") + "..."
+
+
+def cache_dir() -> Path:
+    """Root folder of agent_gym's caches (created on first use)."""
+    root = os.environ.get("AGENT_GYM_CACHE")
+    if root:
+        path = Path(root)
+    else:
+        base = os.environ.get("XDG_CACHE_HOME")
+        path = (Path(base) if base else Path.home() / ".cache") / "agent_gym"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _settings_hash(settings: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def index_dir(kind: str, corpus: Corpus, settings: dict[str, Any], build: Callable[[Path], None]) -> Path:
+    """The folder of a built index, building it first if it is not in the cache.
+
+    The build writes into a temporary folder beside the final one, which is renamed
+    into place when complete; a file lock makes concurrent processes wait for one build.
+
+    Args:
+        kind: Index kind (``bm25``, ``dense``).
+        corpus: The indexed corpus (its fingerprint keys the folder).
+        settings: Every setting that changes the index (hashed into the folder name).
+        build: Writes the index files into the folder it is given.
+    """
+    from filelock import FileLock
+
+    root = cache_dir() / "rag"
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"{kind}-{corpus.fingerprint}-{_settings_hash(settings)}"
+    if (final / "DONE").exists():
+        return final
+    with FileLock(str(final) + ".lock", timeout=3600):
+        if (final / "DONE").exists():
+            return final
+        tmp = Path(tempfile.mkdtemp(prefix=final.name + ".tmp-", dir=root))
+        try:
+            build(tmp)
+            (tmp / "settings.json").write_text(json.dumps({"kind": kind, "corpus": corpus.fingerprint,
+                                                           "documents": len(corpus), **settings}, default=str))
+            (tmp / "DONE").write_text("ok\n")
+            if final.exists():
+                shutil.rmtree(final)
+            os.replace(tmp, final)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+def _top_k(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` largest scores, best first (ties broken by lower index)."""
+    k = min(k, scores.shape[0])
+    if k <= 0:
+        return np.empty(0, dtype=np.int64)
+    if k < scores.shape[0]:
+        part = np.argpartition(-scores, k - 1)[:k]
+    else:
+        part = np.arange(scores.shape[0])
+    order = np.lexsort((part, -scores[part]))
+    return part[order]
+
+
+class LocalRetriever:
+    """Base of the in-process retrievers: a corpus, hits with snippets, pickling as settings.
+
+    Subclasses implement ``_scores_batch(queries) -> list[(indices, scores)]`` and list
+    their constructor settings in ``settings``; pickling stores the corpus and settings,
+    and unpickling reloads the index from the cache.
+
+    Args:
+        corpus: The documents.
+        snippet_chars: Characters of text shown per hit.
+    """
+
+    kind = "local"
+
+    def __init__(self, corpus: Corpus, *, snippet_chars: int = 200) -> None:
+        if not isinstance(corpus, Corpus):
+            raise TypeError(f"corpus: expected a Corpus (see load_corpus), got {type(corpus).__name__}")
+        self.corpus = corpus
+        self.snippet_chars = check_int("snippet_chars", snippet_chars, low=20)
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """Constructor keyword arguments that reproduce this retriever (besides the corpus)."""
+        return {"snippet_chars": self.snippet_chars}
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (shared_retriever, (type(self), self.corpus, self.settings))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({len(self.corpus)} documents, {self.settings})"
+
+    def _candidates(self, queries: Sequence[str], k: int) -> list[list[tuple[int, float]]]:
+        raise NotImplementedError
+
+    def search(self, query: str, k: int = 5) -> list[Hit]:
+        """The best ``k`` documents for ``query``, best first; documents with no match are left out.
+
+        Raises:
+            TypeError / ValueError: For a query that is not a str or a ``k`` < 1.
+        """
+        return self.search_batch([query], k)[0]
+
+    def search_batch(self, queries: Sequence[str], k: int = 5) -> list[list[Hit]]:
+        """``search`` for several queries in one pass over the index."""
+        check_int("k", k, low=1)
+        queries = list(queries)
+        for query in queries:
+            if not isinstance(query, str):
+                raise TypeError(f"query: expected str, got {type(query).__name__}")
+        results = []
+        for found in self._candidates(queries, k):
+            hits = []
+            for index, score in found:
+                doc = self.corpus[index]
+                hits.append(Hit(doc.id, doc.title, float(score), make_snippet(doc.text, self.snippet_chars)))
+            results.append(hits)
+        return results
+
+    def document(self, doc_id: str) -> Document | None:
+        """The document with this id, or None."""
+        return self.corpus.get(doc_id) if isinstance(doc_id, str) else None
+
+
+class BM25Retriever(LocalRetriever):
+    """Okapi BM25 over the corpus (the ``bm25s`` package, an optional extra).
+
+    Titles are indexed with the text. The sparse score matrix is cached on disk and
+    loaded memory-mapped.
+
+    Args:
+        corpus: The documents.
+        k1: Term-frequency saturation.
+        b: Length normalisation.
+        snippet_chars: Characters of text shown per hit.
+
+    Raises:
+        MissingExtraError: If ``bm25s`` is not installed (``pip install 'agent-gym[rag]'``).
+    """
+
+    kind = "bm25"
+
+    def __init__(self, corpus: Corpus, *, k1: float = 1.5, b: float = 0.75, snippet_chars: int = 200) -> None:
+        super().__init__(corpus, snippet_chars=snippet_chars)
+        try:
+            import bm25s
+        except ImportError:
+            raise MissingExtraError("bm25s", "rag") from None
+        self.k1, self.b = float(k1), float(b)
+        settings = {"k1": self.k1, "b": self.b, "tokenizer": "w2-stop-v1", "bm25s": "lucene"}
+
+        def build(folder: Path) -> None:
+            index = bm25s.BM25(k1=self.k1, b=self.b)
+            index.index([tokenize(f"{d.title} {d.text}") or [""] for d in corpus], show_progress=False)
+            index.save(str(folder), show_progress=False)
+
+        folder = index_dir(self.kind, corpus, settings, build)
+        self._index = bm25s.BM25.load(str(folder), mmap=True, show_progress=False)
+        self._vocab: dict[str, int] = self._index.vocab_dict
+        self.index_path = folder
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """Constructor keyword arguments besides the corpus."""
+        return {"k1": self.k1, "b": self.b, "snippet_chars": self.snippet_chars}
+
+    def scores(self, query: str) -> np.ndarray:
+        """BM25 score of every document for ``query`` (zeros when no term is known)."""
+        ids = [self._vocab[t] for t in tokenize(query) if t in self._vocab]
+        if not ids:
+            return np.zeros(len(self.corpus), dtype=np.float32)
+        return self._index.get_scores_from_ids(ids)
+
+    def _candidates(self, queries: Sequence[str], k: int) -> list[list[tuple[int, float]]]:
+        out = []
+        for query in queries:
+            scores = self.scores(query)
+            top = _top_k(scores, k)
+            out.append([(int(i), float(scores[i])) for i in top if scores[i] > 0])
+        return out
+
+
+_SHARED: dict[tuple[Any, ...], LocalRetriever] = {}
+_SHARED_LOCK = threading.Lock()
+_BUILD_LOCKS: dict[tuple[Any, ...], threading.Lock] = {}
+
+
+def shared_retriever(cls: type[LocalRetriever], corpus: Corpus, settings: dict[str, Any]) -> LocalRetriever:
+    """One instance of ``cls(corpus, **settings)`` per process, shared by every caller.
+
+    Args:
+        cls: A :class:`LocalRetriever` subclass.
+        corpus: The documents.
+        settings: Constructor keyword arguments.
+    """
+    key = (cls, corpus.fingerprint, len(corpus), json.dumps(settings, sort_keys=True, default=str))
+    with _SHARED_LOCK:
+        found = _SHARED.get(key)
+        if found is not None:
+            return found
+        lock = _BUILD_LOCKS.setdefault(key, threading.Lock())
+    with lock:
+        with _SHARED_LOCK:
+            found = _SHARED.get(key)
+        if found is None:
+            found = cls(corpus, **settings)
+            full = (cls, corpus.fingerprint, len(corpus), json.dumps(found.settings, sort_keys=True, default=str))
+            with _SHARED_LOCK:
+                _SHARED[key] = found
+                _SHARED.setdefault(full, found)
+    return found
