@@ -3,7 +3,8 @@
 Every tool is a module-level function (so environments holding them pickle),
 pure and bounded in time: the calculator is a small recursive-descent evaluator
 of arithmetic (never ``eval``) with limits on expression length, nesting depth
-and result size. Invalid input raises ``ValueError`` with a message meant for
+and result size, so each is declared :func:`~agent_gym.tools.non_blocking` (runs inline,
+without a worker thread). Invalid input raises ``ValueError`` with a message meant for
 the model; the env turns it into an error observation.
 """
 
@@ -17,6 +18,7 @@ from functools import lru_cache
 from typing import Any, Literal, Optional
 
 from agent_gym.envs.generation import DeterministicRandom
+from agent_gym.tools import non_blocking
 
 __all__ = [
     "BUILTIN_TOOLS",
@@ -219,6 +221,7 @@ class _Parser:
         raise ValueError(f"unexpected {str(value)!r}; {_SYNTAX_HINT}")
 
 
+@non_blocking
 def calculator(expression: str) -> str:
     """Evaluate an arithmetic expression and return its value.
 
@@ -287,6 +290,7 @@ def _from_kelvin(value: float, unit: str) -> float:
     return {"c": value - 273.15, "f": (value - 273.15) * 9 / 5 + 32, "k": value}[unit]
 
 
+@non_blocking
 def convert_units(value: float, from_unit: str, to_unit: str) -> str:
     """Convert a quantity between units of length, mass, volume, time or temperature.
 
@@ -322,6 +326,7 @@ def _date(text: str, name: str) -> dt.date:
         raise ValueError(f"{name}: expected a date as YYYY-MM-DD, got {text!r}") from None
 
 
+@non_blocking
 def date_add(date: str, days: int) -> str:
     """Add a number of days (negative to subtract) to a date.
 
@@ -340,6 +345,7 @@ def date_add(date: str, days: int) -> str:
         raise ValueError("the resulting date is out of range (years 1 to 9999)") from None
 
 
+@non_blocking
 def date_diff(start: str, end: str) -> int:
     """Count the days from one date to another.
 
@@ -353,6 +359,7 @@ def date_diff(start: str, end: str) -> int:
     return (_date(end, "end") - _date(start, "start")).days
 
 
+@non_blocking
 def weekday(date: str) -> str:
     """Name the day of the week of a date.
 
@@ -406,6 +413,7 @@ def _inventory_index() -> dict[str, tuple[str, dict[str, Any]]]:
     return {" ".join(name.casefold().split()): (name, row) for name, row in inventory().items()}
 
 
+@non_blocking
 def lookup_item(
     item: str,
     field: Optional[Literal["price", "weight_kg", "stock", "supplier", "warehouse"]] = None,  # noqa: UP045

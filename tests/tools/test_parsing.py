@@ -5,7 +5,7 @@ import pickle
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_gym.parsing import HermesToolCallParser, ParsedResponse, ToolCallParser, parse_response
+from agent_gym.tools import HermesToolCallParser, ParsedResponse, ToolCallParser, parse_response
 
 
 def test_think_tool_calls_and_answer():

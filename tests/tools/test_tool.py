@@ -152,7 +152,7 @@ def test_describe_tools_mentions_each_tool_once():
 
 
 def test_schemas_are_derived_once_and_handed_out_as_copies():
-    from agent_gym.tool_schema import shared_function_schema
+    from agent_gym.tools import shared_function_schema
 
     assert shared_function_schema(add, "add", None) is shared_function_schema(add, "add", None)
     first, second = FunctionTool(add), FunctionTool(add)

@@ -1,21 +1,21 @@
-"""JSON schemas for tools: derive them from Python signatures and docstrings, validate arguments.
+"""OpenAI function schemas derived from Python signatures and Google-style docstrings.
 
-:func:`function_schema` builds an OpenAI function-format schema from a callable's
-signature (``str``, ``int``, ``float``, ``bool``, ``list[...]``, ``dict[...]``,
-``Optional[...]``/``X | None``, ``Literal[...]``, ``Enum``, defaults) and its
-Google-style docstring (summary, ``Args:``, ``Returns:``).
-:func:`validate_arguments` checks decoded JSON arguments against such a schema,
-coercing the obvious mix-ups models make (``"3"`` for ``3``, ``"true"`` for
-``true``, a JSON string for an array) and failing with "expected ..., got ..." messages.
+:func:`function_schema` builds the schema of a function or bound method (``self``
+is not a parameter of a bound method) from its signature and docstring (summary,
+``Args:``, ``Returns:``). Annotations: ``str``, ``int``, ``float``, ``bool``,
+``list[...]``/``tuple[...]``/``set[...]``, ``dict[str, ...]``, ``Optional[...]``/``X | None``,
+unions, ``Literal[...]``, ``Enum``, ``TypedDict`` (from ``typing_extensions``), pydantic
+models and dataclasses (as objects with their fields), and other types pydantic can
+describe without references (``datetime.date`` and the like); defaults become ``default``.
 """
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import enum
 import inspect
 import json
-import math
 import re
 import threading
 import types
@@ -24,20 +24,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 __all__ = [
-    "ArgumentError",
     "function_schema",
     "parse_google_docstring",
     "shared_function_schema",
-    "validate_arguments",
 ]
 
+_HINTS_LOCK = threading.RLock()
 _SECTION = re.compile(r"^(Args|Arguments|Parameters|Params|Returns|Return|Yields|Raises|Examples?|Notes?|"
                       r"Attributes|Warnings?|See Also|Todo)\s*:\s*$")
 _ARG_LINE = re.compile(r"^\*{0,2}(\w+)\s*(?:\(([^)]*)\))?\s*:\s*(.*)$")
-
-
-class ArgumentError(ValueError):
-    """An argument failed validation (``FunctionTool.run`` turns it into an error result)."""
 
 
 # --------------------------------------------------------------------------- schema derivation
@@ -91,10 +86,93 @@ def _type_schema(annotation: Any, where: str) -> dict[str, Any]:
             raise TypeError(f"{where}: expected dict keys of type str (JSON objects), got {args[0]!r}")
         values = _type_schema(args[1], where) if len(args) == 2 else {}
         return {"type": "object", "additionalProperties": values} if values else {"type": "object"}
+    if isinstance(annotation, type):
+        fields = _object_fields(annotation, where)
+        if fields is not None:
+            properties, required = fields
+            return {"type": "object", "properties": properties, "required": required}
+    found = _pydantic_schema(annotation)
+    if found is not None:
+        return found
     raise TypeError(
-        f"{where}: expected an annotation of str, int, float, bool, list, dict, Optional, Literal or Enum, "
-        f"got {annotation!r}"
+        f"{where}: expected an annotation of str, int, float, bool, list, dict, Optional, Literal, Enum, "
+        f"TypedDict, a pydantic model or a dataclass, got {annotation!r}"
     )
+
+
+_DEPTH = threading.local()
+
+
+def _object_fields(cls: type, where: str) -> tuple[dict[str, Any], list[str]] | None:
+    """Properties and required names of a TypedDict, pydantic model or dataclass; None for other classes."""
+    depth = getattr(_DEPTH, "value", 0)
+    if depth > 8:
+        raise TypeError(f"{where}: expected a type nested at most 8 levels deep (recursive types are not "
+                        f"supported), got {cls!r}")
+    _DEPTH.value = depth + 1
+    try:
+        if typing.is_typeddict(cls) or _is_extensions_typeddict(cls):
+            hints = _class_hints(cls)
+            required_keys = getattr(cls, "__required_keys__", frozenset(hints))
+            return ({k: _type_schema(t, f"{where}.{k}") for k, t in hints.items()},
+                    [k for k in hints if k in required_keys])
+        model_fields = getattr(cls, "model_fields", None)
+        if isinstance(model_fields, dict) and hasattr(cls, "model_validate"):
+            properties: dict[str, Any] = {}
+            required: list[str] = []
+            for fname, info in model_fields.items():
+                prop = dict(_type_schema(info.annotation, f"{where}.{fname}"))
+                if info.description:
+                    prop["description"] = info.description
+                properties[fname] = prop
+                if info.is_required():
+                    required.append(fname)
+            return properties, required
+        if dataclasses.is_dataclass(cls):
+            hints = _class_hints(cls)
+            properties, required = {}, []
+            for field in dataclasses.fields(cls):
+                if not field.init:
+                    continue
+                properties[field.name] = _type_schema(hints.get(field.name, field.type), f"{where}.{field.name}")
+                if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
+                    required.append(field.name)
+            return properties, required
+        return None
+    finally:
+        _DEPTH.value = depth
+
+
+def _is_extensions_typeddict(cls: type) -> bool:
+    try:
+        import typing_extensions
+    except ImportError:  # pragma: no cover - pydantic depends on typing_extensions
+        return False
+    return typing_extensions.is_typeddict(cls)
+
+
+def _class_hints(cls: type) -> dict[str, Any]:
+    with _HINTS_LOCK:
+        try:
+            return typing.get_type_hints(cls)
+        except (NameError, TypeError, AttributeError):
+            return dict(getattr(cls, "__annotations__", {}))
+
+
+def _pydantic_schema(annotation: Any) -> dict[str, Any] | None:
+    """The JSON schema pydantic gives a type (dates, UUIDs, ...), if it needs no references."""
+    if isinstance(annotation, type) and annotation.__module__ not in ("datetime", "uuid", "decimal", "pathlib"):
+        return None
+    try:
+        from pydantic import TypeAdapter
+
+        schema = TypeAdapter(annotation).json_schema()
+    except Exception:
+        return None
+    if "$ref" in json.dumps(schema) or "$defs" in schema:
+        return None
+    schema.pop("title", None)
+    return schema
 
 
 def _enum_schema(values: list[Any], where: str) -> dict[str, Any]:
@@ -151,7 +229,6 @@ def parse_google_docstring(doc: str) -> tuple[str, dict[str, str], str]:
     return "\n\n".join(p for p in paragraphs if p), args, " ".join(returns)
 
 
-_HINTS_LOCK = threading.Lock()
 
 
 def _type_hints(func: Callable[..., Any]) -> dict[str, Any]:
@@ -182,7 +259,8 @@ def shared_function_schema(
     costs far more than looking it up, so results are kept for the most recent callables.
     """
     try:
-        key = (func, name, description)
+        # a bound method is keyed by its function: the cache must not keep instances alive
+        key = (func.__func__, "bound", name, description) if inspect.ismethod(func) else (func, name, description)
         hash(key)
     except TypeError:  # an unhashable callable object
         return function_schema(func, name, description)
@@ -254,128 +332,3 @@ def function_schema(
         parameters["additionalProperties"] = False
     schema = {"type": "function", "function": {"name": name, "description": text or name, "parameters": parameters}}
     return schema, frozenset(required), accepts_extra
-
-
-# --------------------------------------------------------------------------- validation
-
-
-def _describe(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str) if not isinstance(value, str) else repr(value)
-    return f"{type(value).__name__} {text[:60]}{'...' if len(text) > 60 else ''}"
-
-
-def _coerce(value: Any, schema: Mapping[str, Any], path: str) -> Any:
-    """Validate ``value`` against a schema fragment, coercing obvious string/number mix-ups."""
-    if "anyOf" in schema:
-        for option in schema["anyOf"]:
-            try:
-                return _coerce(value, option, path)
-            except ArgumentError:
-                continue
-        raise ArgumentError(f"{path}: expected one of {[o.get('type', 'any') for o in schema['anyOf']]}, "
-                             f"got {_describe(value)}")
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        if value is None and "null" in kind:
-            return None
-        others = [k for k in kind if k != "null"]
-        return _coerce(value, {**schema, "type": others[0] if len(others) == 1 else None}, path) if others else None
-    if kind == "string":
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            value = str(value)
-        elif not isinstance(value, str):
-            raise ArgumentError(f"{path}: expected string, got {_describe(value)}")
-    elif kind == "integer":
-        if isinstance(value, str):
-            try:
-                value = float(value.strip()) if not re.fullmatch(r"\s*[-+]?\d+\s*", value) else int(value)
-            except ValueError:
-                raise ArgumentError(f"{path}: expected integer, got {_describe(value)}") from None
-        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-            value = int(value)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ArgumentError(f"{path}: expected integer, got {_describe(value)}")
-    elif kind == "number":
-        if isinstance(value, str):
-            try:
-                value = float(value.strip())
-            except ValueError:
-                raise ArgumentError(f"{path}: expected number, got {_describe(value)}") from None
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ArgumentError(f"{path}: expected a finite number, got {_describe(value)}")
-    elif kind == "boolean":
-        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-            value = value.strip().lower() == "true"
-        if not isinstance(value, bool):
-            raise ArgumentError(f"{path}: expected boolean, got {_describe(value)}")
-    elif kind == "null":
-        if value is not None:
-            raise ArgumentError(f"{path}: expected null, got {_describe(value)}")
-    elif kind == "array":
-        if isinstance(value, str):
-            value = _json_container(value, list, path, "array")
-        if not isinstance(value, (list, tuple)):
-            raise ArgumentError(f"{path}: expected array, got {_describe(value)}")
-        if "prefixItems" in schema:
-            if len(value) != len(schema["prefixItems"]):
-                raise ArgumentError(f"{path}: expected {len(schema['prefixItems'])} items, got {len(value)}")
-            pairs = enumerate(zip(value, schema["prefixItems"], strict=True))
-            value = [_coerce(v, s, f"{path}[{i}]") for i, (v, s) in pairs]
-        elif schema.get("items"):
-            value = [_coerce(v, schema["items"], f"{path}[{i}]") for i, v in enumerate(value)]
-        else:
-            value = list(value)
-    elif kind == "object":
-        if isinstance(value, str):
-            value = _json_container(value, dict, path, "object")
-        if not isinstance(value, dict):
-            raise ArgumentError(f"{path}: expected object, got {_describe(value)}")
-        if schema.get("additionalProperties"):
-            value = {k: _coerce(v, schema["additionalProperties"], f"{path}[{k!r}]") for k, v in value.items()}
-    if "enum" in schema and value not in schema["enum"]:
-        if isinstance(value, str):
-            folded = {e.casefold(): e for e in schema["enum"] if isinstance(e, str)}
-            if value.strip().casefold() in folded:
-                return folded[value.strip().casefold()]
-        raise ArgumentError(f"{path}: expected one of {schema['enum']}, got {_describe(value)}")
-    return value
-
-
-def _json_container(text: str, kind: type, path: str, name: str) -> Any:
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):
-        raise ArgumentError(f"{path}: expected {name}, got {_describe(text)}") from None
-    if not isinstance(value, kind):
-        raise ArgumentError(f"{path}: expected {name}, got {_describe(text)}")
-    return value
-
-
-def validate_arguments(arguments: Any, parameters: Mapping[str, Any], *, tool: str = "tool") -> dict[str, Any]:
-    """Check and coerce decoded JSON arguments against a function's ``parameters`` schema.
-
-    Args:
-        arguments: The decoded arguments (a dict is expected).
-        parameters: The JSON schema of the parameters (``{"type": "object", ...}``).
-        tool: Tool name used in messages.
-
-    Returns:
-        The coerced arguments (numbers given as strings become numbers, etc.).
-
-    Raises:
-        ValueError: With an "expected ..., got ..." message naming the argument.
-    """
-    if not isinstance(arguments, Mapping):
-        raise ArgumentError(f"tool {tool!r}: expected arguments as a JSON object, got {_describe(arguments)}")
-    properties: Mapping[str, Any] = parameters.get("properties", {})
-    unknown = [k for k in arguments if k not in properties]
-    if unknown and parameters.get("additionalProperties") is False:
-        expected = ", ".join(properties) or "no arguments"
-        raise ArgumentError(f"tool {tool!r}: unknown argument {unknown[0]!r}; expected: {expected}")
-    missing = [k for k in parameters.get("required", ()) if k not in arguments]
-    if missing:
-        raise ArgumentError(f"tool {tool!r}: missing required argument {missing[0]!r}")
-    out: dict[str, Any] = {}
-    for key, value in arguments.items():
-        out[key] = _coerce(value, properties[key], f"tool {tool!r} argument {key!r}") if key in properties else value
-    return out

@@ -1,0 +1,56 @@
+"""Tools an agent can call: schemas from signatures, argument validation, execution with limits, parsing.
+
+* :mod:`agent_gym.tools.schema`: a function or bound method -> OpenAI function schema
+  (signature + Google-style docstring).
+* :mod:`agent_gym.tools.arguments`: validation and coercion of decoded JSON arguments
+  (pydantic; a value that already satisfies the declared type is passed unchanged).
+* :mod:`agent_gym.tools.base`: the :class:`Tool` protocol, :class:`ToolResult`,
+  :class:`FunctionTool`, :func:`as_tool`, :func:`non_blocking`, :func:`tools_from_object`.
+* :mod:`agent_gym.tools.execution`: inline calls and time-limited calls on worker threads.
+* :mod:`agent_gym.tools.describe`: :func:`describe_tools`, tools as plain text for prompts.
+* :mod:`agent_gym.tools.parsing`: :class:`ToolCallParser`, :class:`HermesToolCallParser`,
+  :class:`ParsedResponse` (assistant message -> thought, tool calls, answer).
+
+Import the names from ``agent_gym.tools`` itself.
+"""
+
+from __future__ import annotations
+
+from agent_gym.errors import ArgumentError
+from agent_gym.tools.arguments import ArgumentValidator, validate_arguments
+from agent_gym.tools.base import (
+    DEFAULT_MAX_OUTPUT_CHARS,
+    DEFAULT_TIME_LIMIT,
+    FunctionTool,
+    Tool,
+    ToolResult,
+    as_tool,
+    non_blocking,
+    tools_from_object,
+)
+from agent_gym.tools.describe import describe_tools
+from agent_gym.tools.parsing import HermesToolCallParser, ParsedResponse, ToolCall, ToolCallParser, parse_response
+from agent_gym.tools.schema import function_schema, parse_google_docstring, shared_function_schema
+
+__all__ = [
+    "DEFAULT_MAX_OUTPUT_CHARS",
+    "DEFAULT_TIME_LIMIT",
+    "ArgumentError",
+    "ArgumentValidator",
+    "FunctionTool",
+    "HermesToolCallParser",
+    "ParsedResponse",
+    "Tool",
+    "ToolCall",
+    "ToolCallParser",
+    "ToolResult",
+    "as_tool",
+    "describe_tools",
+    "function_schema",
+    "non_blocking",
+    "parse_google_docstring",
+    "parse_response",
+    "shared_function_schema",
+    "tools_from_object",
+    "validate_arguments",
+]
