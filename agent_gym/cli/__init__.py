@@ -20,6 +20,7 @@ SUBCOMMANDS: dict[str, str] = {
     "play": "agent_gym.cli.play",
     "serve": "agent_gym.cli.serve",
     "rollout": "agent_gym.cli.rollout",
+    "serve-retriever": "agent_gym.cli.serve_retriever",
     "report": "agent_gym.cli.report",
 }
 """Subcommand name -> module implementing it."""

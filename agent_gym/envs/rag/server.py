@@ -1,0 +1,192 @@
+"""A retrieval server in the Search-R1 ``/retrieve`` protocol over agent_gym's own indexes.
+
+Many rollout processes share one index through it instead of each loading its own
+(``agent-gym serve-retriever --corpus PATH --retriever bm25``). Endpoints:
+
+* ``POST /retrieve`` ``{"queries": [...], "topk": k, "return_scores": true}`` ->
+  ``{"result": [[{"document": {"id", "title", "text", "contents"}, "score"}, ...], ...]}``
+  (without ``return_scores``, each entry is the document itself, as in Search-R1).
+* ``POST /documents`` ``{"ids": [...]}`` -> ``{"documents": [document | null, ...]}``.
+* ``GET /health`` -> ``{"status": "ok", "documents": N, "retriever": kind}``.
+
+Concurrent requests are batched: while one batch runs on the search thread, newly arrived
+queries wait in a queue and go together into the next ``search_batch`` call (no added
+wait when the server is idle).
+"""
+
+# No ``from __future__ import annotations`` here: FastAPI reads the handlers' annotations at
+# runtime, and ``Request`` is imported inside ``create_app``.
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+
+from agent_gym.envs.rag.corpus import Corpus, Document
+from agent_gym.envs.rag.retrieval import Hit
+
+__all__ = ["MAX_QUERIES_PER_REQUEST", "MAX_TOPK", "create_app", "serve"]
+
+MAX_QUERIES_PER_REQUEST = 4096
+"""Queries accepted in one request."""
+
+MAX_TOPK = 1000
+"""Largest ``topk`` accepted."""
+
+
+def _document(doc: Document) -> dict[str, Any]:
+    return {"id": doc.id, "title": doc.title, "text": doc.text, "contents": doc.contents}
+
+
+class _Batcher:
+    """Collects queries from concurrent requests and runs them in batches on one thread."""
+
+    def __init__(self, retriever: Any, max_batch: int) -> None:
+        self.retriever = retriever
+        self.max_batch = max_batch
+        self.queue: asyncio.Queue[tuple[list[str], int, asyncio.Future[list[list[Hit]]]]] = asyncio.Queue()
+        self.batches = 0
+        self.queries = 0
+
+    async def submit(self, queries: list[str], k: int) -> list[list[Hit]]:
+        future: asyncio.Future[list[list[Hit]]] = asyncio.get_running_loop().create_future()
+        await self.queue.put((queries, k, future))
+        return await future
+
+    def _search(self, queries: list[str], k: int) -> list[list[Hit]]:
+        results: list[list[Hit] | None] = [None] * len(queries)
+        live = [i for i, q in enumerate(queries) if q.strip()]
+        if live:
+            found = self.retriever.search_batch([queries[i] for i in live], k)
+            for i, hits in zip(live, found, strict=True):
+                results[i] = hits
+        return [r if r is not None else [] for r in results]
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            batch = [await self.queue.get()]
+            size = len(batch[0][0])
+            while size < self.max_batch and not self.queue.empty():
+                item = self.queue.get_nowait()
+                batch.append(item)
+                size += len(item[0])
+            queries = [q for item in batch for q in item[0]]
+            k = max(item[1] for item in batch)
+            self.batches += 1
+            self.queries += len(queries)
+            try:
+                results = await loop.run_in_executor(None, self._search, queries, k)
+            except Exception as exc:  # noqa: BLE001 - every waiting request gets the error
+                for _, _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            start = 0
+            for item_queries, item_k, future in batch:
+                part = [hits[:item_k] for hits in results[start:start + len(item_queries)]]
+                start += len(item_queries)
+                if not future.done():
+                    future.set_result(part)
+
+
+def create_app(retriever: Any, corpus: Corpus | None = None, *, max_batch: int = 256) -> Any:
+    """A FastAPI app serving ``retriever`` (documents for ``/documents`` from ``corpus`` or the retriever).
+
+    Args:
+        retriever: Any object with ``search_batch(queries, k)`` and ``document(doc_id)``.
+        corpus: The documents (default: ``retriever.corpus`` when it has one).
+        max_batch: Most queries run in one ``search_batch`` call.
+    """
+    from fastapi import FastAPI, Request
+    from fastapi.responses import Response
+
+    corpus = corpus if corpus is not None else getattr(retriever, "corpus", None)
+    batcher = _Batcher(retriever, max_batch)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[None]:
+        task = asyncio.create_task(batcher.run())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    app = FastAPI(title="agent_gym retrieval server", lifespan=lifespan)
+    app.state.batcher = batcher
+
+    def reply(body: Any, status: int = 200) -> Response:
+        return Response(orjson.dumps(body), status_code=status, media_type="application/json")
+
+    def bad(message: str) -> Response:
+        return reply({"error": {"message": message, "type": "BadRequestError", "code": 400}}, 400)
+
+    async def body_of(request: Request) -> Any:
+        try:
+            return orjson.loads(await request.body())
+        except orjson.JSONDecodeError as exc:
+            raise ValueError(f"expected a JSON body, got invalid JSON ({exc})") from None
+
+    @app.get("/health")
+    async def health() -> Response:
+        return reply({"status": "ok", "documents": None if corpus is None else len(corpus),
+                      "retriever": getattr(retriever, "kind", type(retriever).__name__),
+                      "batches": batcher.batches, "queries": batcher.queries})
+
+    @app.post("/retrieve")
+    async def retrieve(request: Request) -> Response:
+        try:
+            body = await body_of(request)
+        except ValueError as exc:
+            return bad(str(exc))
+        if not isinstance(body, dict):
+            return bad(f"expected a JSON object with 'queries' and 'topk', got {type(body).__name__}")
+        queries = body.get("queries", body.get("query"))
+        if isinstance(queries, str):
+            queries = [queries]
+        if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
+            return bad("queries: expected a list of strings")
+        if len(queries) > MAX_QUERIES_PER_REQUEST:
+            return bad(f"queries: expected at most {MAX_QUERIES_PER_REQUEST} per request, got {len(queries)}")
+        k = body.get("topk", 3)
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_TOPK:
+            return bad(f"topk: expected an int from 1 to {MAX_TOPK}, got {k!r}")
+        scores = bool(body.get("return_scores", False))
+        results = await batcher.submit(queries, k) if queries else []
+        out = []
+        for hits in results:
+            ranked = []
+            for hit in hits:
+                doc = corpus.get(hit.doc_id) if corpus is not None else retriever.document(hit.doc_id)
+                item = _document(doc) if doc is not None else {"id": hit.doc_id, "title": hit.title,
+                                                               "text": hit.snippet, "contents": hit.snippet}
+                ranked.append({"document": item, "score": hit.score} if scores else item)
+            out.append(ranked)
+        return reply({"result": out})
+
+    @app.post("/documents")
+    async def documents(request: Request) -> Response:
+        try:
+            body = await body_of(request)
+        except ValueError as exc:
+            return bad(str(exc))
+        ids = body.get("ids") if isinstance(body, dict) else None
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids) or len(ids) > MAX_QUERIES_PER_REQUEST:
+            return bad(f"ids: expected a list of at most {MAX_QUERIES_PER_REQUEST} document ids")
+        found = [corpus.get(i) if corpus is not None else retriever.document(i) for i in ids]
+        return reply({"documents": [None if d is None else _document(d) for d in found]})
+
+    return app
+
+
+def serve(retriever: Any, corpus: Corpus | None = None, *, host: str = "127.0.0.1", port: int = 8000,
+          max_batch: int = 256, log_level: str = "warning") -> None:
+    """Run the server with uvicorn until interrupted."""
+    import uvicorn
+
+    uvicorn.run(create_app(retriever, corpus, max_batch=max_batch), host=host, port=port, log_level=log_level,
+                access_log=False)
