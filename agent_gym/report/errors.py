@@ -41,7 +41,7 @@ ERROR_KINDS: tuple[str, ...] = (
 """Kinds of error observations, in display order."""
 
 _NO_ACTION = "the message has no <tool_call> and no <answer>"
-# Starts of the parser's messages (agent_gym.parsing); each one error of a malformed block.
+# Starts of the parser's messages (agent_gym.tools.parsing); each one error of a malformed block.
 _PARSE_ERROR = re.compile(
     r"(?:^|; )(?:tool call \d+(?: \([^)]*\))?: |found </[\w.-]+> without an opening|"
     r"could not parse the message|expected the message as str)"
