@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import ipaddress
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from agent_gym.checks import check_gamma, check_int, check_timeout
 from agent_gym.errors import ConfigError, ServerError
-from agent_gym.types import StepTrajectory, Trajectory
+from agent_gym.segments import split_segments
+from agent_gym.types import Trajectory
 
 __all__ = [
     "MAX_N_PARALLEL_AGENTS",
@@ -42,54 +43,52 @@ MAX_STEPS = 10
 """Upper bound of ``max_steps``."""
 
 _AGENT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-_HOSTNAME = re.compile(rf"^(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*$")
 
 CompletionsFn = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 """An async callable taking a ``/v1/completions`` request dict and returning the response JSON."""
 
-
-def _check_int(name: str, value: Any, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name}: expected int, got {type(value).__name__}")
-    if not low <= value <= high:
-        raise ConfigError(f"{name}: expected an int in [{low}, {high}], got {value}")
-    return value
+_CONNECT_TIMEOUT_S = 10.0
 
 
 def validate_server_address(address: Any) -> str:
     """Check an inference server address of the form ``IP:PORT`` (or ``HOST:PORT``).
 
+    The address is parsed by the same function as ``VLLMPolicy``'s
+    (:func:`agent_gym.policy.routing.normalize_address`); the engine API
+    additionally requires an explicit port and no path.
+
     Args:
         address: e.g. ``"127.0.0.1:8000"``; ``http://`` prefixes are accepted and removed.
 
     Returns:
-        The address without scheme or trailing slash.
+        The address without scheme or trailing slash (``"HOST:PORT"``).
 
     Raises:
         TypeError: If ``address`` is not a string.
         ConfigError: If it is not ``IP:PORT`` with a port in [0, 65535].
     """
+    from agent_gym.policy.routing import normalize_address
+
     if not isinstance(address, str):
         raise TypeError(f"server address: expected str 'IP:PORT', got {type(address).__name__}")
-    text = address.strip().rstrip("/")
-    for scheme in ("http://", "https://"):
-        if text.startswith(scheme):
-            text = text[len(scheme) :]
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ConfigError(f"server address: expected 'IP:PORT' with a port in [0, 65535], got {address!r}")
-    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
     try:
-        ipaddress.ip_address(bare)
+        name, base = normalize_address(address)
     except ValueError:
-        if not _HOSTNAME.match(bare):
-            raise ConfigError(f"server address: expected 'IP:PORT', got {address!r}") from None
-    return text
+        name, base = "", ""
+    host, sep, port = name.rpartition(":")
+    # No user info, no path: exactly HOST:PORT after the scheme.
+    if not sep or not host or not port.isdigit() or int(port) > 65535 or "@" in name or not base.endswith("://" + name):
+        raise ConfigError(f"server address: expected 'IP:PORT' with a port in [0, 65535], got {address!r}")
+    return name
 
 
 class _Completions:
-    """``POST /v1/completions`` on one server, as an async callable."""
+    """``POST /v1/completions`` on one server, as an async callable.
+
+    Each call opens a connection through the policy's HTTP transport
+    (:class:`~agent_gym.policy.http_transport.HttpTransport`) and closes it
+    afterwards, so the callable works from any event loop.
+    """
 
     def __init__(self, address: str, *, default_max_tokens: int, timeout: float) -> None:
         self.address = address
@@ -98,7 +97,7 @@ class _Completions:
         self.timeout = timeout
 
     async def __call__(self, request: dict[str, Any]) -> dict[str, Any]:
-        import httpx
+        from agent_gym.policy.http_transport import HttpTransport, TransportFailure, TransportTimeout
 
         if not isinstance(request, dict):
             raise TypeError(f"completions request: expected dict, got {type(request).__name__}")
@@ -106,23 +105,24 @@ class _Completions:
             raise ValueError("completions request: expected a 'prompt' key, got none")
         body = dict(request)
         body.setdefault("max_tokens", self.default_max_tokens)
+        transport = HttpTransport(
+            max_connections=1, timeout=self.timeout, connect_timeout=min(self.timeout, _CONNECT_TIMEOUT_S)
+        )
         try:
-            async with httpx.AsyncClient(timeout=self.timeout) as client:
-                response = await client.post(self.url, json=body)
-        except httpx.HTTPError as exc:
-            raise ServerError(f"{self.url}: request failed: {exc!r}", server=self.address) from exc
-        if response.status_code != 200:
+            reply = await transport.post_json(self.url, body)
+        except (TransportFailure, TransportTimeout) as exc:
+            raise ServerError(f"{self.url}: request failed: {exc}", server=self.address) from exc
+        finally:
+            await transport.aclose()
+        if reply.status != 200:
             raise ServerError(
-                f"{self.url}: HTTP {response.status_code}: {response.text[:500]}",
-                server=self.address,
-                status=response.status_code,
+                f"{self.url}: HTTP {reply.status}: {reply.text[:500]}", server=self.address, status=reply.status
             )
         try:
-            return response.json()
+            return reply.json()
         except ValueError as exc:
-            raise ServerError(
-                f"{self.url}: expected a JSON body, got {response.text[:200]!r}", server=self.address
-            ) from exc
+            message = f"{self.url}: expected a JSON body, got {reply.text[:200]!r}"
+            raise ServerError(message, server=self.address) from exc
 
     def __repr__(self) -> str:
         return f"<completions {self.url}>"
@@ -186,15 +186,16 @@ class BaseEngineWrapper(abc.ABC):
             sampling_params = {}
         if not isinstance(sampling_params, dict):
             raise TypeError(f"sampling_params: expected dict, got {type(sampling_params).__name__}")
-        if isinstance(request_timeout, bool) or not isinstance(request_timeout, (int, float)) or request_timeout <= 0:
-            raise ConfigError(f"request_timeout: expected a number > 0, got {request_timeout!r}")
+        request_timeout = check_timeout("request_timeout", request_timeout, allow_none=False)
         self.agent_name = agent_name
         self.tokenizer = tokenizer
         self.sampling_params = dict(sampling_params)
-        self.max_prompt_length = _check_int("max_prompt_length", max_prompt_length, 1, MAX_PROMPT_LENGTH)
-        self.max_response_length = _check_int("max_response_length", max_response_length, 1, MAX_RESPONSE_LENGTH)
-        self.n_parallel_agents = _check_int("n_parallel_agents", n_parallel_agents, 1, MAX_N_PARALLEL_AGENTS)
-        self.max_steps = _check_int("max_steps", max_steps, 1, MAX_STEPS)
+        self.max_prompt_length = check_int("max_prompt_length", max_prompt_length, low=1, high=MAX_PROMPT_LENGTH)
+        self.max_response_length = check_int(
+            "max_response_length", max_response_length, low=1, high=MAX_RESPONSE_LENGTH
+        )
+        self.n_parallel_agents = check_int("n_parallel_agents", n_parallel_agents, low=1, high=MAX_N_PARALLEL_AGENTS)
+        self.max_steps = check_int("max_steps", max_steps, low=1, high=MAX_STEPS)
         self.request_timeout = float(request_timeout)
         self._server_addresses: list[str] = []
         self._completions: list[CompletionsFn] = []
@@ -244,48 +245,6 @@ class BaseEngineWrapper(abc.ABC):
             f"{type(self).__name__}(agent_name={self.agent_name!r}, servers={self._server_addresses}, "
             f"n_parallel_agents={self.n_parallel_agents}, max_steps={self.max_steps})"
         )
-
-
-def split_segments(trajectories: Sequence[StepTrajectory]) -> list[StepTrajectory]:
-    """Return one record per trainable segment; segments of an episode share ``rollout_id``.
-
-    Each record carries its segment's tokens at the top level, ``segments=[segment]``
-    and the steps the segment covers; reward, metrics, status and ids are the episode's.
-
-    Args:
-        trajectories: Episodes from ``collect``.
-
-    Returns:
-        The per-segment records, in episode then segment order.
-    """
-    out: list[StepTrajectory] = []
-    for trajectory in trajectories:
-        segments = list(trajectory.segments)
-        if len(segments) <= 1:
-            out.append(trajectory)
-            continue
-        for segment in segments:
-            steps = trajectory.steps[segment.first_step : segment.last_step + 1] or trajectory.steps
-            out.append(
-                StepTrajectory(
-                    prompt_tokens=segment.prompt_tokens,
-                    response_tokens=segment.response_tokens,
-                    response_masks=segment.response_masks,
-                    response_logprobs=segment.response_logprobs,
-                    idx=trajectory.idx,
-                    trajectory_reward=trajectory.trajectory_reward,
-                    chat_completions=list(trajectory.chat_completions),
-                    metrics=dict(trajectory.metrics),
-                    rollout_id=trajectory.rollout_id,
-                    group_id=trajectory.group_id,
-                    status=trajectory.status,
-                    retokenized=trajectory.retokenized,
-                    task=trajectory.task,
-                    steps=list(steps),
-                    segments=[segment],
-                )
-            )
-    return out
 
 
 class GymEngineWrapper(BaseEngineWrapper):
@@ -357,16 +316,11 @@ class GymEngineWrapper(BaseEngineWrapper):
             raise TypeError(f"env_kwargs: expected dict or None, got {type(env_kwargs).__name__}")
         self.env_id = env_id
         self.env_kwargs = dict(env_kwargs or {})
-        self.samples_per_task = _check_int("samples_per_task", samples_per_task, 1, 1 << 20)
-        if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0.0 <= gamma <= 1.0:
-            raise ConfigError(f"gamma: expected a number in [0, 1], got {gamma!r}")
-        if episode_timeout is not None and (
-            isinstance(episode_timeout, bool) or not isinstance(episode_timeout, (int, float)) or episode_timeout <= 0
-        ):
-            raise ConfigError(f"episode_timeout: expected a number > 0 or None, got {episode_timeout!r}")
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise TypeError(f"seed: expected int, got {type(seed).__name__}")
-        self.gamma = float(gamma)
+        self.samples_per_task = check_int("samples_per_task", samples_per_task, low=1)
+        gamma = check_gamma(gamma)
+        episode_timeout = check_timeout("episode_timeout", episode_timeout)
+        check_int("seed", seed)
+        self.gamma = gamma
         self.memory = memory
         self.episode_timeout = episode_timeout
         self.seed = seed

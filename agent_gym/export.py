@@ -28,7 +28,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from agent_gym.types import METRIC_KEYS, EpisodeStatus, Segment, StepTrajectory, Trajectory
+from agent_gym.checks import check_int
+from agent_gym.segments import trajectory_segments
+from agent_gym.types import METRIC_KEYS, EpisodeStatus, StepTrajectory, Trajectory
 
 __all__ = [
     "SLIME_STATUS",
@@ -294,8 +296,7 @@ class TrajectoryWriter:
             format = self.path.suffix.lower().lstrip(".")
         if format not in ("jsonl", "parquet"):
             raise ValueError(f"TrajectoryWriter.format: expected 'jsonl' or 'parquet', got {format!r}")
-        if isinstance(row_group_size, bool) or not isinstance(row_group_size, int) or row_group_size < 1:
-            raise ValueError(f"TrajectoryWriter.row_group_size: expected an int >= 1, got {row_group_size!r}")
+        check_int("TrajectoryWriter.row_group_size", row_group_size, low=1)
         if append and format == "parquet":
             raise ValueError("TrajectoryWriter.append: expected False for parquet (files cannot be appended to)")
         self.format = format
@@ -367,23 +368,6 @@ class TrajectoryWriter:
 
 
 # --------------------------------------------------------------------------- slime
-def _segments(trajectory: Trajectory) -> list[Segment]:
-    segments = list(getattr(trajectory, "segments", None) or [])
-    if segments:
-        return segments
-    logprobs = trajectory.response_logprobs
-    if logprobs is None:
-        logprobs = [0.0] * len(trajectory.response_tokens)
-    return [
-        Segment(
-            prompt_tokens=trajectory.prompt_tokens,
-            response_tokens=trajectory.response_tokens,
-            response_masks=trajectory.response_masks,
-            response_logprobs=logprobs,
-        )
-    ]
-
-
 def to_slime_samples(
     trajectories: Iterable[Trajectory], *, include_empty: bool = False
 ) -> list[dict[str, Any]]:
@@ -409,7 +393,7 @@ def to_slime_samples(
     samples: list[dict[str, Any]] = []
     group_index: dict[str, int] = {}
     for trajectory in trajectories:
-        segments = _segments(trajectory)
+        segments = trajectory_segments(trajectory)
         status = trajectory.status or ""
         task = getattr(trajectory, "task", None)
         for position, segment in enumerate(segments):

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from agent_gym.checks import check_gamma
 from agent_gym.errors import TrajectoryError
 
 if TYPE_CHECKING:
@@ -510,10 +511,10 @@ def compute_mc_return(steps: Sequence[Step], gamma: float = 1.0) -> list[float]:
         The returns, in step order.
 
     Raises:
-        ValueError: If gamma is outside [0, 1].
+        TypeError: If gamma is not a number.
+        ConfigError: If gamma is outside [0, 1] (a ``ValueError``).
     """
-    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0.0 <= gamma <= 1.0:
-        raise ValueError(f"gamma: expected a number in [0, 1], got {gamma!r}")
+    gamma = check_gamma(gamma)
     g = 0.0
     for step in reversed(steps):
         g = float(step.reward) + gamma * g

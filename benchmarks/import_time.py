@@ -15,7 +15,7 @@ The baseline is any other checkout of the repository, e.g.
 script checks that the subprocess really imported it.
 
 Usage:
-    python benchmarks/import_time.py [--old PATH] [--runs 10]
+    python benchmarks/import_time.py [--old PATH] [--new PATH] [--runs 10]
 """
 
 from __future__ import annotations
@@ -71,16 +71,17 @@ def check_tree(tree: Path) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--old", type=Path, help="a checkout to compare with (its repository root)")
+    parser.add_argument("--new", type=Path, default=REPO, help="the checkout under test (default: this one)")
     parser.add_argument("--runs", type=int, default=10, help="fresh processes per case (default 10)")
     args = parser.parse_args()
-    trees = {"current": REPO}
+    trees = {"current": args.new}
     if args.old is not None:
         trees = {"old": args.old, **trees}
     for label, tree in trees.items():
         print(f"{label}: {tree}; gym.make loads: {', '.join(check_tree(tree)) or 'none of ' + ', '.join(HEAVY)}")
     results: dict[str, dict[str, list[float]]] = {case: {label: [] for label in trees} for case in CASES}
     for case, code in CASES.items():
-        run(code, REPO)  # warm the file cache
+        run(code, args.new)  # warm the file cache
         for _ in range(args.runs):
             for label, tree in trees.items():  # interleaved, so load changes hit both alike
                 results[case][label].append(run(code, tree))

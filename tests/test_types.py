@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from agent_gym.errors import TrajectoryError
+from agent_gym.errors import ConfigError, TrajectoryError
 from agent_gym.types import (
     METRIC_KEYS,
     EpisodeStatus,
@@ -163,9 +163,12 @@ def test_mc_return_gamma_half():
     assert compute_mc_return(steps, 0.5) == pytest.approx([0.1, 0.0, 1.0])
 
 
-@pytest.mark.parametrize("gamma", [-0.1, 1.5, math.nan, "1", True])
-def test_mc_return_rejects_bad_gamma(gamma):
-    with pytest.raises(ValueError, match="gamma"):
+@pytest.mark.parametrize(
+    "gamma, error",
+    [(-0.1, ConfigError), (1.5, ConfigError), (math.nan, ConfigError), ("1", TypeError), (True, TypeError)],
+)
+def test_mc_return_rejects_bad_gamma(gamma, error):
+    with pytest.raises(error, match="gamma"):
         compute_mc_return([Step()], gamma)
 
 

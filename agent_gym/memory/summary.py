@@ -37,7 +37,8 @@ import time
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from agent_gym.errors import ConfigError
+from agent_gym.checks import check_float, check_int, check_timeout
+from agent_gym.errors import ConfigError, SummaryTimeoutError
 from agent_gym.memory.config import MemoryConfig
 from agent_gym.memory.simple import MemorySimple
 from agent_gym.memory.text import ViewMessage, clean_summary, format_summary_block
@@ -48,10 +49,6 @@ logger = logging.getLogger("agent_gym.memory")
 
 _CONTEXT_PREFIX = "[Summary of the earlier conversation]:\n\n"
 _CONTEXT_RESERVE = 16  # tokens kept for the context message's prefix and overhead
-
-
-class SummaryTimeoutError(TimeoutError):
-    """A summary call did not return within the memory's ``summary_timeout``."""
 
 
 @runtime_checkable
@@ -197,12 +194,9 @@ class MemorySummary(MemorySimple):
         max_retries: int = 2,
         retry_backoff: float = 1.0,
     ) -> None:
-        if summary_timeout is not None and not summary_timeout > 0:
-            raise ConfigError(f"summary_timeout must be positive or None, got {summary_timeout!r}")
-        if not isinstance(max_retries, int) or isinstance(max_retries, bool) or max_retries < 0:
-            raise ConfigError(f"max_retries must be an int >= 0, got {max_retries!r}")
-        if not retry_backoff >= 0:
-            raise ConfigError(f"retry_backoff must be >= 0, got {retry_backoff!r}")
+        summary_timeout = check_timeout("summary_timeout", summary_timeout)
+        check_int("max_retries", max_retries, low=0)
+        check_float("retry_backoff", retry_backoff, low=0.0)
         self.chat_client = chat_client
         self.summary_timeout = summary_timeout
         self.max_retries = max_retries

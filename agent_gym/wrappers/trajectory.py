@@ -18,7 +18,8 @@ from typing import Any, SupportsFloat
 
 import gymnasium as gym
 
-from agent_gym.parsing import HermesToolCallParser
+from agent_gym.checks import check_gamma
+from agent_gym.tools import HermesToolCallParser
 from agent_gym.types import (
     EpisodeStatus,
     PolicyOutput,
@@ -79,9 +80,7 @@ class TrajectoryWrapper(gym.Wrapper):
         tokenizer: Any = None,
     ) -> None:
         super().__init__(env)
-        if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0.0 <= gamma <= 1.0:
-            raise ValueError(f"gamma: expected a number in [0, 1], got {gamma!r}")
-        self.gamma = float(gamma)
+        self.gamma = check_gamma(gamma)
         self.tokenizer = tokenizer
         self._parser = getattr(env.unwrapped, "parser", None) or HermesToolCallParser()
         self._lock = threading.Lock()

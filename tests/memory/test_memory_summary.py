@@ -309,8 +309,11 @@ def test_configuration_errors(word_tokenizer, recorder):
     assert memory.config.use_summary is False
     with pytest.raises(TypeError, match="chat_client"):
         MemorySummary(chat_client=3)
-    for bad in ({"summary_timeout": 0}, {"max_retries": -1}, {"max_retries": 1.5}, {"retry_backoff": -1}):
-        with pytest.raises(ConfigError):
+    for bad in ({"summary_timeout": 0}, {"max_retries": -1}, {"retry_backoff": -1}):
+        with pytest.raises(ConfigError, match=f"{next(iter(bad))}: expected"):
+            MemorySummary(chat_client=recorder, **bad)
+    for bad in ({"max_retries": 1.5}, {"summary_timeout": "1"}):
+        with pytest.raises(TypeError, match=f"{next(iter(bad))}: expected"):
             MemorySummary(chat_client=recorder, **bad)
     built = memory_from_config(MemoryConfig(use_summary=True), chat_client=recorder, max_retries=0)
     assert type(built) is MemorySummary and built.max_retries == 0
