@@ -3,22 +3,30 @@
 With ``--server`` the episodes are sampled from vLLM-compatible servers
 (``VLLMPolicy``); with ``--model`` from a local Hugging Face model
 (``TransformersPolicy``); with neither, from the embedded default model, offline.
-Episodes are written to ``--out`` as they finish, so Ctrl-C leaves a readable
-file holding every finished episode. A summary table follows the progress bar.
+With ``--ray [ADDRESS]`` the episodes run in Ray actors (a local Ray instance
+without an address), each with its own copy of the policy.
+Episodes are written to ``--out`` as they finish. Ctrl-C (SIGINT) or SIGTERM (what
+a job scheduler or a container runtime sends) stops the collection: the episodes
+in flight are cancelled, the file is closed (readable, holding every finished
+episode), the summary is printed and the exit status is 130 (SIGINT) or 143
+(SIGTERM). A second signal stops at once.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import signal
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from agent_gym.types import EpisodeStatus, StepTrajectory
 
-__all__ = ["add_parser", "build_policy", "format_summary", "run", "summarize"]
+__all__ = ["StopOnSignal", "add_parser", "build_policy", "format_summary", "run", "summarize"]
 
 _FAILED = (EpisodeStatus.TIMEOUT.value, EpisodeStatus.ENV_ERROR.value, EpisodeStatus.POLICY_ERROR.value)
 
@@ -50,6 +58,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="output file, .jsonl or .parquet (default rollouts.jsonl)",
     )
     parser.add_argument("--seed", type=int, default=0, metavar="N", help="base seed (default 0)")
+    parser.add_argument(
+        "--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+        help="run the episodes in Ray actors: on the cluster at ADDRESS, else RAY_ADDRESS or a local instance",
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return parser
 
@@ -143,12 +155,90 @@ def _check_args(args: argparse.Namespace) -> str | None:
     return None
 
 
+class StopOnSignal:
+    """Turns SIGINT and SIGTERM into a graceful stop of a collection.
+
+    Installed explicitly (``signal.signal``), so SIGINT works also in a process
+    started with SIGINT ignored (a background job). While :meth:`guard` runs a
+    coroutine, the first signal cancels it (the episodes in flight are cancelled,
+    every finished one has been handed to ``on_episode``); before that, the first
+    signal raises ``KeyboardInterrupt``; after it, signals are only recorded, so
+    closing the output file is never interrupted. A second signal raises
+    ``KeyboardInterrupt`` at once.
+
+    Only the main thread can install signal handlers; elsewhere this does nothing.
+
+    Example:
+        >>> stop = StopOnSignal()  # doctest: +SKIP
+        >>> with stop:  # doctest: +SKIP
+        ...     run_sync(lambda: stop.guard(collect_async(...)))
+        >>> stop.exit_code  # 130 after SIGINT, 143 after SIGTERM, None otherwise  # doctest: +SKIP
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._previous: dict[int, Any] = {}
+        self._task: asyncio.Task[Any] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._raise_now = True
+
+    @property
+    def exit_code(self) -> int | None:
+        """``128 + signal number`` of the first signal received, or None."""
+        return None if self.signum is None else 128 + self.signum
+
+    def __enter__(self) -> StopOnSignal:
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.SIGNALS:
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous if previous is not None else signal.SIG_DFL)
+        self._previous.clear()
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.signum is not None:
+            raise KeyboardInterrupt  # a second signal: stop now
+        self.signum = signum
+        if self._loop is not None and self._task is not None:
+            self._loop.call_soon_threadsafe(self._task.cancel)
+        elif self._raise_now:
+            raise KeyboardInterrupt
+
+    async def guard(self, awaitable: Awaitable[Any]) -> bool:
+        """Await ``awaitable`` until it ends or a signal cancels it.
+
+        Returns:
+            True when a signal stopped it (also one received just before).
+        """
+        self._raise_now = False
+        if self.signum is not None:
+            if asyncio.iscoroutine(awaitable):
+                awaitable.close()
+            return True
+        task = asyncio.current_task()
+        self._loop, self._task = asyncio.get_running_loop(), task
+        try:
+            await awaitable
+        except asyncio.CancelledError:
+            if self.signum is None or task is None:
+                raise
+            task.uncancel()
+        finally:
+            self._loop = self._task = None
+        return self.signum is not None
+
+
 def run(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
     """Run ``agent-gym rollout``.
 
     Returns:
-        0 on success, 2 on bad arguments, 130 when interrupted (the output file
-        then holds the episodes finished so far).
+        0 on success, 2 on bad arguments, 130 (SIGINT) or 143 (SIGTERM) when
+        stopped by a signal (the output file then holds the episodes finished so far).
     """
     out = stdout or sys.stdout
     problem = _check_args(args)
@@ -157,52 +247,74 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
         return 2
     import gymnasium as gym
 
-    import agent_gym  # noqa: F401 - registers the env ids
+    from agent_gym.envs import register_envs
     from agent_gym.export import TrajectoryWriter
-    from agent_gym.rollout import collect
+    from agent_gym.rollout import collect_async, run_sync
 
+    register_envs()
     if args.env_id not in gym.registry:
         known = ", ".join(sorted(k for k in gym.registry if k.startswith("agent_gym/")))
         print(f"agent-gym rollout: unknown env id {args.env_id!r}; registered: {known}", file=sys.stderr)
         return 2
-    policy, description = build_policy(args)
-    print(f"policy: {description}", file=out)
+    ray_address = None if args.ray is None else (args.ray or None)
+    if args.ray is not None:
+        from agent_gym.rollout.ray_backend import init_ray
+
+        init_ray(ray_address)  # before the handlers: ray.init installs its own SIGTERM handler
     finished: list[StepTrajectory] = []
-    started = time.perf_counter()
-    interrupted = False
-    writer = TrajectoryWriter(args.out)
-    try:
+    stop = StopOnSignal()
+    with stop:
+        try:
+            policy, description = build_policy(args)
+        except KeyboardInterrupt:
+            print("interrupted before the first episode: nothing written", file=out)
+            return stop.exit_code or 130
+        print(f"policy: {description}", file=out)
+        started = time.perf_counter()
+        writer = TrajectoryWriter(args.out)
+        try:
 
-        def _on_episode(trajectory: StepTrajectory) -> None:
-            writer.write(trajectory)
-            finished.append(trajectory)
+            def _on_episode(trajectory: StepTrajectory) -> None:
+                writer.write(trajectory)
+                finished.append(trajectory)
 
-        collect(
-            args.env_id,
-            policy,
-            num_episodes=args.episodes,
-            samples_per_task=args.samples_per_task,
-            n_parallel=args.n_parallel,
-            max_steps=args.max_steps,
-            episode_timeout=args.episode_timeout,
-            progress=not args.no_progress,
-            seed=args.seed,
-            on_episode=_on_episode,
-        )
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        writer.close()
-        close = getattr(policy, "close", None)
-        if callable(close):
-            try:
-                close()
-            except Exception:  # noqa: BLE001 - best effort at exit
-                pass
+            run_sync(
+                lambda: stop.guard(
+                    collect_async(
+                        args.env_id,
+                        policy,
+                        num_episodes=args.episodes,
+                        samples_per_task=args.samples_per_task,
+                        n_parallel=args.n_parallel,
+                        max_steps=args.max_steps,
+                        episode_timeout=args.episode_timeout,
+                        progress=not args.no_progress,
+                        seed=args.seed,
+                        on_episode=_on_episode,
+                        backend="local" if args.ray is None else "ray",
+                        ray_address=ray_address,
+                    )
+                ),
+                release=[policy],
+            )
+        except (KeyboardInterrupt, asyncio.CancelledError):  # a second signal, or one racing the end
+            stop.signum = stop.signum or signal.SIGINT
+        finally:
+            writer.close()
+            _close_policy(policy)
     wall = time.perf_counter() - started
     print(format_summary(summarize(finished, wall)), file=out)
-    if interrupted:
-        print(f"interrupted: {len(finished)} finished episodes written to {args.out}", file=out)
-        return 130
+    if stop.exit_code is not None:
+        print(f"interrupted: {len(finished)} finished episodes written to {args.out}", file=out, flush=True)
+        return stop.exit_code
     print(f"wrote {len(finished)} episodes to {args.out}", file=out)
     return 0
+
+
+def _close_policy(policy: Any) -> None:
+    close: Callable[[], Any] | None = getattr(policy, "close", None)
+    if callable(close):
+        try:
+            close()
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
