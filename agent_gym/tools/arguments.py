@@ -399,6 +399,7 @@ class ArgumentValidator:
     Args:
         func: The function (or bound method); parameters must be callable by keyword.
         tool: The tool name, used in messages.
+        hints: The resolved type hints of ``func`` (resolved here when None).
 
     Raises:
         TypeError: For ``*args``, positional-only parameters or annotations pydantic cannot validate.
@@ -406,7 +407,10 @@ class ArgumentValidator:
 
     def __init__(self, func: Callable[..., Any], tool: str, hints: Mapping[str, Any] | None = None) -> None:
         signature = inspect.signature(func)
-        hints = hints if hints is not None else {}
+        if hints is None:
+            from agent_gym.tools.schema import _type_hints
+
+            hints = _type_hints(func)
         self.tool = tool
         self.validators: dict[str, Callable[[Any], Any]] = {}
         self.required: frozenset[str] = frozenset()
