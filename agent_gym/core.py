@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 import threading
 import time
-import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from types import MappingProxyType
@@ -31,9 +29,18 @@ import gymnasium as gym
 import orjson
 
 from agent_gym.checks import check_bool, check_int, check_timeout
-from agent_gym.parsing import HermesToolCallParser, ParsedResponse, ToolCallParser
+from agent_gym.envs.grading import normalize_text
 from agent_gym.spaces import ConversationSpace, TextSpace
-from agent_gym.tools import DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_TIME_LIMIT, Tool, as_tool, describe_tools
+from agent_gym.tools import (
+    DEFAULT_MAX_OUTPUT_CHARS,
+    DEFAULT_TIME_LIMIT,
+    HermesToolCallParser,
+    ParsedResponse,
+    Tool,
+    ToolCallParser,
+    as_tool,
+    describe_tools,
+)
 from agent_gym.types import EpisodeStatus, FinishReason, Message, PolicyOutput
 
 __all__ = ["AgentEnv", "RewardConfig", "format_tool_call", "normalize_text", "validate_task"]
@@ -151,12 +158,6 @@ def _copy_plain(value: Any) -> Any:
         return tuple([_copy_plain(v) for v in value])
     return copy.deepcopy(value)
 
-
-def normalize_text(text: str) -> str:
-    """Normalise an answer for string comparison: NFKC, casefold, no punctuation, single spaces."""
-    text = unicodedata.normalize("NFKC", str(text)).casefold()
-    text = re.sub(r"[^\w\s]", " ", text)
-    return " ".join(text.split())
 
 
 def format_tool_call(name: str, arguments: Mapping[str, Any]) -> str:
