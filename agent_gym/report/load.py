@@ -297,6 +297,53 @@ def _later_segment_sums(column: Any) -> Any:
     return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
 
+def _parquet_batch(batch: Any, path: Path, label: str, first_row: int, episodes: list[EpisodeStats]) -> None:
+    """Append the episodes of one record batch of a Parquet trajectory file."""
+    names = set(batch.schema.names)
+    n = batch.num_rows
+    rewards = batch.column("trajectory_reward").to_pylist()
+    statuses = batch.column("status").to_pylist()
+    metrics = batch.column("metrics")
+    metric = {name: metrics.field(name).to_pylist() for name in
+              ("res_reward", "steps", "env_time", "llm_time", "reward_time")
+              if metrics.type.get_field_index(name) >= 0}
+    groups = batch.column("group_id").to_pylist() if "group_id" in names else [None] * n
+    rollouts = batch.column("rollout_id").to_pylist() if "rollout_id" in names else [None] * n
+    tokens = _column_sums(batch.column("response_masks")) if "response_masks" in names else [0] * n
+    if "segments" in names:
+        tokens = tokens + _later_segment_sums(batch.column("segments"))
+    tasks = batch.column("task").to_pylist() if "task" in names else [None] * n
+    steps = batch.column("steps").to_pylist()
+
+    def number(values: list[Any] | None, i: int) -> float:
+        return float(values[i] or 0.0) if values is not None else 0.0
+
+    for i in range(n):
+        where = f"{path} (row {first_row + i})"
+        try:
+            task = orjson.loads(tasks[i]) if tasks[i] is not None else None
+            step_list = orjson.loads(steps[i]) if steps[i] is not None else None
+        except orjson.JSONDecodeError as exc:
+            raise ReportInputError(f"{where}: expected JSON in the task/steps columns, got invalid JSON ({exc})") \
+                from None
+        stats = EpisodeStats(
+            source=label,
+            env=_env_of({}, task),
+            task=task,
+            group=str(groups[i] or rollouts[i] or ""),
+            status=str(statuses[i] or ""),
+            reward=_number(where, "trajectory_reward", rewards[i]),
+            res_reward=number(metric.get("res_reward"), i),
+            steps=int(number(metric.get("steps"), i)),
+            env_time=number(metric.get("env_time"), i),
+            llm_time=number(metric.get("llm_time"), i),
+            reward_time=number(metric.get("reward_time"), i),
+            tokens_sampled=int(tokens[i]),
+        )
+        _fill_steps(stats, step_list)
+        episodes.append(stats)
+
+
 def _load_parquet(path: Path, label: str) -> LoadedFile:
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -330,47 +377,10 @@ def _load_parquet(path: Path, label: str) -> LoadedFile:
         )
     wanted = [c for c in ("trajectory_reward", "metrics", "status", "group_id", "rollout_id", "response_masks",
                           "segments", "task", "steps") if c in names]
-    table = parquet.read(columns=wanted)
-    n = table.num_rows
-    rewards = table.column("trajectory_reward").to_pylist()
-    statuses = table.column("status").to_pylist()
-    metrics = table.column("metrics").combine_chunks()
-    metric = {name: metrics.field(name).to_pylist() for name in
-              ("res_reward", "steps", "env_time", "llm_time", "reward_time")
-              if metrics.type.get_field_index(name) >= 0}
-    groups = table.column("group_id").to_pylist() if "group_id" in names else [None] * n
-    rollouts = table.column("rollout_id").to_pylist() if "rollout_id" in names else [None] * n
-    tokens = _column_sums(table.column("response_masks")) if "response_masks" in names else [0] * n
-    if "segments" in names:
-        tokens = tokens + _later_segment_sums(table.column("segments"))
-    tasks = table.column("task").to_pylist() if "task" in names else [None] * n
-    steps = table.column("steps").to_pylist()
     episodes: list[EpisodeStats] = []
-    for i in range(n):
-        where = f"{path} (row {i})"
-        try:
-            task = orjson.loads(tasks[i]) if tasks[i] is not None else None
-            step_list = orjson.loads(steps[i]) if steps[i] is not None else None
-        except orjson.JSONDecodeError as exc:
-            raise ReportInputError(f"{where}: expected JSON in the task/steps columns, got invalid JSON ({exc})") \
-                from None
-        record = {"task": task, "group_id": groups[i], "rollout_id": rollouts[i]}
-        stats = EpisodeStats(
-            source=label,
-            env=_env_of(record, task),
-            task=task,
-            group=str(groups[i] or rollouts[i] or ""),
-            status=str(statuses[i] or ""),
-            reward=_number(where, "trajectory_reward", rewards[i]),
-            res_reward=float(metric["res_reward"][i] or 0.0) if "res_reward" in metric else 0.0,
-            steps=int(metric["steps"][i] or 0) if "steps" in metric else 0,
-            env_time=float(metric["env_time"][i] or 0.0) if "env_time" in metric else 0.0,
-            llm_time=float(metric["llm_time"][i] or 0.0) if "llm_time" in metric else 0.0,
-            reward_time=float(metric["reward_time"][i] or 0.0) if "reward_time" in metric else 0.0,
-            tokens_sampled=int(tokens[i]),
-        )
-        _fill_steps(stats, step_list)
-        episodes.append(stats)
+    # Row-group-sized batches keep the memory bounded by a batch, not the file.
+    for batch in parquet.iter_batches(batch_size=4096, columns=wanted):
+        _parquet_batch(batch, path, label, len(episodes), episodes)
     return LoadedFile(path, episodes, 0)
 
 
