@@ -236,21 +236,21 @@ def _load_jsonl(path: Path, label: str) -> LoadedFile:
     episodes: list[EpisodeStats] = []
     skipped = 0
     with path.open("rb") as fh:
-        lines = fh.read().split(b"\n")
-    last = len(lines) - 1  # the piece after the final newline ("" for a complete file)
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{number}"
-        try:
-            record = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            if number - 1 == last and episodes:
-                skipped += 1  # the writer was cut off in the middle of this record
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
                 continue
-            raise ReportInputError(f"{where}: expected a JSON trajectory record, got invalid JSON ({exc})") from None
-        _check_record(where, record, known)
-        episodes.append(episode_stats(record, label, where=where))
+            where = f"{path}:{number}"
+            try:
+                record = orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                # Only the last line can lack its newline: the writer was cut off in the middle of it.
+                if not line.endswith(b"\n") and episodes:
+                    skipped += 1
+                    continue
+                raise ReportInputError(f"{where}: expected a JSON trajectory record, got invalid JSON ({exc})") \
+                    from None
+            _check_record(where, record, known)
+            episodes.append(episode_stats(record, label, where=where))
     return LoadedFile(path, episodes, skipped)
 
 
