@@ -1,0 +1,380 @@
+"""``LocalSandbox``: a persistent shell under Linux namespaces with bubblewrap.
+
+Every sandbox is one ``bwrap`` process tree with its own PID, network (no interface
+but its own loopback), IPC, UTS and cgroup namespaces. The host file system is
+visible read-only and only in part: ``/usr``, ``/etc``, the library directories and
+the running Python installation (so graders can use the host's ``python3`` and
+``pytest``). ``/app`` (the workspace and working directory), ``/tmp``, the home
+directory ``/root``, ``/tests`` and ``/logs`` are size-limited in-memory file
+systems of this sandbox alone: nothing of them is ever written to the host disk, and
+they vanish with the sandbox.
+
+Inside runs a small driver (``_driver.py``) that owns the persistent bash session.
+When the host runs as root, bubblewrap runs privileged and the driver keeps only
+CAP_SETUID/CAP_SETGID to start every other process under a fresh unprivileged user
+id per sandbox, so the process limit (``RLIMIT_NPROC``) applies per sandbox and the
+agent can neither signal the driver nor read root-only host files. As another user,
+bubblewrap makes a user namespace and the driver runs as that user.
+
+Limits (:class:`SandboxLimits`) are hard resource limits, set before the sandbox user
+is entered: the shell cannot raise them. ``close`` (also at garbage collection and at
+interpreter exit) kills the sandbox's first process, which makes the kernel kill every
+process of its PID namespace; if the host dies, the driver reads end-of-file and exits
+with the same effect.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from agent_gym.checks import check_timeout
+from agent_gym.sandbox.base import Result, SandboxError, SandboxLimits, SandboxUnavailableError
+
+__all__ = ["DEFAULT_ENV", "LocalSandbox", "bwrap_available"]
+
+_DRIVER_SOURCE = (Path(__file__).with_name("_driver.py")).read_text(encoding="utf-8")
+_LOADER = (
+    "import os,sys\nn=int(sys.argv[1])\nb=b''\nwhile len(b)<n:\n c=os.read(0,n-len(b))\n"
+    " if not c: raise SystemExit(1)\n b+=c\nexec(compile(b,'agent_gym_sandbox_driver','exec'))"
+)
+_STANDARD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+DEFAULT_ENV: dict[str, str] = {
+    "HOME": "/root",
+    "USER": "root",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "TERM": "dumb",
+    "PAGER": "cat",
+    "GIT_PAGER": "cat",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "PYTHONNOUSERSITE": "1",
+    "DEBIAN_FRONTEND": "noninteractive",
+}
+"""Environment of every process in a sandbox (plus ``PATH``); nothing comes from the host's environment."""
+
+_SIZE_MIB = 1 << 20
+
+
+def bwrap_available() -> str | None:
+    """The path of a working ``bwrap``, or None."""
+    return shutil.which("bwrap")
+
+
+def _python_dirs() -> list[str]:
+    """Directories of the running Python that must be visible inside (outside /usr)."""
+    dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    dirs.add(str(Path(os.path.realpath(sys.executable)).parent.parent))
+    keep = []
+    for d in sorted(dirs, key=len):
+        real = os.path.realpath(d)
+        for path in {d, real}:
+            if path.startswith("/usr/") or path == "/usr" or not os.path.isdir(path):
+                continue
+            if not any(path == k or path.startswith(k + "/") for k in keep):
+                keep.append(path)
+    return keep
+
+
+def _mount_args(limits: SandboxLimits, binds: tuple[str, ...]) -> list[str]:
+    args = ["--ro-bind", "/usr", "/usr"]
+    for name in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(name):
+            args += ["--symlink", os.readlink(name), name]
+        elif os.path.isdir(name):
+            args += ["--ro-bind", name, name]
+    args += ["--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev"]
+    sizes = {"/tmp": limits.tmp_mb, "/root": limits.tmp_mb, "/app": limits.workspace_mb, "/tests": 64,
+             "/logs": 16, "/run/agent_gym": max(64, 2 * limits.file_size_mb)}
+    for path, size in sizes.items():
+        perms = "01777" if path in ("/tmp", "/run/agent_gym") else "0777"
+        args += ["--perms", perms, "--size", str(size * _SIZE_MIB), "--tmpfs", path]
+    args += ["--tmpfs", "/home"]
+    made: set[str] = set()
+    for path in (*_python_dirs(), *binds):
+        parent = os.path.dirname(path)
+        chain = []
+        while parent not in ("/", "") and parent not in made:
+            chain.append(parent)
+            parent = os.path.dirname(parent)
+        for d in reversed(chain):
+            args += ["--perms", "0755", "--dir", d]
+            made.add(d)
+        args += ["--ro-bind", path, path]
+        made.add(path)
+    return args
+
+
+def _teardown(proc: subprocess.Popen, init_pid: list[int]) -> None:
+    """Kill the sandbox's PID namespace (through its first process) and reap bubblewrap."""
+    if init_pid and init_pid[0] > 0:
+        try:
+            os.kill(init_pid[0], signal.SIGKILL)
+        except OSError:
+            pass
+    try:
+        # bubblewrap exits (and reaps the first process) once that process is gone
+        proc.wait(timeout=2 if init_pid and init_pid[0] > 0 else 0.01)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        try:
+            if stream is not None:
+                stream.close()
+        except OSError:
+            pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:  # pragma: no cover - the kernel kills a namespace promptly
+        pass
+
+
+class LocalSandbox:
+    r"""A bubblewrap sandbox with a persistent bash session (see the module docstring).
+
+    Args:
+        limits: Resource limits (default :class:`SandboxLimits`).
+        timeout: Default seconds per command of :meth:`run` and :meth:`exec`.
+        env: Extra environment variables of every process inside.
+        binds: Extra host directories made visible read-only at the same path.
+        workdir: Working directory of the shell (default ``/app``).
+
+    Raises:
+        SandboxUnavailableError: If ``bwrap`` is not installed or cannot start a sandbox
+            (never falls back to an unconfined shell).
+
+    Example:
+        >>> with LocalSandbox() as box:  # doctest: +SKIP
+        ...     box.run("cd /tmp && export X=1")
+        ...     box.run("echo $X; pwd").output
+        '1\\n/tmp\\n'
+    """
+
+    def __init__(
+        self,
+        limits: SandboxLimits | None = None,
+        *,
+        timeout: float = 30.0,
+        env: Mapping[str, str] | None = None,
+        binds: tuple[str, ...] | list[str] = (),
+        workdir: str = "/app",
+    ) -> None:
+        bwrap = bwrap_available()
+        if bwrap is None:
+            raise SandboxUnavailableError(
+                "the local sandbox needs bubblewrap ('bwrap'), which is not installed; install it with "
+                "'apt-get install bubblewrap' (Debian/Ubuntu) or 'dnf install bubblewrap' (Fedora). "
+                "Commands are never run outside a sandbox."
+            )
+        if limits is not None and not isinstance(limits, SandboxLimits):
+            raise TypeError(f"limits: expected SandboxLimits or None, got {type(limits).__name__}")
+        self.limits = limits or SandboxLimits()
+        self.timeout = float(check_timeout("timeout", timeout, allow_none=False))  # type: ignore[arg-type]
+        for path in binds:
+            if not isinstance(path, str) or not os.path.isabs(path) or not os.path.isdir(path):
+                raise ValueError(f"binds: expected absolute paths of existing directories, got {path!r}")
+        self.workdir = workdir
+        self._lock = threading.Lock()
+        self._dead: str | None = None
+        self._closed = False
+        path_dirs = [os.path.dirname(os.path.abspath(sys.executable)), _STANDARD_PATH]
+        self.env = {**DEFAULT_ENV, "PATH": ":".join(path_dirs), "HOSTNAME": "sandbox", **dict(env or {})}
+        as_root = os.geteuid() == 0
+        self.uid = 200_000 + secrets.randbelow(1 << 28) if as_root else os.getuid()
+        args = [bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+                "--hostname", "sandbox", "--new-session", "--clearenv"]
+        args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"] if as_root else ["--unshare-user"]
+        args += _mount_args(self.limits, tuple(binds))
+        info_r, info_w = os.pipe()
+        args += ["--info-fd", str(info_w), "--chdir", workdir]
+        config = {"uid": self.uid, "gid": self.uid, "rlimits": self.limits.rlimits(), "env": self.env,
+                  "workdir": workdir}
+        source = _DRIVER_SOURCE.encode()
+        args += [sys.executable, "-I", "-S", "-B", "-c", _LOADER, str(len(source)), json.dumps(config)]
+        self._init_pid: list[int] = [0]
+        try:
+            self._proc = subprocess.Popen(
+                args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                pass_fds=(info_w,), env={"PATH": _STANDARD_PATH}, bufsize=0,
+            )
+        finally:
+            os.close(info_w)
+        self._finalizer = weakref.finalize(self, _teardown, self._proc, self._init_pid)
+        try:
+            assert self._proc.stdin is not None
+            view = memoryview(source)
+            while view:
+                view = view[os.write(self._proc.stdin.fileno(), view):]
+            self._init_pid[0] = self._read_info(info_r)
+            header = self._read_header(time.monotonic() + 30.0)
+        except SandboxError as exc:
+            self._finalizer()
+            stderr = self._proc.stderr.read().decode(errors="replace").strip() if self._proc.stderr else ""
+            raise SandboxUnavailableError(f"bubblewrap could not start a sandbox: {stderr or exc}") from None
+        finally:
+            os.close(info_r)
+        if not header.get("ready"):  # pragma: no cover - the driver sends ready first
+            self._finalizer()
+            raise SandboxUnavailableError(f"the sandbox driver did not start: {header}")
+
+    # ------------------------------------------------------------------ protocol
+
+    def run(self, command: str, timeout: float | None = None) -> Result:
+        """Run ``command`` in the persistent shell (see :meth:`Sandbox.run`); never raises for the command."""
+        return self._command("run", command, timeout, {})
+
+    def exec(self, command: str, timeout: float | None = None, env: Mapping[str, str] | None = None,
+             cwd: str | None = None) -> Result:
+        """Run ``bash -c command`` in a fresh process (clean environment plus ``env``), then kill what it left."""
+        extra = {"env": dict(env or {}), "cwd": cwd or self.workdir}
+        return self._command("exec", command, timeout, extra)
+
+    def write_file(self, path: str, data: str | bytes, mode: int = 0o644) -> None:
+        """Write ``data`` to ``path`` inside the sandbox as the sandbox user (parents are created).
+
+        Raises:
+            SandboxError: If the sandbox is closed or the write failed.
+        """
+        payload = data.encode() if isinstance(data, str) else bytes(data)
+        self._file_op({"op": "write", "path": self._inside(path), "mode": int(mode)}, payload)
+
+    def read_file(self, path: str, limit: int = 16 * _SIZE_MIB) -> bytes:
+        """Read up to ``limit`` bytes of ``path`` inside the sandbox, as the sandbox user.
+
+        Raises:
+            SandboxError: If the sandbox is closed or the file cannot be read.
+        """
+        return self._file_op({"op": "read", "path": self._inside(path), "limit": int(limit)}, b"")
+
+    def stop_shell(self) -> None:
+        """Kill the persistent shell and every process started from it (files stay)."""
+        self._file_op({"op": "stop_shell"}, b"")
+
+    @property
+    def alive(self) -> bool:
+        """False once closed or once the sandbox's processes are gone."""
+        return not self._closed and self._dead is None and self._proc.poll() is None
+
+    @property
+    def host_pid(self) -> int:
+        """Host PID of the sandbox's first process (its PID namespace lives as long as it does)."""
+        return self._init_pid[0]
+
+    def close(self) -> None:
+        """Kill every process of the sandbox and drop its file systems; safe to call twice."""
+        self._closed = True
+        self._finalizer()
+
+    def __enter__(self) -> LocalSandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else ("dead" if self._dead else "running")
+        return f"LocalSandbox(uid={self.uid}, {state})"
+
+    # ------------------------------------------------------------------ internals
+
+    def _inside(self, path: str) -> str:
+        if not isinstance(path, str) or not path:
+            raise ValueError(f"path: expected a non-empty str, got {path!r}")
+        return path if path.startswith("/") else f"{self.workdir}/{path}"
+
+    def _command(self, op: str, command: str, timeout: float | None, extra: dict[str, Any]) -> Result:
+        if not isinstance(command, str):
+            raise TypeError(f"command: expected str, got {type(command).__name__}")
+        seconds = self.timeout if timeout is None else check_timeout("timeout", timeout, allow_none=False)
+        assert seconds is not None
+        header = {"op": op, "timeout": seconds, "limit": self.limits.output_bytes, **extra}
+        try:
+            reply, data = self._request(header, command.encode("utf-8", "surrogatepass"), seconds + 15.0)
+        except SandboxError as exc:
+            return Result(exit_code=125, output=f"[sandbox error: {exc}]")
+        if not reply.get("ok"):
+            return Result(exit_code=125, output=f"[sandbox error: {reply.get('error')}]")
+        return Result(exit_code=int(reply["exit_code"]), output=data.decode("utf-8", "replace"),
+                      timed_out=bool(reply["timed_out"]), truncated=bool(reply["truncated"]))
+
+    def _file_op(self, header: dict[str, Any], payload: bytes) -> bytes:
+        reply, data = self._request(header, payload, 60.0)
+        if not reply.get("ok"):
+            raise SandboxError(f"{header['op']} {header.get('path', '')}: {reply.get('error')}")
+        return data
+
+    def _request(self, header: dict[str, Any], payload: bytes, wait: float) -> tuple[dict[str, Any], bytes]:
+        with self._lock:
+            if self._closed:
+                raise SandboxError("the sandbox is closed")
+            if self._dead is not None:
+                raise SandboxError(self._dead)
+            assert self._proc.stdin is not None
+            try:
+                view = memoryview(json.dumps({**header, "size": len(payload)}).encode() + b"\n" + payload)
+                while view:
+                    view = view[os.write(self._proc.stdin.fileno(), view):]
+                deadline = time.monotonic() + wait
+                reply = self._read_header(deadline)
+                data = self._read_exact(int(reply.get("size", 0)), deadline)
+            except (OSError, SandboxError) as exc:
+                self._dead = ("the sandbox is no longer running (its processes were killed or it stopped "
+                              f"answering: {exc}); start a new episode")
+                self._finalizer()
+                raise SandboxError(self._dead) from None
+            return reply, data
+
+    def _read_info(self, fd: int) -> int:
+        data = b""
+        deadline = time.monotonic() + 30.0
+        while b"}" not in data:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+                raise SandboxError("no answer from bubblewrap")
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                raise SandboxError("bubblewrap exited before the sandbox started")
+            data += chunk
+        return int(json.loads(data.decode())["child-pid"])
+
+    def _read_exact(self, n: int, deadline: float) -> bytes:
+        assert self._proc.stdout is not None
+        fd = self._proc.stdout.fileno()
+        chunks = []
+        while n > 0:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+                raise SandboxError("the sandbox did not answer in time")
+            chunk = os.read(fd, min(n, 1 << 20))
+            if not chunk:
+                raise SandboxError("the sandbox closed its output")
+            chunks.append(chunk)
+            n -= len(chunk)
+        return b"".join(chunks)
+
+    def _read_header(self, deadline: float) -> dict[str, Any]:
+        assert self._proc.stdout is not None
+        fd = self._proc.stdout.fileno()
+        line = b""
+        while not line.endswith(b"\n"):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+                raise SandboxError("the sandbox did not answer in time")
+            chunk = os.read(fd, 1)
+            if not chunk:
+                raise SandboxError("the sandbox closed its output")
+            line += chunk
+        return json.loads(line)
