@@ -152,6 +152,7 @@ def plot_tool_use(data: Any, *, top: int = 8, width: float = 4.0, height: float 
         kinds = f.error_kinds()
         ax = axes[row][1]
         ax.barh(list(kinds)[::-1], list(kinds.values())[::-1], color=f"C{row}")
+        ax.set_xlim(0, max(1, *kinds.values()) * 1.05)
         ax.set_title(f"{prefix}error observations by kind", fontsize=9)
         tools = f.failing_tools(top)
         ax = axes[row][2]
