@@ -38,7 +38,7 @@ __ag_pre() { return "${1:-0}"; }
 __ag_post() {
   __ag_rc=$1
   { declare -p; declare -f; alias -p; shopt -p; set +o; umask -p; printf 'cd -- %q\\n' "$PWD"; } \
-    >/run/agent_gym/state.tmp 2>/dev/null && mv -f /run/agent_gym/state.tmp /run/agent_gym/state 2>/dev/null
+    >/run/agent_gym/state 2>/dev/null
   printf '%s %d\\n' "$__ag_tok" "$__ag_rc" >&3
 }
 """
