@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import signal
 import subprocess
 import sys
@@ -49,6 +50,26 @@ def test_rollout_with_the_embedded_default_model(tmp_path, capsys):
 def test_rollout_rejects_bad_arguments(argv, message, capsys):
     assert main(["rollout", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="the 'ray' extra is not installed")
+@pytest.mark.timeout(400)
+def test_rollout_with_ray_actors(start_server, tiny_model_dir, tmp_path, capsys):
+    import ray
+
+    server = start_server(fake_tokens=4)
+    out = tmp_path / "ray.jsonl"
+    try:
+        code = main(["rollout", "agent_gym/ToolUse-v0", "--server", str(server), "--model", str(tiny_model_dir),
+                     "--episodes", "3", "--samples-per-task", "2", "--n-parallel", "2", "--max-steps", "2",
+                     "--max-tokens", "8", "--out", str(out), "--no-progress", "--ray"])
+    finally:
+        ray.shutdown()
+    assert code == 0, capsys.readouterr()
+    assert "wrote 6 episodes" in capsys.readouterr().out
+    records = read_trajectories(out)
+    assert sorted(t.idx for t in records) == list(range(6))
+    assert sum(int(t.response_masks.sum()) for t in records) == 6 * 2 * 4
 
 
 def _ignore_sigint() -> None:

@@ -286,10 +286,23 @@ def test_ray_backend_matches_local_backend():
         failing = collect(
             make_add_env, ScriptedPolicy(fail_on=1), tasks=tasks[:2], n_parallel=2, backend="ray", progress=False
         )
+        # A zero-argument factory builds the policy inside each actor.
+        built_there = collect(make_add_env, ScriptedPolicy, tasks=tasks[:2], backend="ray", progress=False)
+        with pytest.raises(TypeError, match="LockedPolicy that cannot be pickled"):
+            collect(make_add_env, LockedPolicy(), tasks=tasks[:2], backend="ray", progress=False)
     finally:
         ray.shutdown()
     assert [strip_timings(x.to_dict()) for x in remote] == [strip_timings(x.to_dict()) for x in local]
     assert [t.status for t in failing] == [EpisodeStatus.ENV_DONE, EpisodeStatus.POLICY_ERROR]
+    assert [t.status for t in built_there] == [EpisodeStatus.ENV_DONE] * 2
+
+
+class LockedPolicy(ScriptedPolicy):
+    """A policy holding a lock: it cannot be pickled, so it cannot be shipped to Ray actors."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lock = threading.Lock()
 
 
 def test_max_steps_above_the_registry_limit_is_honoured():
