@@ -50,7 +50,7 @@ def test_timeout_kills_the_command_tree_and_keeps_the_session(box):
     result = box.run("sleep 300 & (sleep 301 &) ; setsid sleep 302 & sleep 303", timeout=1)
     assert result.timed_out and result.exit_code == 124 and "timed out after 1 s" in result.output
     after = box.run("ps -eo args | grep -c '^sleep 30[0-3]'; echo $KEEP; pwd")
-    assert after.output == "0\n1\n/tmp\n"
+    assert after.output.endswith("0\n1\n/tmp\n")  # bash may first report the killed background job
 
 
 def test_timeout_of_a_shell_builtin_loop_restarts_the_shell_with_state(box):

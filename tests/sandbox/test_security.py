@@ -91,7 +91,8 @@ def test_cannot_write_outside_the_workspace(box):
 
 
 def test_symlink_escape(box):
-    result = box.run("ln -s /etc/shadow /app/s; cat /app/s; ln -s / /app/r; echo x > /app/r/escaped; ls /app/r/proc/1/root")
+    result = box.run("ln -s /etc/shadow /app/s; cat /app/s; ln -s / /app/r; echo x > /app/r/escaped; "
+                     "ls /app/r/proc/1/root")
     assert "root:" not in result.output and not Path("/escaped").exists()
     with pytest.raises(SandboxError):
         box.read_file("/app/s")
