@@ -223,3 +223,20 @@ def test_tools_argument_is_checked(reference_server, qwen_tokenizer):
     with VLLMPolicy([reference_server], qwen_tokenizer, SEEDED) as policy:
         with pytest.raises(TypeError, match="tools: expected a list"):
             asyncio.run(policy.aact([{"role": "user", "content": "x"}], session_id="s", tools="calculator"))
+
+
+def test_client_argument_checks():
+    from agent_gym.errors import ConfigError
+    from agent_gym.policy import VLLMClient
+
+    client = VLLMClient(["127.0.0.1:1", "http://127.0.0.1:1/v1", "127.0.0.1:2"], timeout=5, connect_timeout=30)
+    assert client.server_addresses == ["127.0.0.1:1", "127.0.0.1:2"] and client.connect_timeout == 5.0
+    assert client.url("127.0.0.1:2", "/v1/models") == "http://127.0.0.1:2/v1/models"
+    with pytest.raises(ConfigError, match="timeout: expected"):
+        VLLMClient(["127.0.0.1:1"], timeout=0)
+    with pytest.raises(TypeError, match="concurrency: expected int"):
+        VLLMClient(["127.0.0.1:1"], concurrency="8")
+    with pytest.raises(ConfigError, match="max_retries"):
+        VLLMClient(["127.0.0.1:1"], max_retries=-1)
+    with pytest.raises(ValueError, match="at least one"):
+        VLLMClient([])
