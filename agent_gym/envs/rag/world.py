@@ -325,7 +325,7 @@ def generate_questions(world: World, seed: str = SEED, *, single_hop: int = 200,
         if choice == 4:
             c = rng.choice(world.cities)
             river = c.facts["river"]
-            return f"Which river does {c.name} lie on?", river, _name_aliases(river), [(c.name, c.id)], None
+            return f"Which river does {c.name} lie on?", river, _name_aliases(river), [(f"{c.name} city", c.id)], None
         ev = rng.choice(world.events)
         return f"In which city did the {ev.name} take place?", name(ev.facts["city"]), [], [(ev.name, ev.id)], None
 
@@ -335,7 +335,7 @@ def generate_questions(world: World, seed: str = SEED, *, single_hop: int = 200,
             p = rng.choice(world.people)
             city = by_id[p.facts["birthplace"]]
             return (f"In which country is the city where {p.name} was born?", name(city.facts["country"]), [],
-                    [(p.name, p.id), (city.name, city.id)], p.id)
+                    [(p.name, p.id), (f"{city.name} city", city.id)], p.id)
         if choice == 1:
             p = rng.choice(world.people)
             org = by_id[p.facts["employer"]]
@@ -368,7 +368,8 @@ def generate_questions(world: World, seed: str = SEED, *, single_hop: int = 200,
         if a.facts[key] == b.facts[key]:
             return None
         winner = a if a.facts[key] < b.facts[key] else b
-        return template.format(a.name, b.name), winner.name, [], [(a.name, a.id), (b.name, b.id)], None
+        hops = [(f"{e.name} city" if e.kind == "city" else e.name, e.id) for e in (a, b)]
+        return template.format(a.name, b.name), winner.name, [], hops, None
 
     def when() -> Any:
         choice = rng.randint(0, 2)
