@@ -47,6 +47,13 @@ ENV_INFOS: tuple[EnvInfo, ...] = (
                     "(640 tasks; deterministic with the default local BM25 index, not with a retrieval server).",
         max_episode_steps=10,
     ),
+    EnvInfo(
+        id="agent_gym/Conversation-v0",
+        entry_point="agent_gym.envs.conversation.env:ConversationEnv",
+        description="Multi-turn user conversations over stateful tools (file system, shop, calendar; 180 tasks), "
+                    "each user turn scored by the state its tool calls leave behind.",
+        max_episode_steps=30,
+    ),
 )
 """Every environment agent_gym registers."""
 

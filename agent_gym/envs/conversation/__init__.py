@@ -1,0 +1,44 @@
+"""``agent_gym/Conversation-v0``: multi-turn user conversations with stateful tools and state-checked rewards.
+
+* :mod:`~agent_gym.envs.conversation.env`: :class:`ConversationEnv`.
+* :mod:`~agent_gym.envs.conversation.tasks`: the task format, its checks and loaders
+  (JSON schema in ``task_schema.json``; Python call-string references).
+* :mod:`~agent_gym.envs.conversation.state`: stateful tool classes, their methods as tools, state diffs.
+* :mod:`~agent_gym.envs.conversation.users`: :class:`SimulatedUser`, a policy playing the user.
+* :mod:`~agent_gym.envs.conversation.domains`: the shipped classes (file system, shop, calendar).
+* :mod:`~agent_gym.envs.conversation.generate`: the generator of the shipped tasks.
+"""
+
+from __future__ import annotations
+
+from agent_gym.envs.conversation.domains import BUILTIN_CLASSES, Calendar, FileSystem, OrderService
+from agent_gym.envs.conversation.env import ConversationEnv
+from agent_gym.envs.conversation.state import CheckedMethod, load_instance, public_state, state_diff
+from agent_gym.envs.conversation.tasks import (
+    builtin_tasks,
+    check_task,
+    load_call_string_tasks,
+    load_tasks,
+    parse_call_string,
+)
+from agent_gym.envs.conversation.users import DEFAULT_STOP_MARKER, SimulatedUser, UserReply
+
+__all__ = [
+    "BUILTIN_CLASSES",
+    "DEFAULT_STOP_MARKER",
+    "Calendar",
+    "CheckedMethod",
+    "ConversationEnv",
+    "FileSystem",
+    "OrderService",
+    "SimulatedUser",
+    "UserReply",
+    "builtin_tasks",
+    "check_task",
+    "load_call_string_tasks",
+    "load_instance",
+    "load_tasks",
+    "parse_call_string",
+    "public_state",
+    "state_diff",
+]
