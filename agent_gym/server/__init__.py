@@ -12,7 +12,7 @@ without a model; ``--fail-first N --fail-status S``, ``--hang``/``--hang-after N
 from __future__ import annotations
 
 from agent_gym.server.app import Faults, create_app
-from agent_gym.server.engine import FakeEngine, GenRequest, SeqResult, TransformersEngine
+from agent_gym.server.generation import FakeEngine, GenRequest, SeqResult, TransformersEngine
 from agent_gym.server.main import add_server_arguments, build_app, main, serve
 
 __all__ = [

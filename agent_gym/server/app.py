@@ -27,7 +27,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ValidationError
 
-from agent_gym.server.engine import SeqResult
+from agent_gym.server.generation import SeqResult
 from agent_gym.server.protocol import (
     BadRequest,
     ChatRequest,
@@ -130,8 +130,8 @@ def create_app(engine: Any, *, served_model_name: str | None = None, faults: Fau
     """Build the FastAPI app serving ``engine``.
 
     Args:
-        engine: A :class:`~agent_gym.server.engine.TransformersEngine` or
-            :class:`~agent_gym.server.engine.FakeEngine` (anything with ``tokenizer``,
+        engine: A :class:`~agent_gym.server.generation.TransformersEngine` or
+            :class:`~agent_gym.server.generation.FakeEngine` (anything with ``tokenizer``,
             ``max_model_len``, ``vocab_size`` and ``async generate(GenRequest)``).
         served_model_name: Name reported by ``/v1/models`` and in responses (default: the
             engine's model path). Requests may name any model; the field is informational.

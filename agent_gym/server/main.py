@@ -66,7 +66,7 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
 
 def build_app(args: argparse.Namespace) -> Any:
     """Load the engine described by ``args`` and return the FastAPI app."""
-    from agent_gym.server.engine import FakeEngine, TransformersEngine
+    from agent_gym.server.generation import FakeEngine, TransformersEngine
 
     faults = Faults(
         die_after=args.die_after,

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from agent_gym.server.engine import GenRequest
+from agent_gym.server.generation import GenRequest
 
 __all__ = [
     "BadRequest",

@@ -1,4 +1,4 @@
-"""Generation engines behind the reference server.
+"""Token generation behind the reference server (the server's generation backends).
 
 :class:`TransformersEngine` runs a Hugging Face causal LM in one background worker thread.
 Requests are queued; the worker takes every request waiting at that moment, left-pads all
