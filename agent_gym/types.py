@@ -106,8 +106,11 @@ class PolicyOutput:
         finish_reason: ``"stop"``, ``"length"``, ``"prompt_truncation"`` or ``"error"``.
         llm_time: Seconds the policy spent on this turn.
         retokenized: True when ``token_ids`` are not the ids the model sampled.
-        new_segment: True when ``prompt_token_ids`` do not extend the previous turn's
-            prompt and sampled ids (the history was rewritten, e.g. by memory).
+        new_segment: Informational: the policy's own note that ``prompt_token_ids`` do
+            not extend its previous turn's prompt and sampled ids (the history was
+            rewritten, e.g. by memory). Segment boundaries are decided by the
+            ``TrajectoryWrapper``'s token assembly from the ids themselves; it does
+            not read this flag.
         server: Address of the server that answered, if any.
         error: A message when ``finish_reason == "error"``.
     """

@@ -138,3 +138,51 @@ def test_gym_engine_needs_servers(qwen_tokenizer):
 def test_gym_engine_validates_episode_settings(qwen_tokenizer, kwargs, error, match):
     with pytest.raises(error, match=match):
         GymEngineWrapper("a", qwen_tokenizer, env_id="agent_gym/ToolUse-v0", **kwargs)
+
+
+def _two_segment_episode():
+    from agent_gym.types import Segment, Step, StepTrajectory
+
+    segments = [
+        Segment(prompt_tokens=[1, 2], response_tokens=[3, 4, 5], response_masks=[1, 0, 1],
+                response_logprobs=[-0.5, 0.0, -0.25], first_step=0, last_step=1),
+        Segment(prompt_tokens=[1, 9], response_tokens=[6], response_masks=[1], response_logprobs=[-1.0],
+                first_step=2, last_step=2),
+    ]
+    first = segments[0]
+    return StepTrajectory(
+        prompt_tokens=first.prompt_tokens, response_tokens=first.response_tokens, response_masks=first.response_masks,
+        response_logprobs=first.response_logprobs, idx=4, trajectory_reward=1.0, rollout_id="r", group_id="g",
+        status="ENV_DONE", task={"id": "t"}, steps=[Step(reward=r) for r in (0.0, 0.0, 1.0)], segments=segments,
+    )
+
+
+def test_split_segments_one_record_per_segment():
+    from agent_gym.engine import split_segments
+    from agent_gym.segments import trajectory_segments
+
+    episode = _two_segment_episode()
+    single = Trajectory(prompt_tokens=[1], response_tokens=[2], response_masks=[1])
+    records = split_segments([episode, single])
+    assert len(records) == 3 and records[2] is single
+    a, b = records[:2]
+    assert a.prompt_tokens.tolist() == [1, 2] and a.response_tokens.tolist() == [3, 4, 5]
+    assert a.response_masks.tolist() == [1, 0, 1] and a.response_logprobs.tolist() == [-0.5, 0.0, -0.25]
+    assert b.prompt_tokens.tolist() == [1, 9] and b.response_tokens.tolist() == [6]
+    assert [len(a.steps), len(b.steps)] == [2, 1] and b.steps[0].reward == 1.0
+    assert a.segments == [episode.segments[0]] and b.segments == [episode.segments[1]]
+    for record in (a, b):
+        assert (record.rollout_id, record.group_id, record.idx, record.status) == ("r", "g", 4, "ENV_DONE")
+        assert record.trajectory_reward == 1.0 and record.task == {"id": "t"}
+    # The expansion the slime export uses is the same function.
+    assert trajectory_segments(episode) == episode.segments
+    [only] = trajectory_segments(single)
+    assert only.prompt_tokens.tolist() == [1] and only.response_logprobs.tolist() == [0.0]
+
+
+@pytest.mark.parametrize(
+    "address", ["localhost", "127.0.0.1:70000", "127.0.0.1:80/path", "user@127.0.0.1:80", "", "http://:80"]
+)
+def test_server_address_rejects(address):
+    with pytest.raises(ConfigError, match="IP:PORT"):
+        validate_server_address(address)

@@ -6,8 +6,10 @@
   chat endpoint (or any ``Summarizer`` callable) when the prompt exceeds the budget.
 
 Per episode, a wrapper creates one memory (``memory_from_config``), ``add``s the
-messages the env produced each turn, calls ``get_prompt_messages()`` once per
-turn, and starts a new trajectory segment when ``last_view_rewritten`` is True.
+messages the env produced each turn and calls ``get_prompt_messages()`` once per
+turn. A view that rewrote earlier messages (``last_view_rewritten``) makes the next
+prompt ids stop extending the previous ones; the wrapper's token assembly sees that
+in the ids and starts a new trajectory segment.
 """
 
 from __future__ import annotations

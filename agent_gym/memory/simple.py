@@ -15,8 +15,10 @@ A wrapper uses it once per turn::
 
     memory.add(new_env_messages)
     prompt = memory.get_prompt_messages()
-    if memory.last_view_rewritten:
-        ...  # the view is not the previous view plus the new messages: start a new segment
+
+``last_view_rewritten`` tells whether that view rewrote earlier messages (for
+logging and tests); the trajectory's segment boundaries are decided from the
+token ids by the wrapper's token assembly, not from this flag.
 """
 
 from __future__ import annotations
@@ -120,8 +122,9 @@ class MemorySimple:
 
         False for the first non-empty view of an episode and when only new
         messages were appended unchanged. True after a summary, an elided thought, or a config
-        change that altered earlier messages: token-level prefix consistency is
-        broken and a trajectory should start a new segment.
+        change that altered earlier messages. Informational: the prompt ids built from
+        such a view no longer extend the previous turn's, and the ``TrajectoryWrapper``'s
+        token assembly (which checks the ids themselves) starts a new segment there.
         """
         return self._last_rewritten
 

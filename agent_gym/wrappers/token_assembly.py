@@ -5,7 +5,11 @@ sampled. As long as every turn's prompt extends the previous prompt plus the
 sampled ids (the prefix invariant), the turns form one segment: the extra ids
 (environment messages, template tokens) go into the response with mask 0 and
 the sampled ids with mask 1. When the invariant breaks (memory rewrote the
-history, a policy reported ``new_segment``), a new segment starts.
+history, the policy re-rendered the conversation), a new segment starts.
+
+This prefix check is the one place that decides segment boundaries: a policy's
+``PolicyOutput.new_segment`` and a memory's ``last_view_rewritten`` describe the
+same event from their side and are informational only; the ids decide.
 """
 
 from __future__ import annotations
@@ -83,8 +87,6 @@ class TokenAssembler:
         prompt_ids: Sequence[int],
         sampled_ids: Sequence[int],
         logprobs: Sequence[float] | None = None,
-        *,
-        force_new_segment: bool = False,
     ) -> bool:
         """Add one turn.
 
@@ -93,11 +95,10 @@ class TokenAssembler:
             prompt_ids: The full prompt ids the turn was sent with.
             sampled_ids: The ids the model sampled.
             logprobs: One logprob per sampled id, or None (zeros are stored).
-            force_new_segment: Start a new segment even if the prefix holds.
 
         Returns:
-            True when the turn started a new segment after an earlier one
-            (the prefix invariant did not hold or a new segment was forced).
+            True when the turn started a new segment after an earlier one: its
+            prompt ids do not start with the current segment's prompt and response.
 
         Raises:
             ValueError: If ``logprobs`` does not have one value per sampled id.
@@ -112,12 +113,11 @@ class TokenAssembler:
                 raise ValueError(f"logprobs: expected {len(sampled)} values, got {len(values)}")
         started_new = False
         current = self._current
-        if current is None or force_new_segment or not current.extends(prompt_ids):
+        if current is None or not current.extends(prompt_ids):
             if current is not None:
                 self._done.append(current)
                 started_new = True
-                if not force_new_segment:
-                    self.prefix_breaks += 1
+                self.prefix_breaks += 1
             current = self._current = SegmentBuilder(prompt=prompt_ids, first_step=step_index)
         else:
             suffix = prompt_ids[current.length :]

@@ -294,7 +294,6 @@ class TrajectoryWrapper(gym.Wrapper):
                     action.prompt_token_ids,
                     action.token_ids,
                     action.logprobs,
-                    force_new_segment=action.new_segment,
                 )
                 return {
                     "finish_reason": action.finish_reason,

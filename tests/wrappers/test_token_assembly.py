@@ -34,12 +34,16 @@ def test_shorter_prompt_breaks_prefix():
     assert asm.add_turn(1, [1, 2, 3], [5], None) is True
 
 
-def test_forced_segment():
+def test_only_the_prefix_decides():
     asm = TokenAssembler()
     asm.add_turn(0, [1], [2], None)
-    assert asm.add_turn(1, [1, 2, 3], [4], None, force_new_segment=True) is True
-    assert len(asm.segments()) == 2
-    assert asm.prefix_breaks == 0
+    with pytest.raises(TypeError):
+        asm.add_turn(1, [1, 2, 3], [4], None, force_new_segment=True)
+    assert asm.add_turn(1, [1, 2, 3], [4], None) is False
+    assert asm.add_turn(2, [1, 2, 3, 4, 5], [6], None) is False
+    assert asm.add_turn(3, [1, 2, 3, 4, 5, 7], [8], None) is True
+    assert [len(s.response_tokens) for s in asm.segments()] == [5, 1]
+    assert asm.prefix_breaks == 1
 
 
 def test_logprob_count_checked():

@@ -253,3 +253,24 @@ def test_reset_takes_an_episode_id():
     assert info["episode_id"] == env.rollout_id == "ep-7"
     with pytest.raises(ValueError, match="episode_id"):
         env.reset(seed=0, options={"episode_id": 3})
+
+
+def test_segment_boundaries_come_from_the_prompt_ids_only():
+    # A policy's new_segment flag is informational: the wrapper's prefix check decides.
+    env = TrajectoryWrapper(gym.make(ENV_ID, max_steps=3))
+    env.reset(seed=0)
+    env.step(PolicyOutput(text="<think>a</think>", prompt_token_ids=[1, 2], token_ids=[3], new_segment=True))
+    # Extends [1, 2] + [3] although the policy says "new segment": same segment.
+    env.step(PolicyOutput(text="<think>b</think>", prompt_token_ids=[1, 2, 3, 4], token_ids=[5], new_segment=True))
+    assert env.steps[1].info["new_segment"] is False
+    # Does not extend it although the policy says nothing: a new segment.
+    _, _, terminated, truncated, info = env.step(
+        PolicyOutput(text=env.unwrapped.oracle_action(), prompt_token_ids=[1, 9], token_ids=[6], new_segment=False)
+    )
+    while not (terminated or truncated):
+        _, _, terminated, truncated, info = env.step(env.unwrapped.oracle_action())
+    traj = info["trajectory"]
+    assert traj.steps[2].info["new_segment"] is True
+    assert [s.prompt_tokens.tolist() for s in traj.segments] == [[1, 2], [1, 9]]
+    assert traj.segments[0].response_tokens.tolist() == [3, 4, 5]
+    assert (traj.segments[0].first_step, traj.segments[0].last_step, traj.segments[1].first_step) == (0, 1, 2)
