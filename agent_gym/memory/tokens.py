@@ -16,6 +16,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from agent_gym.checks import check_int
 from agent_gym.errors import ConfigError
 
 __all__ = ["MESSAGE_OVERHEAD_TOKENS", "TokenCounter"]
@@ -134,10 +135,10 @@ class TokenCounter:
         otherwise at ``max_tokens * 4`` characters.
 
         Raises:
-            ValueError: If ``max_tokens`` is not positive.
+            TypeError: If ``max_tokens`` is not an int.
+            ConfigError: If ``max_tokens`` is not positive (a ``ValueError``).
         """
-        if max_tokens <= 0:
-            raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+        check_int("max_tokens", max_tokens, low=1)
         self._ensure_loaded()
         if not text:
             return []
