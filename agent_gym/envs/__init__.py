@@ -54,6 +54,14 @@ ENV_INFOS: tuple[EnvInfo, ...] = (
                     "each user turn scored by the state its tool calls leave behind.",
         max_episode_steps=30,
     ),
+    EnvInfo(
+        id="agent_gym/Terminal-v0",
+        entry_point="agent_gym.envs.terminal.env:TerminalEnv",
+        description="Shell tasks in a bubblewrap sandbox with a persistent bash session, graded by their tests "
+                    "(27 tasks; Terminal-Bench and Harbor task directories load too).",
+        max_episode_steps=30,
+        nondeterministic=True,
+    ),
 )
 """Every environment agent_gym registers."""
 

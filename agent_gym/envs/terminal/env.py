@@ -1,0 +1,250 @@
+"""``TerminalEnv`` (``agent_gym/Terminal-v0``): solve tasks in a sandboxed shell, graded by tests."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from agent_gym.checks import check_float
+from agent_gym.core import AgentEnv
+from agent_gym.envs.terminal.loader import builtin_tasks, find_task_dirs, load_task
+from agent_gym.sandbox import LocalSandbox, SandboxError, SandboxLimits
+from agent_gym.tools import Tool, as_tool
+from agent_gym.types import EpisodeStatus
+
+__all__ = ["TerminalEnv", "parse_pytest_summary"]
+
+_SOLUTION_END = "__AGENT_GYM_SOLUTION_END__"
+_SUMMARY = re.compile(r"^(PASSED|FAILED|ERROR|XPASS|XFAIL|SKIPPED)\s+\S", re.MULTILINE)
+
+
+def parse_pytest_summary(output: str) -> tuple[int, int]:
+    """``(passed, total)`` from the short test summary of ``pytest -rA`` (only that section is read)."""
+    marker = output.rfind("short test summary info")
+    if marker < 0:
+        return 0, 0
+    section = output[marker:]
+    outcomes = _SUMMARY.findall(section)
+    counted = [o for o in outcomes if o in ("PASSED", "FAILED", "ERROR", "XPASS")]
+    return sum(o in ("PASSED", "XPASS") for o in counted), len(counted)
+
+
+class TerminalEnv(AgentEnv):
+    """Do a task in a Linux shell; the task's tests decide the reward.
+
+    Each episode gets its own sandbox (:class:`~agent_gym.sandbox.LocalSandbox`:
+    bubblewrap namespaces, no network, a persistent bash session in ``/app``). The model
+    calls ``bash(command)`` and ``submit()``; after the episode the task's tests are copied
+    to ``/tests`` and run in a fresh process of the same sandbox.
+
+    ## Action Space
+    The next assistant message (``str`` or ``PolicyOutput``) with hermes
+    ``<tool_call>{"name": "bash", "arguments": {"command": "..."}}</tool_call>`` blocks,
+    or a ``submit`` call (an ``<answer>`` also submits).
+
+    ## Observation Space
+    The conversation so far (tuple of ``{"role", "content"}`` dicts); each ``bash`` call
+    comes back as a ``tool`` message with the output (stdout and stderr interleaved, cut
+    at ``max_output_bytes`` with a marker) and ``[exit code: N]``.
+
+    ## Rewards
+    ``res_reward`` = the fraction of the task's tests that pass (pytest) or the reward
+    written to ``/logs/verifier/reward.txt`` (Harbor), given when the episode ends (also at
+    ``max_steps``). ``toolcall_reward`` shapes tool use as in :class:`~agent_gym.core.AgentEnv`.
+    ``info["tests"]`` has ``passed`` and ``total`` at the end.
+
+    ## Episode End
+    Terminated (ENV_DONE) on ``submit()`` or an ``<answer>``; truncated (MAX_STEPS) after
+    ``max_steps`` messages (registered ``max_episode_steps`` is 30).
+
+    ## Arguments
+    * ``tasks``: task directories (Terminal-Bench or Harbor layout, or directories holding
+      them) or task dicts from :func:`~agent_gym.envs.terminal.loader.load_task`; default: the
+      shipped tasks.
+    * ``command_timeout``: seconds per ``bash`` call (default 30; capped by the task's agent timeout).
+    * ``limits``: :class:`~agent_gym.sandbox.SandboxLimits` of the sandbox.
+    * ``sandbox_factory``: callable ``(task, env_vars) -> Sandbox`` (e.g. a Docker backend);
+      default: a :class:`~agent_gym.sandbox.LocalSandbox`.
+    * ``max_steps`` (default 30) and the other arguments of :class:`~agent_gym.core.AgentEnv`.
+
+    The ``bash`` tool enforces its own timeout inside the sandbox (killing the command's
+    processes), so the tool layer runs it without a time limit of its own.
+    """
+
+    default_system_prompt = (
+        "You are an expert Linux user working in a bash shell inside a sandbox with no network. "
+        "Your working directory is /app. Run shell commands with the bash tool; the shell keeps its "
+        "state (directory, variables, functions) between calls, and commands get no input on stdin. "
+        "When the task is done, call submit()."
+    )
+
+    def __init__(
+        self,
+        tasks: Sequence[Mapping[str, Any] | str | os.PathLike[str]] | None = None,
+        tools: Sequence[Tool | Callable[..., Any]] | None = None,
+        *,
+        max_steps: int = 30,
+        command_timeout: float = 30.0,
+        limits: SandboxLimits | None = None,
+        sandbox_factory: Callable[[Mapping[str, Any], Mapping[str, str]], Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self.command_timeout = check_float("command_timeout", command_timeout, low=0.0, low_open=True)
+        if limits is not None and not isinstance(limits, SandboxLimits):
+            raise TypeError(f"limits: expected SandboxLimits or None, got {type(limits).__name__}")
+        self.limits = limits or SandboxLimits(output_bytes=8000)
+        if sandbox_factory is not None and not callable(sandbox_factory):
+            raise TypeError(f"sandbox_factory: expected a callable or None, got {type(sandbox_factory).__name__}")
+        self.sandbox_factory = sandbox_factory
+        self.sandbox: Any = None
+        self._submitted = False
+        self._graded: tuple[int, int, float] | None = None
+        super().__init__(tasks, tools, max_steps=max_steps, **kwargs)
+
+    # ------------------------------------------------------------------ tasks
+
+    def default_tasks(self) -> Sequence[Mapping[str, Any]]:
+        """The shipped tasks (see :mod:`agent_gym.envs.terminal.loader`)."""
+        return builtin_tasks()
+
+    def validate_tasks(self, tasks: list[Any]) -> list[dict[str, Any]]:
+        """Load task directories given as paths, then check every task."""
+        loaded: list[Any] = []
+        for item in tasks:
+            if isinstance(item, (str, os.PathLike)):
+                loaded.extend(load_task(p) for p in find_task_dirs(item))
+            else:
+                loaded.append(item)
+        checked = super().validate_tasks(loaded)
+        for i, task in enumerate(checked):
+            for key in ("solution_script", "test_files", "test_command"):
+                if key not in task:
+                    raise ValueError(f"tasks[{i}]: expected key {key!r} (load tasks with load_task), "
+                                     f"got keys {sorted(task)}")
+            if "solution" not in task:
+                task["solution"] = [
+                    [{"name": "bash", "arguments": {"command": self._solution_command(task["solution_script"])}}],
+                    [{"name": "submit", "arguments": {}}],
+                ]
+        return checked
+
+    @staticmethod
+    def _solution_command(script: str) -> str:
+        return f"bash <<'{_SOLUTION_END}'\n{script.rstrip()}\n{_SOLUTION_END}"
+
+    # ------------------------------------------------------------------ episodes
+
+    def episode_tools(self, task: dict[str, Any]) -> Sequence[Tool | Callable[..., Any]] | None:
+        """Start the episode's sandbox, lay out the task's files and return ``bash`` and ``submit``."""
+        self._submitted = False
+        self._graded = None
+        env_vars = {str(k): str(v) for k, v in dict(task.get("env") or {}).items()}
+        if self.sandbox_factory is not None:
+            self.sandbox = self.sandbox_factory(task, env_vars)
+        else:
+            self.sandbox = LocalSandbox(self.limits, timeout=self.command_timeout, env=env_vars)
+        for kind, first, second in task.get("setup") or []:
+            if kind == "file":
+                self.sandbox.write_file(first, second)
+            else:
+                result = self.sandbox.exec(first, timeout=120.0)
+                if not result.ok:
+                    raise SandboxError(f"task {task['id']!r}: setup command {first!r:.80} failed with exit code "
+                                       f"{result.exit_code}: {result.output[-500:]}")
+        limit = self.limits.output_bytes + 1000
+        return [as_tool(self.bash, time_limit=None, max_output_chars=limit),
+                as_tool(self.submit, time_limit=None, max_output_chars=limit)]
+
+    def release_episode(self) -> None:
+        """Close the episode's sandbox (every process killed, every file dropped); safe twice."""
+        sandbox, self.sandbox = self.sandbox, None
+        if sandbox is not None:
+            sandbox.close()
+
+    def bash(self, command: str) -> str:
+        """Run a command in the persistent bash shell of the sandbox (working directory /app).
+
+        Args:
+            command: The shell command(s) to run; multi-line scripts and heredocs are fine.
+
+        Returns:
+            The output (stdout and stderr) and the exit code.
+        """
+        if self.sandbox is None:
+            return "[no sandbox: this environment was copied or closed; call reset()]"
+        if self._submitted:
+            return "[the work was already submitted]"
+        timeout = min(self.command_timeout, float((self.task or {}).get("agent_timeout") or self.command_timeout))
+        result = self.sandbox.run(command, timeout=timeout)
+        output = result.output if result.output.endswith("\n") or not result.output else result.output + "\n"
+        return f"{output}[exit code: {result.exit_code}]"
+
+    def submit(self) -> str:
+        """Submit the current state of the sandbox for grading; this ends the episode.
+
+        Returns:
+            A confirmation.
+        """
+        self._submitted = True
+        return "Submitted; the tests run now."
+
+    def score_answer(self, task: Mapping[str, Any], answer: str) -> float:
+        """An ``<answer>`` submits: the score is the grade of the sandbox's state."""
+        return self._grade()[2]
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        """Step as :class:`AgentEnv`; a ``submit`` call or the last step runs the tests."""
+        obs, reward, terminated, truncated, info = super().step(action)
+        ended = terminated or truncated
+        policy_stop = ended and info.get("status") not in (EpisodeStatus.ENV_DONE, EpisodeStatus.MAX_STEPS)
+        if (self._submitted and not ended) or (ended and not policy_stop and self._graded is None):
+            passed, total, score = self._grade()
+            res = self.rewards.correct * score
+            info["res_reward"] = res
+            reward = info["toolcall_reward"] + res
+            if not ended:
+                terminated = True
+                info["status"] = EpisodeStatus.ENV_DONE
+                self._done = True
+        if self._graded is not None:
+            info["tests"] = {"passed": self._graded[0], "total": self._graded[1]}
+        return obs, reward, terminated, truncated, info
+
+    def _grade(self) -> tuple[int, int, float]:
+        """Run the task's tests in a fresh process of the sandbox: ``(passed, total, score)``."""
+        if self._graded is not None:
+            return self._graded
+        task = self.task or {}
+        sandbox = self.sandbox
+        self._submitted = True
+        if sandbox is None:
+            self._graded = (0, 0, 0.0)
+            return self._graded
+        try:
+            sandbox.stop_shell()
+            sandbox.exec("find /tests /logs -mindepth 1 -delete 2>/dev/null; mkdir -p /logs/verifier", timeout=30)
+            for path, data in dict(task.get("test_files") or {}).items():
+                sandbox.write_file(path, data, mode=0o755 if path.endswith(".sh") else 0o644)
+            result = sandbox.exec(str(task["test_command"]), timeout=float(task.get("test_timeout", 60.0)),
+                                  env={"TEST_DIR": "/tests", "HOME": "/tmp"})
+            if task.get("format") == "harbor":
+                try:
+                    text = sandbox.read_file("/logs/verifier/reward.txt").decode().strip()
+                    score = min(max(float(text), 0.0), 1.0)
+                except (SandboxError, ValueError):
+                    score = 0.0
+                self._graded = (int(score == 1.0), 1, score)
+            else:
+                passed, total = parse_pytest_summary(result.output)
+                self._graded = (passed, total, passed / total if total else 0.0)
+        except SandboxError:
+            self._graded = (0, 0, 0.0)
+        self.last_test_output = result.output if "result" in locals() else ""
+        return self._graded
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["sandbox"] = None  # processes cannot be copied; a copy needs a reset
+        return state

@@ -1,0 +1,2 @@
+#!/bin/bash
+cd /app && tar -czf logs.tar.gz logs/*.log

@@ -1,0 +1,2 @@
+#!/bin/bash
+echo 'Hello, sandbox!' > /app/greeting.txt

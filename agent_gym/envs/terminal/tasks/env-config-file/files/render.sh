@@ -1,0 +1,1 @@
+echo "db=${DB_NAME:?} port=${DB_PORT:?} mode=${MODE:?}"

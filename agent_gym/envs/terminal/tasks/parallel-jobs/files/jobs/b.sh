@@ -1,0 +1,1 @@
+sleep 0.2; touch /app/jobs/b.done

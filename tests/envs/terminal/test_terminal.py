@@ -1,0 +1,186 @@
+import pickle
+import signal
+import threading
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+
+import agent_gym  # noqa: F401
+from agent_gym.envs.terminal import BUILTIN_TASK_DIR, TerminalEnv, builtin_tasks, load_task, parse_pytest_summary
+from agent_gym.errors import ConfigError
+from agent_gym.sandbox import bwrap_available
+from tests.sandbox.conftest import sandbox_processes
+
+pytestmark = pytest.mark.skipif(bwrap_available() is None,
+                                reason="bubblewrap (bwrap) is not installed: apt-get install bubblewrap")
+
+SUBMIT = '<tool_call>{"name": "submit", "arguments": {}}</tool_call>'
+TASK_IDS = [t["id"] for t in builtin_tasks()]
+
+
+def bash(command):
+    import json
+    return "<tool_call>" + json.dumps({"name": "bash", "arguments": {"command": command}}) + "</tool_call>"
+
+
+@pytest.fixture(scope="module")
+def env():
+    environment = TerminalEnv()
+    yield environment
+    environment.close()
+
+
+def test_at_least_24_tasks_across_categories():
+    tasks = builtin_tasks()
+    assert len(tasks) >= 24
+    assert {"file-manipulation", "text-processing", "csv", "git", "python", "build", "permissions", "processes",
+            "stateful"} <= {t["category"] for t in tasks}
+
+
+@pytest.mark.parametrize("task_id", TASK_IDS)
+def test_reference_solution_passes_and_doing_nothing_fails(env, task_id):
+    index = TASK_IDS.index(task_id)
+    env.reset(options={"task_index": index})
+    env.step(env.oracle_action())
+    _, reward, terminated, truncated, info = env.step(env.oracle_action())
+    assert terminated and not truncated and info["res_reward"] == 1.0, env.last_test_output
+    assert info["tests"]["passed"] == info["tests"]["total"] >= 1
+    env.reset(options={"task_index": index})
+    _, _, terminated, _, info = env.step(SUBMIT)
+    assert terminated and info["res_reward"] < 1.0 and info["tests"]["total"] >= 1
+
+
+def test_observation_has_output_and_exit_code_and_state_persists(env):
+    env.reset(options={"task_index": 0})
+    obs, *_ = env.step(bash("cd /tmp && export A=5"))
+    obs, _, _, _, info = env.step(bash("echo $A; pwd; false"))
+    assert obs[-1] == {"role": "tool", "content": "5\n/tmp\n[exit code: 1]"}
+    assert info["tool_calls"][0]["ok"]
+
+
+def test_timeout_is_an_observation(env):
+    env.unwrapped.command_timeout = 1.0
+    try:
+        env.reset(options={"task_index": 0})
+        obs, *_ = env.step(bash("sleep 30"))
+        assert "timed out after 1 s" in obs[-1]["content"] and "[exit code: 124]" in obs[-1]["content"]
+    finally:
+        env.unwrapped.command_timeout = 30.0
+
+
+def test_grading_ignores_agent_planted_files_and_processes(env):
+    env.reset(options={"task_index": TASK_IDS.index("create-greeting-file")})
+    env.step(bash("mkdir -p /tests && printf 'def test_fake():\\n    pass\\n' > /tests/test_outputs.py; "
+                  "echo 'import sys' > /app/pytest.py; (while :; do echo 'PASSED x'; sleep 0.1; done &)"))
+    *_, info = env.step(SUBMIT)
+    assert info["res_reward"] == 0.0
+
+
+def test_reset_releases_the_previous_sandbox(env):
+    env.reset(options={"task_index": 0})
+    first = env.sandbox
+    env.step(bash("sleep 500 &"))
+    env.reset(options={"task_index": 1})
+    assert not first.alive and sandbox_processes(first) == []
+
+
+def test_close_and_pickle():
+    environment = gym.make("agent_gym/Terminal-v0")
+    environment.reset(seed=0)
+    box = environment.unwrapped.sandbox
+    clone = pickle.loads(pickle.dumps(environment))
+    assert clone.unwrapped.sandbox is None
+    environment.close()
+    environment.close()
+    assert sandbox_processes(box) == []
+
+
+def test_user_task_directories_in_both_layouts(tmp_path):
+    harbor = tmp_path / "hello-harbor"
+    (harbor / "environment").mkdir(parents=True)
+    (harbor / "solution").mkdir()
+    (harbor / "tests").mkdir()
+    (harbor / "instruction.md").write_text("Write hi to /app/out.txt\n")
+    (harbor / "task.toml").write_text("[agent]\ntimeout_sec = 60\n[verifier]\ntimeout_sec = 30\n")
+    (harbor / "environment" / "Dockerfile").write_text("FROM ubuntu:24.04\nWORKDIR /app\nENV GREETING=hi\n"
+                                                        "RUN echo seed > /app/seed.txt\n")
+    (harbor / "solution" / "solve.sh").write_text("echo $GREETING > /app/out.txt\n")
+    (harbor / "tests" / "test.sh").write_text(
+        "if [ \"$(cat /app/out.txt)\" = hi ] && [ -f /app/seed.txt ]; then echo 1 > /logs/verifier/reward.txt; "
+        "else echo 0 > /logs/verifier/reward.txt; fi\n")
+    tb = tmp_path / "copied-tb"
+    import shutil
+    shutil.copytree(BUILTIN_TASK_DIR / "count-error-lines", tb)
+    environment = gym.make("agent_gym/Terminal-v0", tasks=[str(tmp_path)])
+    try:
+        assert sorted(t["id"] for t in environment.unwrapped.tasks) == ["copied-tb", "hello-harbor"]
+        for index in range(2):
+            environment.reset(options={"task_index": index})
+            environment.step(environment.unwrapped.oracle_action())
+            *_, info = environment.step(environment.unwrapped.oracle_action())
+            assert info["res_reward"] == 1.0
+        environment.reset(options={"task_index": 1})
+        *_, info = environment.step(SUBMIT)
+        assert info["res_reward"] == 0.0
+    finally:
+        environment.close()
+    with pytest.raises(ConfigError):
+        load_task(tmp_path / "missing")
+
+
+def test_parse_pytest_summary_reads_only_the_summary():
+    out = "PASSED fake\n===== short test summary info =====\nPASSED t.py::a\nFAILED t.py::b - x\nERROR t.py::c\n"
+    assert parse_pytest_summary(out) == (1, 3)
+    assert parse_pytest_summary("PASSED t.py::a") == (0, 0)
+
+
+def test_16_parallel_episodes_are_isolated_and_leave_nothing():
+    envs = [TerminalEnv() for _ in range(16)]
+    results = [None] * 16
+    boxes = []
+
+    def episode(i):
+        e = envs[i]
+        e.reset(options={"task_index": 0})
+        boxes.append(e.sandbox)
+        e.step(bash(f"echo {i} > /app/mine.txt; sleep 300 &"))
+        obs, *_ = e.step(bash("cat /app/mine.txt; ls /app; ps -e | grep -c sleep"))
+        results[i] = obs[-1]["content"]
+        e.close()
+
+    threads = [threading.Thread(target=episode, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i, text in enumerate(results):
+        assert text.startswith(f"{i}\n") and "1\n[exit code: 0]" in text
+    assert all(sandbox_processes(b) == [] for b in boxes)
+
+
+def test_interrupted_rollout_leaves_nothing(tmp_path):
+    import subprocess
+    import sys
+    script = tmp_path / "run.py"
+    script.write_text(
+        "import sys, time\nfrom agent_gym.envs.terminal import TerminalEnv\n"
+        "envs = [TerminalEnv() for _ in range(4)]\n"
+        "for e in envs:\n    e.reset(options={'task_index': 0})\n"
+        "    e.step('<tool_call>{\"name\": \"bash\", \"arguments\": {\"command\": \"sleep 600 &\"}}</tool_call>')\n"
+        "print(' '.join(str(e.sandbox.uid) for e in envs), flush=True)\n"
+        "envs[0].step('<tool_call>{\"name\": \"bash\", \"arguments\": {\"command\": \"sleep 20\"}}</tool_call>')\n")
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                            cwd=str(Path(__file__).resolve().parents[3]))
+    uids = [int(u) for u in proc.stdout.readline().split()]
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=30)
+
+    class Box:
+        def __init__(self, uid):
+            self.uid, self.host_pid = uid, -1
+    import time
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(sandbox_processes(Box(u)) for u in uids):
+        time.sleep(0.1)
+    assert len(uids) == 4 and all(sandbox_processes(Box(u)) == [] for u in uids)
