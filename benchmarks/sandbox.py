@@ -1,0 +1,77 @@
+"""Sandbox overheads: a trivial command in the persistent session vs a bare subprocess, setup/teardown, episodes/s.
+
+Run: python benchmarks/sandbox.py [--commands 200] [--episodes 64] [--parallel 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from agent_gym.envs.terminal import TerminalEnv
+from agent_gym.sandbox import LocalSandbox
+
+
+def median_ms(values):
+    return statistics.median(values) * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--commands", type=int, default=200)
+    parser.add_argument("--setups", type=int, default=30)
+    parser.add_argument("--episodes", type=int, default=64)
+    parser.add_argument("--parallel", type=int, default=16)
+    args = parser.parse_args()
+
+    bare = []
+    for _ in range(args.commands):
+        t = time.perf_counter()
+        subprocess.run(["true"], check=True)
+        bare.append(time.perf_counter() - t)
+    bare_shell = []
+    for _ in range(args.commands):
+        t = time.perf_counter()
+        subprocess.run(["bash", "-c", "true"], check=True)
+        bare_shell.append(time.perf_counter() - t)
+    with LocalSandbox() as box:
+        session = []
+        for _ in range(args.commands):
+            t = time.perf_counter()
+            box.run("true")
+            session.append(time.perf_counter() - t)
+    setups, teardowns = [], []
+    for _ in range(args.setups):
+        t = time.perf_counter()
+        box = LocalSandbox()
+        t1 = time.perf_counter()
+        box.close()
+        setups.append(t1 - t)
+        teardowns.append(time.perf_counter() - t1)
+
+    def episode(i: int) -> float:
+        env = TerminalEnv()
+        env.reset(seed=i, options={"task_index": i % len(env.tasks)})
+        env.step('<tool_call>{"name": "bash", "arguments": {"command": "ls; echo hi > /app/x"}}</tool_call>')
+        env.step('<tool_call>{"name": "bash", "arguments": {"command": "cat /app/x"}}</tool_call>')
+        env.close()
+        return 1.0
+
+    t = time.perf_counter()
+    with ThreadPoolExecutor(args.parallel) as pool:
+        list(pool.map(episode, range(args.episodes)))
+    elapsed = time.perf_counter() - t
+    print(f"bare subprocess `true`          median {median_ms(bare):7.2f} ms")
+    print(f"bare subprocess `bash -c true`  median {median_ms(bare_shell):7.2f} ms")
+    print(f"persistent session `true`       median {median_ms(session):7.2f} ms")
+    print(f"sandbox setup                   median {median_ms(setups):7.2f} ms")
+    print(f"sandbox teardown                median {median_ms(teardowns):7.2f} ms")
+    print(f"{args.episodes} short episodes (reset, 2 bash calls, close, no grading) at n_parallel "
+          f"{args.parallel}: {args.episodes / elapsed:.1f} episodes/s")
+
+
+if __name__ == "__main__":
+    main()
