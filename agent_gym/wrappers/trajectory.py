@@ -100,6 +100,7 @@ class TrajectoryWrapper(gym.Wrapper):
         self._observation: Any = None
         self._task: Any = None
         self._policy_tools: list[dict] | None = None
+        self._tools_in_prompt = False
         self._rollout_id = ""
         self._retokenized = False
         self._times = {"env_time": 0.0, "llm_time": 0.0, "reward_time": 0.0}
@@ -142,7 +143,8 @@ class TrajectoryWrapper(gym.Wrapper):
         self._times["env_time"] += time.perf_counter() - started
         self._rollout_id = episode_id or uuid.uuid4().hex
         self._task = info.get("task")
-        self._policy_tools = None if info.get("tools_in_prompt") else (info.get("tools") or None)
+        self._tools_in_prompt = bool(info.get("tools_in_prompt"))
+        self._policy_tools = None if self._tools_in_prompt else (info.get("tools") or None)
         self._conversation = _plain(obs)
         self._view = self._view_factory()
         self._view.add(self._conversation)
@@ -161,7 +163,11 @@ class TrajectoryWrapper(gym.Wrapper):
             episode ends, the observation is the whole conversation (no memory
             view, so no summary is written for a prompt no policy will see),
             ``info["trajectory"]`` holds the ``StepTrajectory`` and
-            ``info["status"]`` its status.
+            ``info["status"]`` its status. Every step info carries
+            ``policy_tools``: the tool schemas for the policy's next turn. They
+            change when the env's info has ``tools`` (the episode's tool set
+            changed during the step); ``[]`` then means the tools were removed,
+            and None means the env describes its tools in the prompt.
         """
         if self._view is None:
             raise gym.error.ResetNeeded("TrajectoryWrapper.step: call reset() before step()")
@@ -177,6 +183,7 @@ class TrajectoryWrapper(gym.Wrapper):
             if self._finished is not None:
                 # finish() ended the episode while this step ran (e.g. a rollout timeout):
                 # the returned trajectory must not change, so nothing is recorded.
+                info["policy_tools"] = self._policy_tools
                 return tuple(self._prompt_view), reward, terminated, truncated, info
             return self._record_step(step_index, action, text, seen, started, obs, reward, terminated, truncated, info)
 
@@ -213,6 +220,9 @@ class TrajectoryWrapper(gym.Wrapper):
         parsed = self._parser.parse(model_response)
         step_info = {k: v for k, v in info.items() if k != "trajectory"}
         step_info.update(token_info)
+        if "tools" in info:
+            # The env changed the episode's tools during this step: the next turns get the new list.
+            self._policy_tools = None if self._tools_in_prompt else list(info["tools"] or [])
         self._steps.append(
             Step(
                 chat_completions=seen,
@@ -235,6 +245,7 @@ class TrajectoryWrapper(gym.Wrapper):
             info = dict(info)
             info["status"] = EpisodeStatus(trajectory.status)
             info["trajectory"] = trajectory
+        info["policy_tools"] = self._policy_tools
         return tuple(self._prompt_view), reward, terminated, truncated, info
 
     def finish(self, status: EpisodeStatus | str, error: str | None = None) -> StepTrajectory:
@@ -322,7 +333,7 @@ class TrajectoryWrapper(gym.Wrapper):
             from agent_gym.policy.chat_tokens import ChatTokenBuilder
 
             self._builder = ChatTokenBuilder(self.tokenizer, track_retokenization=False)
-        plan = self._builder.prepare(self._rollout_id, messages, self._policy_tools)
+        plan = self._builder.prepare(self._rollout_id, messages, self._policy_tools or None)
         sampled = list(self.tokenizer.encode(text, add_special_tokens=False))
         sampled.append(self._builder.eot_token_id)
         self._builder.commit(plan, sampled, text)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from rollout_fakes import ScriptedPolicy, add, make_tasks
 
 from agent_gym.core import AgentEnv
@@ -45,11 +44,6 @@ class ToolRecordingPolicy(ScriptedPolicy):
         )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="TrajectoryWrapper.step does not yet put the env's new info['tools'] into info['policy_tools']; "
-    "LocalRunner reads that key after every step, so this passes (and the marker must go) once it does",
-)
 def test_tools_that_change_mid_episode_reach_the_policy():
     policy = ToolRecordingPolicy()
     result = collect(UnlockEnv, policy, tasks=make_tasks(2), n_parallel=2, progress=False)
