@@ -14,12 +14,10 @@ queries wait in a queue and go together into the next ``search_batch`` call (no 
 wait when the server is idle).
 """
 
-# No ``from __future__ import annotations`` here: FastAPI reads the handlers' annotations at
-# runtime, and ``Request`` is imported inside ``create_app``.
+from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
@@ -27,7 +25,7 @@ import orjson
 from agent_gym.envs.rag.corpus import Corpus, Document
 from agent_gym.envs.rag.retrieval import Hit
 
-__all__ = ["MAX_QUERIES_PER_REQUEST", "MAX_TOPK", "create_app", "serve"]
+__all__ = ["MAX_QUERIES_PER_REQUEST", "MAX_TOPK", "RetrievalApp", "create_app", "serve"]
 
 MAX_QUERIES_PER_REQUEST = 4096
 """Queries accepted in one request."""
@@ -92,95 +90,122 @@ class _Batcher:
                     future.set_result(part)
 
 
-def create_app(retriever: Any, corpus: Corpus | None = None, *, max_batch: int = 256) -> Any:
-    """A FastAPI app serving ``retriever`` (documents for ``/documents`` from ``corpus`` or the retriever).
+class RetrievalApp:
+    """The server as a plain ASGI application (no framework: a request costs a few tens of microseconds).
 
     Args:
         retriever: Any object with ``search_batch(queries, k)`` and ``document(doc_id)``.
         corpus: The documents (default: ``retriever.corpus`` when it has one).
         max_batch: Most queries run in one ``search_batch`` call.
     """
-    from fastapi import FastAPI, Request
-    from fastapi.responses import Response
 
-    corpus = corpus if corpus is not None else getattr(retriever, "corpus", None)
-    batcher = _Batcher(retriever, max_batch)
+    def __init__(self, retriever: Any, corpus: Corpus | None = None, *, max_batch: int = 256) -> None:
+        self.retriever = retriever
+        self.corpus = corpus if corpus is not None else getattr(retriever, "corpus", None)
+        self.batcher = _Batcher(retriever, max_batch)
+        self._task: asyncio.Task | None = None
 
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Any) -> AsyncIterator[None]:
-        task = asyncio.create_task(batcher.run())
-        try:
-            yield
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        """Serve one ASGI connection scope (HTTP request or lifespan)."""
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        chunks = []
+        while True:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        method, path = scope["method"], scope["path"].rstrip("/") or "/"
+        if self._task is None:  # servers that skip the lifespan protocol
+            self._task = asyncio.create_task(self.batcher.run())
+        if path == "/health" and method == "GET":
+            status, body = 200, self.health()
+        elif path in ("/retrieve", "/documents") and method == "POST":
+            try:
+                payload = orjson.loads(b"".join(chunks))
+            except orjson.JSONDecodeError as exc:
+                status, body = _bad(f"expected a JSON body, got invalid JSON ({exc})")
+            else:
+                handler = self.retrieve if path == "/retrieve" else self.documents
+                status, body = await handler(payload)
+        elif path in ("/health", "/retrieve", "/documents"):
+            status, body = 405, {"error": {"message": f"method {method} not allowed on {path}", "code": 405}}
+        else:
+            status, body = 404, {"error": {"message": f"no route {path}; use POST /retrieve", "code": 404}}
+        data = orjson.dumps(body)
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]})
+        await send({"type": "http.response.body", "body": data})
 
-    app = FastAPI(title="agent_gym retrieval server", lifespan=lifespan)
-    app.state.batcher = batcher
+    async def _lifespan(self, receive: Any, send: Any) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                self._task = asyncio.create_task(self.batcher.run())
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                if self._task is not None:
+                    self._task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await self._task
+                await send({"type": "lifespan.shutdown.complete"})
+                return
 
-    def reply(body: Any, status: int = 200) -> Response:
-        return Response(orjson.dumps(body), status_code=status, media_type="application/json")
+    def health(self) -> dict[str, Any]:
+        """The ``/health`` body."""
+        return {"status": "ok", "documents": None if self.corpus is None else len(self.corpus),
+                "retriever": getattr(self.retriever, "kind", type(self.retriever).__name__),
+                "batches": self.batcher.batches, "queries": self.batcher.queries}
 
-    def bad(message: str) -> Response:
-        return reply({"error": {"message": message, "type": "BadRequestError", "code": 400}}, 400)
+    def _lookup(self, doc_id: str) -> Document | None:
+        return self.corpus.get(doc_id) if self.corpus is not None else self.retriever.document(doc_id)
 
-    async def body_of(request: Request) -> Any:
-        try:
-            return orjson.loads(await request.body())
-        except orjson.JSONDecodeError as exc:
-            raise ValueError(f"expected a JSON body, got invalid JSON ({exc})") from None
-
-    @app.get("/health")
-    async def health() -> Response:
-        return reply({"status": "ok", "documents": None if corpus is None else len(corpus),
-                      "retriever": getattr(retriever, "kind", type(retriever).__name__),
-                      "batches": batcher.batches, "queries": batcher.queries})
-
-    @app.post("/retrieve")
-    async def retrieve(request: Request) -> Response:
-        try:
-            body = await body_of(request)
-        except ValueError as exc:
-            return bad(str(exc))
+    async def retrieve(self, body: Any) -> tuple[int, Any]:
+        """Answer a ``/retrieve`` request body: ``(status, reply)``."""
         if not isinstance(body, dict):
-            return bad(f"expected a JSON object with 'queries' and 'topk', got {type(body).__name__}")
+            return _bad(f"expected a JSON object with 'queries' and 'topk', got {type(body).__name__}")
         queries = body.get("queries", body.get("query"))
         if isinstance(queries, str):
             queries = [queries]
         if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
-            return bad("queries: expected a list of strings")
+            return _bad("queries: expected a list of strings")
         if len(queries) > MAX_QUERIES_PER_REQUEST:
-            return bad(f"queries: expected at most {MAX_QUERIES_PER_REQUEST} per request, got {len(queries)}")
+            return _bad(f"queries: expected at most {MAX_QUERIES_PER_REQUEST} per request, got {len(queries)}")
         k = body.get("topk", 3)
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_TOPK:
-            return bad(f"topk: expected an int from 1 to {MAX_TOPK}, got {k!r}")
+            return _bad(f"topk: expected an int from 1 to {MAX_TOPK}, got {k!r}")
         scores = bool(body.get("return_scores", False))
-        results = await batcher.submit(queries, k) if queries else []
+        results = await self.batcher.submit(queries, k) if queries else []
         out = []
         for hits in results:
             ranked = []
             for hit in hits:
-                doc = corpus.get(hit.doc_id) if corpus is not None else retriever.document(hit.doc_id)
+                doc = self._lookup(hit.doc_id)
                 item = _document(doc) if doc is not None else {"id": hit.doc_id, "title": hit.title,
                                                                "text": hit.snippet, "contents": hit.snippet}
                 ranked.append({"document": item, "score": hit.score} if scores else item)
             out.append(ranked)
-        return reply({"result": out})
+        return 200, {"result": out}
 
-    @app.post("/documents")
-    async def documents(request: Request) -> Response:
-        try:
-            body = await body_of(request)
-        except ValueError as exc:
-            return bad(str(exc))
+    async def documents(self, body: Any) -> tuple[int, Any]:
+        """Answer a ``/documents`` request body: ``(status, reply)``."""
         ids = body.get("ids") if isinstance(body, dict) else None
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids) or len(ids) > MAX_QUERIES_PER_REQUEST:
-            return bad(f"ids: expected a list of at most {MAX_QUERIES_PER_REQUEST} document ids")
-        found = [corpus.get(i) if corpus is not None else retriever.document(i) for i in ids]
-        return reply({"documents": [None if d is None else _document(d) for d in found]})
+            return _bad(f"ids: expected a list of at most {MAX_QUERIES_PER_REQUEST} document ids")
+        found = [self._lookup(i) for i in ids]
+        return 200, {"documents": [None if d is None else _document(d) for d in found]}
 
-    return app
+
+def _bad(message: str) -> tuple[int, Any]:
+    return 400, {"error": {"message": message, "type": "BadRequestError", "code": 400}}
+
+
+def create_app(retriever: Any, corpus: Corpus | None = None, *, max_batch: int = 256) -> RetrievalApp:
+    """The ASGI application serving ``retriever`` (see :class:`RetrievalApp`)."""
+    return RetrievalApp(retriever, corpus, max_batch=max_batch)
 
 
 def serve(retriever: Any, corpus: Corpus | None = None, *, host: str = "127.0.0.1", port: int = 8000,
