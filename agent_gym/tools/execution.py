@@ -4,6 +4,11 @@ A call handed to a worker costs a queue hand-off each way (a few microseconds,
 more on a loaded machine); an inline call costs nothing extra. Python cannot
 kill a thread: a call past its limit gives a timeout at once, while its worker
 stays busy until the function returns and then rejoins the pool.
+
+A forked child process (``multiprocessing``'s default start method on Linux,
+e.g. ``gym.make_vec(..., vectorization_mode="async")``) inherits the pool's
+list of idle workers but none of their threads; the pool is emptied in the
+child right after the fork, so the child starts its own workers on demand.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import collections
 import enum
 import json
+import os
 import queue
 import threading
 from collections.abc import Callable
@@ -47,6 +53,10 @@ class _WorkerPool:
         self._idle: collections.deque[_Worker] = collections.deque()
         self._max_idle = max_idle
 
+    def forget_workers(self) -> None:
+        """Drop every idle worker (in a forked child, whose copies of them have no thread)."""
+        self._idle = collections.deque()
+
     def release(self, worker: _Worker) -> bool:
         if len(self._idle) >= self._max_idle:
             return False
@@ -69,6 +79,10 @@ class _WorkerPool:
 
 
 _POOL = _WorkerPool()
+if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork
+    # Workers busy at the time of the fork are not in the list; they do not exist in the child
+    # either, and an inherited one would never answer: every call would time out.
+    os.register_at_fork(after_in_child=_POOL.forget_workers)
 
 
 def call_with_time_limit(func: Callable[..., Any], kwargs: dict[str, Any], timeout: float) -> tuple[str, Any]:
