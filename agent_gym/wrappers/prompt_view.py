@@ -36,8 +36,8 @@ class FullConversation:
         self._messages.extend(messages)
 
     def messages(self) -> list[dict[str, str]]:
-        """Return a copy of the conversation."""
-        return list(self._messages)
+        """Return a copy of the conversation (each message copied)."""
+        return [m.copy() for m in self._messages]
 
 
 class MemoryView:

@@ -28,7 +28,7 @@ from agent_gym.types import (
     compute_mc_return,
     default_metrics,
 )
-from agent_gym.wrappers.prompt_view import PromptView, make_prompt_view
+from agent_gym.wrappers.prompt_view import FullConversation, PromptView, make_prompt_view
 from agent_gym.wrappers.token_assembly import TokenAssembler
 
 __all__ = ["TrajectoryWrapper"]
@@ -148,7 +148,7 @@ class TrajectoryWrapper(gym.Wrapper):
         self._conversation = _plain(obs)
         self._view = self._view_factory()
         self._view.add(self._conversation)
-        self._prompt_view = _plain(self._view.messages())
+        self._prompt_view = self._view_messages()
         self._observation = self._initial_observation()
         info = dict(info)
         info["episode_id"] = self._rollout_id
@@ -207,14 +207,14 @@ class TrajectoryWrapper(gym.Wrapper):
 
         # The env only appends to the conversation: convert just the new messages.
         new_messages = _plain(obs[len(self._conversation) :])
-        self._conversation = self._conversation + new_messages
+        self._conversation.extend(new_messages)
         done = bool(terminated or truncated)
         self._view.add(new_messages)  # type: ignore[union-attr]
         if done:
             # No policy sees this view: do not ask the memory for it (that could write a summary).
             self._prompt_view = list(self._conversation)
         else:
-            self._prompt_view = _plain(self._view.messages())  # type: ignore[union-attr]
+            self._prompt_view = self._view_messages()
 
         model_response = text if isinstance(text, str) else str(text)
         parsed = self._parser.parse(model_response)
@@ -286,6 +286,13 @@ class TrajectoryWrapper(gym.Wrapper):
         self._times["llm_time"] += float(seconds)
 
     # ------------------------------------------------------------------ internals
+    def _view_messages(self) -> list[dict[str, str]]:
+        """The policy's messages for the next turn, as fresh role/content dicts."""
+        view = self._view
+        if type(view) is FullConversation:
+            return view.messages()  # copies of the messages _plain already made
+        return _plain(view.messages())  # type: ignore[union-attr]
+
     def _initial_observation(self) -> Any:
         task = self._task
         if isinstance(task, dict) and "question" in task:
