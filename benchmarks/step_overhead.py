@@ -1,12 +1,17 @@
 """Median microseconds per ``env.step`` of ToolUse-v0 for a step with one in-process tool call.
 
 Each timed step sends an assistant message with one ``calculator`` call (parsed,
-validated, run with its time limit, result appended as a tool message). The
-episode is reset every ``--episode-length`` steps, outside the timed region.
-Measured on the unwrapped env (no Gymnasium checker wrappers), through
-``agent_gym.wrappers.TrajectoryWrapper`` when it is importable, and with
-``tool_time_limit=None`` (the call runs in the calling thread with no limit: the
-floor of parsing, the tool itself and the env's bookkeeping).
+validated, run, result appended as a tool message). The episode is reset every
+``--episode-length`` steps, outside the timed region. Measured on the unwrapped
+env (no Gymnasium checker wrappers), through
+``agent_gym.wrappers.TrajectoryWrapper`` when it is importable, with
+``tool_time_limit=None``, and with the calculator declared blocking (as any
+plain user function is by default): then each call is handed to a pooled
+worker thread so that its time limit can be enforced.
+
+The built-in tools are non-blocking: they run inline in the calling thread (the
+time limit is checked after the call), so the first and third variants take the
+same path.
 
 Usage:
     python benchmarks/step_overhead.py [--steps 20000] [--episode-length 4]
@@ -89,6 +94,14 @@ def main(argv: list[str] | None = None) -> int:
     inline = gym.make("agent_gym/ToolUse-v0", tool_time_limit=None).unwrapped
     measure(inline, 500, episode_length)
     results["env, tool_time_limit=None"] = measure(inline, args.steps, episode_length)
+
+    from agent_gym.envs.tool_use.builtin_tools import BUILTIN_TOOLS
+    from agent_gym.tools import FunctionTool
+
+    blocking = [FunctionTool(f, blocking=True, time_limit=10.0) for f in BUILTIN_TOOLS]
+    threaded = gym.make("agent_gym/ToolUse-v0", tools=blocking).unwrapped
+    measure(threaded, 500, episode_length)
+    results["env, blocking tool (thread)"] = measure(threaded, args.steps, episode_length)
 
     if args.json:
         print(json.dumps(results, indent=2))
