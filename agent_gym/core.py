@@ -641,25 +641,30 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
         for error in parsed.errors:
             errors.append(error)
             self._messages.append({"role": "tool", "content": f"Error: {error}"})
+        if parsed.errors:
+            info["parse_errors"] = list(parsed.errors)
         for index, call in enumerate(parsed.tool_calls):
             record: dict[str, Any] = {"name": call.name, "arguments": call.arguments}
+            kind: str | None
             if index >= self.max_tool_calls_per_step:
                 error = (f"tool call {call.name!r} skipped: at most {self.max_tool_calls_per_step} "
                          f"calls are run per message")
-                content = f"Error: {error}"
+                content, kind = f"Error: {error}", "too_many_calls"
             else:
                 tool = self._episode_tools.get(call.name)
                 if tool is None:
                     known = ", ".join(self._episode_tools) or "none"
                     error = f"unknown tool {call.name!r}; available tools: {known}"
-                    content = f"Error: {error}"
+                    content, kind = f"Error: {error}", "unknown_tool"
                 else:
                     result = tool.run(call.arguments)
                     error, content = result.error, result.content
+                    kind = getattr(result, "kind", None) or (None if error is None else "tool_error")
                     if error is None:
                         useful = self.is_useful_call(call.name, call.arguments) or useful
             record["ok"] = error is None
             record["error"] = error
+            record["kind"] = kind
             record["output"] = content
             info["tool_calls"].append(record)
             if error is not None:

@@ -110,7 +110,7 @@ def test_tool_call_success_and_repeat():
     assert obs[-1] == {"role": "tool", "content": "3"}
     assert info["toolcall_reward"] == pytest.approx(0.1) and info["res_reward"] == 0.0 and reward == pytest.approx(0.1)
     assert info["tool_calls"] == [{"name": "add", "arguments": {"a": 1, "b": 2}, "ok": True, "error": None,
-                                   "output": "3"}]
+                                   "kind": None, "output": "3"}]
     assert "error" not in info and "status" not in info and not terminated and not truncated
     _, reward, *_ = env.step(call("add", a=1, b=2))
     assert reward == 0.0  # repeating the same call earns no bonus
@@ -327,3 +327,38 @@ def test_invalid_tasks_in_a_tuple_still_raise_every_time():
     for _ in range(2):
         with pytest.raises(ValueError, match="question"):
             AgentEnv(tasks=bad)
+
+
+def test_tool_call_records_carry_an_error_kind():
+    def boom(x: int) -> int:
+        """Raise.
+
+        Args:
+            x: A number.
+        """
+        raise RuntimeError("no")
+
+    def echo(text: str) -> str:
+        """Echo.
+
+        Args:
+            text: Text.
+        """
+        return text
+
+    env = AgentEnv(tasks=[{"id": 1, "question": "q", "ground_truth": "a"}], tools=[boom, echo],
+                   max_tool_calls_per_step=3)
+    env.reset(seed=0)
+    action = (
+        '<tool_call>{"name": "nope", "arguments": {}}</tool_call>'
+        '<tool_call>{"name": "boom", "arguments": {"x": 1}}</tool_call>'
+        '<tool_call>{"name": "echo", "arguments": {"text": 5, "extra": 1}}</tool_call>'
+        '<tool_call>{"name": "echo", "arguments": {"text": "hi"}}</tool_call>'
+        "<tool_call>{not json</tool_call>"
+    )
+    _, _, _, _, info = env.step(action)
+    kinds = [call["kind"] for call in info["tool_calls"]]
+    assert kinds == ["unknown_tool", "tool_error", "bad_arguments", "too_many_calls"]
+    assert len(info["parse_errors"]) == 1
+    _, _, _, _, info = env.step('<tool_call>{"name": "echo", "arguments": {"text": "hi"}}</tool_call>')
+    assert info["tool_calls"][0]["kind"] is None and "parse_errors" not in info

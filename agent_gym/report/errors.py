@@ -5,8 +5,9 @@ The env records every executed tool call in ``info["tool_calls"]`` (``name``,
 ``info["error"]``: first the parse errors of malformed ``<tool_call>`` blocks
 (which have no call record), then the errors of the calls, then the nudge for a
 message with neither a call nor an answer. A call record with a ``kind`` field is
-taken as it is; otherwise the kind is read from the message, whose prefixes are
-those of the tool layer:
+taken as it is (``AgentEnv`` records one, and lists parse errors in
+``info["parse_errors"]``); otherwise, for files written before those fields existed,
+the kind is read from the message, whose prefixes are those of the tool layer:
 
 =================  ===============================================================
 kind               message
@@ -35,6 +36,7 @@ ERROR_KINDS: tuple[str, ...] = (
     "bad_arguments",
     "tool_error",
     "timeout",
+    "output_limit",
     "too_many_calls",
     "no_action",
 )
@@ -94,6 +96,11 @@ def step_errors(info: Mapping[str, Any]) -> list[tuple[str, str | None]]:
         out.append((kind, name if isinstance(name, str) else None))
         if isinstance(error, str):
             call_errors.append(error)
+    recorded = info.get("parse_errors")
+    if isinstance(recorded, list):
+        # Envs that record their parse errors (AgentEnv does) need no message matching.
+        out[:0] = [("malformed_call", None)] * len(recorded)
+        return out
     joined = info.get("error")
     if not isinstance(joined, str) or not joined or "tool_calls" not in info:
         # Without a tool_calls record the error is the episode's (policy failure, timeout), not an observation.

@@ -21,6 +21,7 @@ from agent_gym.tools.arguments import ArgumentValidator, validate_arguments
 from agent_gym.tools.base import (
     DEFAULT_MAX_OUTPUT_CHARS,
     DEFAULT_TIME_LIMIT,
+    ERROR_KINDS,
     FunctionTool,
     Tool,
     ToolResult,
@@ -35,6 +36,7 @@ from agent_gym.tools.schema import function_schema, parse_google_docstring, shar
 __all__ = [
     "DEFAULT_MAX_OUTPUT_CHARS",
     "DEFAULT_TIME_LIMIT",
+    "ERROR_KINDS",
     "ArgumentError",
     "ArgumentValidator",
     "FunctionTool",

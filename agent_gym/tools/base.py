@@ -51,6 +51,7 @@ from agent_gym.tools.schema import _type_hints, function_schema
 __all__ = [
     "DEFAULT_MAX_OUTPUT_CHARS",
     "DEFAULT_TIME_LIMIT",
+    "ERROR_KINDS",
     "FunctionTool",
     "Tool",
     "ToolResult",
@@ -58,6 +59,13 @@ __all__ = [
     "non_blocking",
     "tools_from_object",
 ]
+
+ERROR_KINDS: tuple[str, ...] = (
+    "malformed_call", "unknown_tool", "bad_arguments", "tool_error", "timeout", "output_limit", "too_many_calls",
+)
+"""Kinds of failed tool calls recorded by the envs (``info["tool_calls"][i]["kind"]``): a call that could
+not be parsed, an unknown tool name, arguments that failed validation, an exception inside the tool, a
+time limit, an output over its size limit, and a call over the per-message limit."""
 
 DEFAULT_TIME_LIMIT: float = 10.0
 """Seconds a :class:`FunctionTool` may run before its call gives an error."""
@@ -78,10 +86,13 @@ class ToolResult:
         content: What goes back to the model in the tool message (for an error,
             a message saying what was wrong).
         error: None on success, else a one-line description of the failure.
+        kind: None on success, else the kind of failure, one of :data:`ERROR_KINDS`
+            (``"bad_arguments"``, ``"tool_error"``, ``"timeout"``, ``"output_limit"``).
     """
 
     content: str
     error: str | None = None
+    kind: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -263,9 +274,9 @@ class FunctionTool:
         try:
             kwargs = self._validate(arguments)
         except ArgumentError as exc:
-            return self._error(f"invalid arguments: {exc}")
+            return self._error(f"invalid arguments: {exc}", "bad_arguments")
         except Exception as exc:  # defensive: odd values (e.g. huge ints) must not escape
-            return self._error(f"invalid arguments: {type(exc).__name__}: {exc}")
+            return self._error(f"invalid arguments: {type(exc).__name__}: {exc}", "bad_arguments")
         if self._threaded:
             state, value = call_with_time_limit(self.func, kwargs, self.time_limit)  # type: ignore[arg-type]
             if state == "timeout":
@@ -290,15 +301,16 @@ class FunctionTool:
                      f"{self.max_output_chars}")
             if self.on_overflow == "truncate":
                 cut = len(text) - self.max_output_chars
-                return ToolResult(f"{text[: self.max_output_chars]}\n[output truncated: {cut} more characters]", error)
-            return self._error(error)
+                return ToolResult(f"{text[: self.max_output_chars]}\n[output truncated: {cut} more characters]",
+                                  error, "output_limit")
+            return self._error(error, "output_limit")
         return ToolResult(text)
 
     def _timeout(self) -> ToolResult:
-        return self._error(f"tool {self._name!r} did not finish within its {self.time_limit:g} s time limit")
+        return self._error(f"tool {self._name!r} did not finish within its {self.time_limit:g} s time limit", "timeout")
 
-    def _error(self, message: str) -> ToolResult:
-        return ToolResult(f"Error: {message}", message)
+    def _error(self, message: str, kind: str = "tool_error") -> ToolResult:
+        return ToolResult(f"Error: {message}", message, kind)
 
     def __call__(self, **kwargs: Any) -> Any:
         """Call the underlying function directly (no validation or limits)."""

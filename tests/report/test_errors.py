@@ -75,7 +75,10 @@ def test_step_errors_from_recorded_info(env, text, expected):
 
 def test_every_kind_is_listed():
     assert set(ERROR_KINDS) == {"malformed_call", "unknown_tool", "bad_arguments", "tool_error", "timeout",
-                                "too_many_calls", "no_action"}
+                                "output_limit", "too_many_calls", "no_action"}
+    from agent_gym.tools import ERROR_KINDS as RECORDED_KINDS
+
+    assert set(RECORDED_KINDS) <= set(ERROR_KINDS)
 
 
 def test_a_recorded_kind_wins_over_the_message():
