@@ -1,30 +1,37 @@
 """The process that runs inside a local sandbox and serves the host's requests.
 
 This file is not imported by the host: the sandbox's Python interpreter starts with a
-short loader (``python -I -S -B -c LOADER SIZE CONFIG``) that reads this text from its
-standard input and runs it, so it uses the standard library only.
+short loader (``python -I -S -B -c LOADER SIZE CONFIG``) that reads this module's code
+object (compiled once by the host, sent with ``marshal``) from its standard input and
+runs it. It uses only modules built into the interpreter or without imports of their
+own (no ``json``, ``signal``, ``re``): the driver's start is most of a sandbox's setup time.
 
-Protocol (over the driver's stdin and stdout): each message is one JSON line, followed
-by ``size`` raw bytes when the header has a ``size``. Requests: ``run`` (a command in the
-persistent shell), ``exec`` (a command in a fresh process), ``write``, ``read``,
-``stop_shell`` and ``close``. End of input means the host is gone: the driver exits,
-and with it every process of the sandbox's PID namespace.
+Protocol (over the driver's stdin and stdout). A request is a 10-digit length, a
+``marshal``-ed dict (the host is trusted) and ``size`` raw bytes. A reply is one JSON
+line (written by :func:`_json`; the host does not trust the sandbox) followed by ``size``
+raw bytes. Requests: ``run`` (a command in the persistent shell), ``exec`` (a command in
+a fresh process), ``write``, ``read``, ``stop_shell`` and ``close``. End of input means
+the host is gone: the driver exits, and with it every process of the sandbox's PID namespace.
 
 When the driver starts as root (the host ran bubblewrap as root), it keeps only
 CAP_SETUID and CAP_SETGID and runs every other process under the sandbox's own
 unprivileged user id, so that nothing in the sandbox can signal or trace it.
 """
 
-import json
+import marshal
 import os
 import resource
 import select
-import signal
 import sys
 import time
 
+try:  # the C module behind ``signal`` (which imports ``enum``, slow to start)
+    import _signal as signal
+except ImportError:  # pragma: no cover - other interpreters
+    import signal
+
 CTL = "/run/agent_gym"
-CONFIG = json.loads(sys.argv[2])
+CONFIG = marshal.loads(bytes.fromhex(sys.argv[2]))
 UID = CONFIG["uid"]
 GID = CONFIG["gid"]
 AS_ROOT = os.getuid() == 0 and UID != 0
@@ -357,19 +364,43 @@ def _read_exact(n):
     return b"".join(chunks)
 
 
-def _read_line():
-    data = b""
-    while not data.endswith(b"\n"):
-        chunk = os.read(0, 1)
-        if not chunk:
-            _exit_all()
-        data += chunk
-    return json.loads(data)
+def _read_request():
+    return marshal.loads(_read_exact(int(_read_exact(10))))
+
+
+def _quote(text):
+    """``text`` as a JSON string (ASCII only: control characters and surrogates escaped)."""
+    out = ['"']
+    for ch in text:
+        code = ord(ch)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif code < 0x20 or code > 0x7E:
+            if code > 0xFFFF:
+                code -= 0x10000
+                out.append("\\u%04x\\u%04x" % (0xD800 + (code >> 10), 0xDC00 + (code & 0x3FF)))
+            else:
+                out.append("\\u%04x" % code)
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def _json(value):
+    """A reply header (a flat dict of bools, ints, floats, strings and None) as JSON text."""
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, dict):
+        return "{" + ", ".join(_quote(str(k)) + ": " + _json(v) for k, v in value.items()) + "}"
+    return _quote(str(value))
 
 
 def _send(header, payload=b""):
     header = dict(header, size=len(payload))
-    os.write(1, json.dumps(header).encode() + b"\n")
+    os.write(1, _json(header).encode() + b"\n")
     view = memoryview(payload)
     while view:
         written = os.write(1, view)
@@ -393,7 +424,7 @@ def main():
     SHELL = Shell()
     _send({"ok": True, "ready": True})
     while True:
-        req = _read_line()
+        req = _read_request()
         payload = _read_exact(req.get("size", 0))
         op = req.get("op")
         try:

@@ -26,6 +26,7 @@ with the same effect.
 from __future__ import annotations
 
 import json
+import marshal
 import os
 import secrets
 import select
@@ -45,11 +46,21 @@ from agent_gym.sandbox.base import Result, SandboxError, SandboxLimits, SandboxU
 
 __all__ = ["DEFAULT_ENV", "LocalSandbox", "bwrap_available"]
 
-_DRIVER_SOURCE = (Path(__file__).with_name("_driver.py")).read_text(encoding="utf-8")
+_DRIVER_PATH = Path(__file__).with_name("_driver.py")
+_DRIVER_CODE: bytes | None = None
 _LOADER = (
-    "import os,sys\nn=int(sys.argv[1])\nb=b''\nwhile len(b)<n:\n c=os.read(0,n-len(b))\n"
-    " if not c: raise SystemExit(1)\n b+=c\nexec(compile(b,'agent_gym_sandbox_driver','exec'))"
+    "import os,sys,marshal\nn=int(sys.argv[1])\nb=b''\nwhile len(b)<n:\n c=os.read(0,n-len(b))\n"
+    " if not c: raise SystemExit(1)\n b+=c\nexec(marshal.loads(b))"
 )
+
+
+def _driver_code() -> bytes:
+    """The driver's code object, compiled once per process and marshalled (the sandbox runs the same Python)."""
+    global _DRIVER_CODE
+    if _DRIVER_CODE is None:
+        source = _DRIVER_PATH.read_text(encoding="utf-8")
+        _DRIVER_CODE = marshal.dumps(compile(source, "agent_gym_sandbox_driver", "exec", dont_inherit=True))
+    return _DRIVER_CODE
 _STANDARD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 DEFAULT_ENV: dict[str, str] = {
@@ -202,8 +213,8 @@ class LocalSandbox:
         args += ["--info-fd", str(info_w), "--chdir", workdir]
         config = {"uid": self.uid, "gid": self.uid, "rlimits": self.limits.rlimits(), "env": self.env,
                   "workdir": workdir}
-        source = _DRIVER_SOURCE.encode()
-        args += [sys.executable, "-I", "-S", "-B", "-c", _LOADER, str(len(source)), json.dumps(config)]
+        source = _driver_code()
+        args += [sys.executable, "-I", "-S", "-B", "-c", _LOADER, str(len(source)), marshal.dumps(config).hex()]
         self._init_pid: list[int] = [0]
         try:
             self._proc = subprocess.Popen(
@@ -324,7 +335,8 @@ class LocalSandbox:
                 raise SandboxError(self._dead)
             assert self._proc.stdin is not None
             try:
-                view = memoryview(json.dumps({**header, "size": len(payload)}).encode() + b"\n" + payload)
+                request = marshal.dumps({**header, "size": len(payload)})
+                view = memoryview(b"%010d" % len(request) + request + payload)
                 while view:
                     view = view[os.write(self._proc.stdin.fileno(), view):]
                 deadline = time.monotonic() + wait
