@@ -378,9 +378,9 @@ def _quote(text):
         elif code < 0x20 or code > 0x7E:
             if code > 0xFFFF:
                 code -= 0x10000
-                out.append("\\u%04x\\u%04x" % (0xD800 + (code >> 10), 0xDC00 + (code & 0x3FF)))
+                out.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}")
             else:
-                out.append("\\u%04x" % code)
+                out.append(f"\\u{code:04x}")
         else:
             out.append(ch)
     out.append('"')

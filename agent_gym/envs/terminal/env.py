@@ -14,9 +14,15 @@ from agent_gym.sandbox import LocalSandbox, SandboxError, SandboxLimits
 from agent_gym.tools import Tool, as_tool
 from agent_gym.types import EpisodeStatus
 
-__all__ = ["TerminalEnv", "parse_pytest_summary"]
+__all__ = ["TEST_ENV", "TerminalEnv", "parse_pytest_summary"]
 
 _SOLUTION_END = "__AGENT_GYM_SOLUTION_END__"
+
+TEST_ENV: dict[str, str] = {"TEST_DIR": "/tests", "HOME": "/tmp", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+"""Environment of the test command (on top of the sandbox's). The pytest plugins that
+happen to be installed on the host are not loaded (a task's tests must not depend on
+them, as in a task image with a plain pytest; they also cost seconds per grading); a
+task that needs one names it (``pytest -p NAME``)."""
 _SUMMARY = re.compile(r"^(PASSED|FAILED|ERROR|XPASS|XFAIL|SKIPPED)\s+\S", re.MULTILINE)
 
 
@@ -99,6 +105,8 @@ class TerminalEnv(AgentEnv):
             raise TypeError(f"sandbox_factory: expected a callable or None, got {type(sandbox_factory).__name__}")
         self.sandbox_factory = sandbox_factory
         self.sandbox: Any = None
+        self.test_env = dict(TEST_ENV)
+        self.last_test_output = ""
         self._submitted = False
         self._graded: tuple[int, int, float] | None = None
         super().__init__(tasks, tools, max_steps=max_steps, **kwargs)
@@ -213,36 +221,45 @@ class TerminalEnv(AgentEnv):
         return obs, reward, terminated, truncated, info
 
     def _grade(self) -> tuple[int, int, float]:
-        """Run the task's tests in a fresh process of the sandbox: ``(passed, total, score)``."""
-        if self._graded is not None:
-            return self._graded
+        """Grade once per episode (see :meth:`run_tests`) and end the agent's turn."""
+        if self._graded is None:
+            self._submitted = True
+            self._graded = self.run_tests()
+        return self._graded
+
+    def run_tests(self) -> tuple[int, int, float]:
+        """Run the task's tests now on the sandbox's current state: ``(passed, total, score)``.
+
+        The persistent shell and everything it started are stopped first (files stay), the
+        task's test files are copied to ``/tests`` (a fresh ``/tests`` and ``/logs``), and the
+        test command runs in a fresh process with :attr:`test_env`. The episode goes on (the
+        next ``bash`` call starts a new shell with the saved state); :meth:`step` calls this
+        once when the episode ends. The test output is kept in ``last_test_output``.
+        """
         task = self.task or {}
         sandbox = self.sandbox
-        self._submitted = True
+        self.last_test_output = ""
         if sandbox is None:
-            self._graded = (0, 0, 0.0)
-            return self._graded
+            return (0, 0, 0.0)
         try:
             sandbox.stop_shell()
             sandbox.exec("find /tests /logs -mindepth 1 -delete 2>/dev/null; mkdir -p /logs/verifier", timeout=30)
             for path, data in dict(task.get("test_files") or {}).items():
                 sandbox.write_file(path, data, mode=0o755 if path.endswith(".sh") else 0o644)
             result = sandbox.exec(str(task["test_command"]), timeout=float(task.get("test_timeout", 60.0)),
-                                  env={"TEST_DIR": "/tests", "HOME": "/tmp"})
+                                  env=self.test_env)
+            self.last_test_output = result.output
             if task.get("format") == "harbor":
                 try:
                     text = sandbox.read_file("/logs/verifier/reward.txt").decode().strip()
                     score = min(max(float(text), 0.0), 1.0)
                 except (SandboxError, ValueError):
                     score = 0.0
-                self._graded = (int(score == 1.0), 1, score)
-            else:
-                passed, total = parse_pytest_summary(result.output)
-                self._graded = (passed, total, passed / total if total else 0.0)
+                return (int(score == 1.0), 1, score)
+            passed, total = parse_pytest_summary(result.output)
+            return (passed, total, passed / total if total else 0.0)
         except SandboxError:
-            self._graded = (0, 0, 0.0)
-        self.last_test_output = result.output if "result" in locals() else ""
-        return self._graded
+            return (0, 0, 0.0)
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
