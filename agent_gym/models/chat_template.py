@@ -16,11 +16,17 @@ r"""Chat templates written for agent_gym's offline tokenizers.
 
 ``DEEPSEEK_CHAT_TEMPLATE`` is a deliberately simple template for the DeepSeek vocabulary
 without tool support (tool schemas must then be described in the system message).
+
+``TINY_AGENT_CHAT_TEMPLATE`` is the ChatML template of agent_gym's trained tiny agent. It keeps
+prompts short for a CPU-sized model: each tool is one line in the system turn,
+``name(arg: type, optional?: a|b) - first line of the description``; tool results are
+``tool`` turns holding one ``<tool_response>...</tool_response>`` block; assistant
+``tool_calls`` (OpenAI format) become ``<tool_call>{"name": ..., "arguments": ...}</tool_call>``.
 """
 
 from __future__ import annotations
 
-__all__ = ["DEEPSEEK_CHAT_TEMPLATE", "QWEN_CHAT_TEMPLATE"]
+__all__ = ["DEEPSEEK_CHAT_TEMPLATE", "QWEN_CHAT_TEMPLATE", "TINY_AGENT_CHAT_TEMPLATE"]
 
 # Whitespace control: every Jinja tag uses "-" trimming so only the quoted strings are emitted.
 QWEN_CHAT_TEMPLATE = r"""
@@ -128,5 +134,78 @@ DEEPSEEK_CHAT_TEMPLATE = r"""
 {%- endfor -%}
 {%- if add_generation_prompt -%}
     {{- '<｜Assistant｜>' -}}
+{%- endif -%}
+"""
+
+TINY_AGENT_CHAT_TEMPLATE = r"""
+{%- if tools -%}
+    {{- '<|im_start|>system\n' -}}
+    {%- if messages and messages[0].role == 'system' and messages[0].content -%}
+        {{- messages[0].content + '\n\n' -}}
+    {%- endif -%}
+    {{- 'Tools:\n<tools>' -}}
+    {%- for tool in tools -%}
+        {%- set fn = tool.function if tool.function is defined else tool -%}
+        {%- set params = fn.parameters if fn.parameters is defined and fn.parameters else {} -%}
+        {%- set props = params.properties if params.properties is defined and params.properties else {} -%}
+        {%- set required = params.required if params.required is defined and params.required else [] -%}
+        {{- '\n' + fn.name + '(' -}}
+        {%- for name, spec in props.items() -%}
+            {%- set ns = namespace(kind='') -%}
+            {%- for alt in (spec.anyOf if spec.anyOf is defined else [spec]) -%}
+                {%- if alt.enum is defined -%}
+                    {%- set part = alt.enum | join('|') -%}
+                {%- elif alt.type is defined -%}
+                    {%- set part = alt.type if alt.type is string else alt.type | join('|') -%}
+                {%- else -%}
+                    {%- set part = 'any' -%}
+                {%- endif -%}
+                {%- if part != 'null' -%}
+                    {%- set ns.kind = ns.kind + ('|' if ns.kind else '') + part -%}
+                {%- endif -%}
+            {%- endfor -%}
+            {{- (', ' if not loop.first else '') + name + ('' if name in required else '?') + ': ' + ns.kind -}}
+        {%- endfor -%}
+        {{- ')' -}}
+        {%- if fn.description is defined and fn.description -%}
+            {{- ' - ' + fn.description.split('\n')[0] -}}
+        {%- endif -%}
+    {%- endfor -%}
+    {{- '\n</tools>\nCall a tool with <tool_call>{"name": ..., "arguments": {...}}</tool_call>.<|im_end|>\n' -}}
+{%- elif messages and messages[0].role == 'system' -%}
+    {{- '<|im_start|>system\n' + (messages[0].content or '') + '<|im_end|>\n' -}}
+{%- endif -%}
+{%- for m in messages -%}
+    {%- set content = m.content if m.content is string else '' -%}
+    {%- if m.role == 'system' -%}
+        {%- if not loop.first -%}
+            {{- '<|im_start|>system\n' + content + '<|im_end|>\n' -}}
+        {%- endif -%}
+    {%- elif m.role == 'assistant' -%}
+        {{- '<|im_start|>assistant\n' + content -}}
+        {%- if m.tool_calls -%}
+            {%- for call in m.tool_calls -%}
+                {%- set fn = call.function if call.function is defined else call -%}
+                {%- if not loop.first or content -%}
+                    {{- '\n' -}}
+                {%- endif -%}
+                {{- '<tool_call>{"name": "' + fn.name + '", "arguments": ' -}}
+                {%- if fn.arguments is string -%}
+                    {{- fn.arguments -}}
+                {%- else -%}
+                    {{- fn.arguments | tojson -}}
+                {%- endif -%}
+                {{- '}</tool_call>' -}}
+            {%- endfor -%}
+        {%- endif -%}
+        {{- '<|im_end|>\n' -}}
+    {%- elif m.role == 'tool' -%}
+        {{- '<|im_start|>tool\n<tool_response>' + content + '</tool_response><|im_end|>\n' -}}
+    {%- else -%}
+        {{- '<|im_start|>' + m.role + '\n' + content + '<|im_end|>\n' -}}
+    {%- endif -%}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+    {{- '<|im_start|>assistant\n' -}}
 {%- endif -%}
 """

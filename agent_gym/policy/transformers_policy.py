@@ -4,21 +4,29 @@
 :class:`~agent_gym.policy.vllm_policy.VLLMPolicy` and records the same things: the
 exact prompt ids (built incrementally by a
 :class:`~agent_gym.policy.chat_tokens.ChatTokenBuilder`), the sampled ids including the
-final stop id, and each sampled id's processed logprob in float32 (log-softmax after
-penalties, temperature, top-k, top-p and min-p, as vLLM's ``processed_logprobs``).
-Generation runs in a worker thread so ``aact`` never blocks the event loop. The turn steps
-it shares with ``VLLMPolicy`` (tools per session, seeds, budget, decode and commit) come
-from :class:`~agent_gym.policy.base.TokenPolicyBase`.
+final stop id, and each sampled id's logprob in float32. As in vLLM, ``logprobs_mode``
+chooses which: ``"raw_logprobs"`` (the default, vLLM's too) is the log-softmax of the
+model's logits before penalties, temperature and top-k/top-p/min-p; ``"processed_logprobs"``
+is the log-softmax after them (the distribution the id was drawn from).
+
+Concurrent turns (``aact`` from many episodes, e.g. ``collect(..., n_parallel=8)``) are
+decoded together: a worker thread takes every turn waiting at that moment, left-pads the
+prompts into one batch and decodes it with a KV cache (static batching; a finished sequence
+leaves the batch), so the event loop is never blocked and ``n_parallel`` speeds up local
+rollouts. The turn steps it shares with ``VLLMPolicy`` (tools per session, seeds, budget,
+decode and commit) come from :class:`~agent_gym.policy.base.TokenPolicyBase`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import queue
 import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
 from typing import Any
 
 from agent_gym.checks import check_int
@@ -28,7 +36,10 @@ from agent_gym.policy.logits import Penalties, draw_token
 from agent_gym.policy.sampling import SamplingParams
 from agent_gym.types import FinishReason, Message, PolicyOutput
 
-__all__ = ["TransformersPolicy", "sample_next"]
+__all__ = ["LOGPROBS_MODES", "TransformersPolicy", "sample_next"]
+
+#: The logprob modes, named as vLLM's ``--logprobs-mode`` values.
+LOGPROBS_MODES = ("raw_logprobs", "processed_logprobs")
 
 
 def sample_next(
@@ -69,6 +80,80 @@ def _sample(
     return token, float(logp[token])
 
 
+class _Row:
+    """Decoding state of one sequence in a batch."""
+
+    __slots__ = ("budget", "finish", "generator", "logps", "out", "penalties", "prompt")
+
+    def __init__(self, prompt: list[int], budget: int, generator: Any, penalties: Penalties) -> None:
+        self.prompt = prompt
+        self.budget = budget
+        self.generator = generator
+        self.penalties = penalties
+        self.out: list[int] = []
+        self.logps: list[float] = []
+        self.finish: str = FinishReason.LENGTH
+
+
+class _Batcher:
+    """A worker thread that decodes the turns waiting at each moment as one batch.
+
+    After the first waiting turn it keeps collecting for as long as new turns keep arriving
+    within ``gather_s`` (turns of episodes whose environment step is just finishing), up to
+    ``max_batch`` sequences.
+    """
+
+    def __init__(self, policy: TransformersPolicy, max_batch: int, gather_s: float = 0.004) -> None:
+        self.policy = policy
+        self.max_batch = max_batch
+        self.gather_s = gather_s
+        self._queue: queue.Queue[tuple[list[int], int, int | None, Future] | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="agent-gym-transformers-batcher", daemon=True)
+        self._thread.start()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def submit(self, prompt_ids: list[int], max_tokens: int, seed: int | None) -> Future:
+        future: Future = Future()
+        self._queue.put((prompt_ids, max_tokens, seed, future))
+        return future
+
+    def close(self) -> None:
+        self._queue.put(None)
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            batch = [item]
+            closing = False
+            while len(batch) < self.max_batch:
+                try:
+                    nxt = self._queue.get(timeout=self.gather_s)
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    closing = True
+                    break
+                batch.append(nxt)
+            batch = [b for b in batch if b[3].set_running_or_notify_cancel()]
+            if batch:
+                try:
+                    results = self.policy.generate_batch([b[0] for b in batch], [b[1] for b in batch],
+                                                         [b[2] for b in batch])
+                except BaseException as exc:  # noqa: BLE001 - every waiting turn gets the error
+                    for b in batch:
+                        b[3].set_exception(exc)
+                else:
+                    for b, res in zip(batch, results, strict=True):
+                        b[3].set_result(res)
+            if closing:
+                return
+
+
 class TransformersPolicy(TokenPolicyBase):
     """Policy running a Hugging Face causal LM in-process.
 
@@ -82,6 +167,8 @@ class TransformersPolicy(TokenPolicyBase):
         device: Torch device for a model loaded from a path.
         dtype: Torch dtype name for a model loaded from a path (default ``"float32"``).
         chat_template_kwargs: Extra chat template variables.
+        logprobs_mode: ``"raw_logprobs"`` (default, as vLLM) or ``"processed_logprobs"``.
+        max_batch: Most concurrent turns decoded together.
 
     ``tools`` given to a turn stay with the session: a later turn called with ``tools=None``
     renders the same tools, ``tools=[]`` removes them.
@@ -105,6 +192,8 @@ class TransformersPolicy(TokenPolicyBase):
         device: str = "cpu",
         dtype: str = "float32",
         chat_template_kwargs: dict[str, Any] | None = None,
+        logprobs_mode: str = "raw_logprobs",
+        max_batch: int = 32,
     ) -> None:
         super().__init__()
         import torch
@@ -114,6 +203,9 @@ class TransformersPolicy(TokenPolicyBase):
             check_int("max_model_len", max_model_len, low=1)
         if max_response_length is not None:
             check_int("max_response_length", max_response_length, low=1)
+        check_int("max_batch", max_batch, low=1)
+        if logprobs_mode not in LOGPROBS_MODES:
+            raise ValueError(f"logprobs_mode: expected one of {', '.join(LOGPROBS_MODES)}, got {logprobs_mode!r}")
         given_model, given_tokenizer = model_or_path, tokenizer
         if isinstance(model_or_path, (str,)) or hasattr(model_or_path, "__fspath__"):
             path = str(model_or_path)
@@ -149,6 +241,13 @@ class TransformersPolicy(TokenPolicyBase):
         self._rng = random.Random()
         params = inspect.signature(model.forward).parameters
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
+        self._keep_last = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
+        pad = getattr(tokenizer, "pad_token_id", None)
+        self._pad_id = int(pad) if pad is not None and 0 <= pad < self._vocab else 0
+        self.logprobs_mode = logprobs_mode
+        self.max_batch = max_batch
+        self._batcher_lock = threading.Lock()
+        self._batcher_obj: _Batcher | None = None
         self._remember_config(
             model_or_path=given_model,
             # A tokenizer loaded from the model's path is loaded again from it; one found through
@@ -160,6 +259,8 @@ class TransformersPolicy(TokenPolicyBase):
             device=device,
             dtype=dtype,
             chat_template_kwargs=chat_template_kwargs,
+            logprobs_mode=logprobs_mode,
+            max_batch=max_batch,
         )
 
     # ------------------------------------------------------------------ generation
@@ -171,48 +272,141 @@ class TransformersPolicy(TokenPolicyBase):
         ``seed`` seeds the draws; when None, ``sampling.seed`` (or a random one) does.
 
         Returns:
-            ``(sampled ids, processed logprobs, finish_reason)``; the ids include the stop id
-            when generation ended on one (``"stop"``), or end at ``max_tokens`` (``"length"``).
+            ``(sampled ids, logprobs, finish_reason)``; the ids include the stop id when
+            generation ended on one (``"stop"``), or end at ``max_tokens`` (``"length"``). The
+            logprobs follow :attr:`logprobs_mode`.
+        """
+        return self.generate_batch([prompt_ids], [max_tokens], [seed])[0]
+
+    def generate_batch(
+        self, prompts: Sequence[list[int]], max_tokens: Sequence[int], seeds: Sequence[int | None]
+    ) -> list[tuple[list[int], list[float], str]]:
+        """Sample continuations of several prompts together (blocking).
+
+        The prompts are left-padded into one batch and decoded with a shared KV cache; a
+        finished sequence leaves the batch. Each sequence draws from its own generator
+        seeded like :meth:`generate_ids`, so a sequence samples the same ids alone or in a batch
+        (up to floating-point differences of batched matrix products).
+
+        Args:
+            prompts: Prompt ids per sequence.
+            max_tokens: Most ids to sample per sequence.
+            seeds: Seed per sequence (None: ``sampling.seed`` or a random one).
+
+        Returns:
+            ``(sampled ids, logprobs, finish_reason)`` per sequence, in order.
         """
         import torch
 
+        if not (len(prompts) == len(max_tokens) == len(seeds)):
+            raise ValueError(f"expected as many max_tokens and seeds as prompts, got {len(prompts)} prompts, "
+                             f"{len(max_tokens)} max_tokens and {len(seeds)} seeds")
         sampling = self.sampling
-        if seed is None:
-            seed = sampling.seed if sampling.seed is not None else self._rng.randrange(2**31)
-        generator = torch.Generator(device="cpu").manual_seed(seed % 2**63)
-        out: list[int] = []
-        logps: list[float] = []
-        finish = FinishReason.LENGTH
-        stop_ids = sorted(self.stop_ids)
-        penalties = Penalties(sampling, self._vocab, prompt_ids, ())
+        rows = []
+        for prompt, budget, seed in zip(prompts, max_tokens, seeds, strict=True):
+            if seed is None:
+                seed = sampling.seed if sampling.seed is not None else self._rng.randrange(2**31)
+            rows.append(_Row(prompt, budget, torch.Generator(device="cpu").manual_seed(seed % 2**63),
+                             Penalties(sampling, self._vocab, prompt, ())))
         with self._model_lock, torch.inference_mode():
-            cache = None
-            step_input = torch.tensor([prompt_ids], dtype=torch.long, device=self.device)
-            for _ in range(max_tokens):
-                kwargs = {self._cache_kw: cache} if cache is not None else {}
-                result = self.model(input_ids=step_input, use_cache=True, **kwargs)
-                cache = getattr(result, "cache", None)
-                if cache is None:
-                    cache = getattr(result, "past_key_values", None)
-                logits = result.logits[0, -1, : self._vocab].to("cpu", torch.float32)
-                banned = stop_ids if len(out) < sampling.min_tokens else ()
-                token, logp = _sample(logits, sampling, penalties, banned, generator)
-                out.append(token)
-                penalties.add(token)
-                logps.append(logp)
-                if token in self.stop_ids:
-                    finish = FinishReason.STOP
-                    break
-                if sampling.stop and self._hit_stop_string(out):
-                    finish = FinishReason.STOP
-                    break
-                step_input = torch.tensor([[token]], dtype=torch.long, device=self.device)
-        return out, logps, finish
+            self._decode(rows)
+        return [(r.out, r.logps, r.finish) for r in rows]
+
+    def _decode(self, rows: list[_Row]) -> None:
+        """Decode ``rows`` together until each stops or reaches its budget."""
+        import torch
+
+        sampling = self.sampling
+        stop_ids = sorted(self.stop_ids)
+        raw = self.logprobs_mode == "raw_logprobs"
+        active = [r for r in rows if r.budget > 0]
+        if not active:
+            return
+        width = max(len(r.prompt) for r in active)
+        kwargs: dict[str, Any] = {}
+        if len(active) == 1:
+            ids = torch.tensor([active[0].prompt], dtype=torch.long)
+            mask = positions = None
+        else:
+            ids = torch.full((len(active), width), self._pad_id, dtype=torch.long)
+            mask = torch.zeros((len(active), width), dtype=torch.long)
+            for b, row in enumerate(active):
+                ids[b, width - len(row.prompt):] = torch.tensor(row.prompt, dtype=torch.long)
+                mask[b, width - len(row.prompt):] = 1
+            positions = (mask.cumsum(-1) - 1).clamp(min=0)
+            kwargs = {"attention_mask": mask.to(self.device), "position_ids": positions.to(self.device)}
+        result = self.model(input_ids=ids.to(self.device), use_cache=True, **self._keep_last, **kwargs)
+        while True:
+            cache = getattr(result, "cache", None)
+            if cache is None:
+                cache = getattr(result, "past_key_values", None)
+            logits = result.logits[:, -1, : self._vocab].to("cpu", torch.float32)
+            keep: list[int] = []
+            next_ids: list[int] = []
+            for b, row in enumerate(active):
+                banned = stop_ids if len(row.out) < sampling.min_tokens else ()
+                token, logp = _sample(logits[b], sampling, row.penalties, banned, row.generator)
+                if raw:
+                    logp = float(torch.log_softmax(logits[b], dim=-1)[token])
+                row.out.append(token)
+                row.penalties.add(token)
+                row.logps.append(logp)
+                if token in self.stop_ids or (sampling.stop and self._hit_stop_string(row.out)):
+                    row.finish = FinishReason.STOP
+                elif len(row.out) < row.budget:
+                    keep.append(b)
+                    next_ids.append(token)
+            if not keep:
+                return
+            if len(keep) < len(active):
+                index = torch.tensor(keep, dtype=torch.long)
+                cache.batch_select_indices(index.to(self.device))
+                active = [active[b] for b in keep]
+                if mask is not None and positions is not None:
+                    mask, positions = mask[index], positions[index]
+            step = torch.tensor([[t] for t in next_ids], dtype=torch.long, device=self.device)
+            kwargs = {self._cache_kw: cache}
+            if mask is not None and positions is not None:
+                mask = torch.cat([mask, torch.ones((len(active), 1), dtype=torch.long)], dim=1)
+                positions = positions[:, -1:] + 1
+                kwargs["attention_mask"] = mask.to(self.device)
+                kwargs["position_ids"] = positions.to(self.device)
+            result = self.model(input_ids=step, use_cache=True, **kwargs)
+
+    def update_weights(self, state_dict: Mapping[str, Any]) -> None:
+        """Load new weights into the model in place (between sampling calls, never during one).
+
+        Args:
+            state_dict: A full ``state_dict`` of the same architecture (e.g. a trainer's copy).
+        """
+        with self._model_lock:
+            self.model.load_state_dict(dict(state_dict))
+            self.model.eval()
 
     def _hit_stop_string(self, out: list[int]) -> bool:
         longest = max(len(s) for s in self.sampling.stop)
         tail = self.tokenizer.decode(out[-(longest + 4) :], skip_special_tokens=False)
         return any(s in tail for s in self.sampling.stop)
+
+    def _batcher(self) -> _Batcher:
+        with self._batcher_lock:
+            if self._batcher_obj is None or not self._batcher_obj.alive:
+                self._batcher_obj = _Batcher(self, self.max_batch)
+            return self._batcher_obj
+
+    async def _aclose_resources(self) -> None:
+        self._close_batcher()
+
+    def _close_batcher(self) -> None:
+        with self._batcher_lock:
+            batcher, self._batcher_obj = self._batcher_obj, None
+        if batcher is not None:
+            batcher.close()
+
+    def close(self) -> None:
+        """Stop the batching thread and the private event loop. The policy stays usable."""
+        self._close_batcher()
+        super().close()
 
     async def aact(
         self, messages: Sequence[Message], *, session_id: str, tools: list[dict] | None = None
@@ -227,5 +421,6 @@ class TransformersPolicy(TokenPolicyBase):
             why = f"prompt of {len(plan.prompt_ids)} ids leaves no room to sample"
             return self._truncated(plan.prompt_ids, plan.new_segment, start, why)
         seed = self._next_seed(session_id)
-        ids, logprobs, finish = await asyncio.to_thread(self.generate_ids, plan.prompt_ids, budget, seed)
+        future = self._batcher().submit(plan.prompt_ids, budget, seed)
+        ids, logprobs, finish = await asyncio.wrap_future(future)
         return self._commit_turn(plan, ids, logprobs, finish, start, stop_ids=self.stop_ids)
