@@ -281,6 +281,8 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
         self.observation_space = ConversationSpace()
         self._task: dict[str, Any] | None = None
         self._messages: list[dict[str, str]] = []
+        self.last_parsed: ParsedResponse | None = None
+        """The parse of the last step's assistant message (None when the step did not parse it)."""
         self._turns = 0
         self._done = False
         self.last_reward_time = 0.0
@@ -547,6 +549,7 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
             raise TypeError(f"action: expected str or PolicyOutput, got {type(action).__name__}")
         self._turns += 1
         self.last_reward_time = 0.0
+        self.last_parsed = None
         info: dict[str, Any] = {"toolcall_reward": 0.0, "res_reward": 0.0, "tool_calls": []}
         terminated = truncated = False
         status: EpisodeStatus | None = None
@@ -556,7 +559,7 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
             truncated, status = True, _FINISH_STATUS[finish_reason]
         else:
             self._messages.append({"role": "assistant", "content": text})
-            parsed = self.parser.parse(text)
+            parsed = self.last_parsed = self.parser.parse(text)
             if parsed.answer is not None:
                 info["res_reward"] = self._score(parsed.answer)
                 terminated, status = True, EpisodeStatus.ENV_DONE

@@ -217,7 +217,11 @@ class TrajectoryWrapper(gym.Wrapper):
             self._prompt_view = self._view_messages()
 
         model_response = text if isinstance(text, str) else str(text)
-        parsed = self._parser.parse(model_response)
+        # Reuse the env's parse of this message when it used the same parser (AgentEnv keeps it).
+        unwrapped = self.env.unwrapped
+        parsed = getattr(unwrapped, "last_parsed", None)
+        if parsed is None or parsed.text != model_response or getattr(unwrapped, "parser", None) is not self._parser:
+            parsed = self._parser.parse(model_response)
         step_info = {k: v for k, v in info.items() if k != "trajectory"}
         step_info.update(token_info)
         if "tools" in info:
