@@ -25,7 +25,7 @@ from typing import Any
 from agent_gym.checks import check_float, check_int, check_timeout
 from agent_gym.envs.rag.corpus import Document
 from agent_gym.envs.rag.retrieval import Hit, make_snippet
-from agent_gym.errors import AgentGymError
+from agent_gym.errors import AgentGymError, MissingExtraError
 
 __all__ = ["RemoteRetriever", "RetrieverError", "parse_document"]
 
@@ -105,8 +105,7 @@ class RemoteRetriever:
     def _http(self) -> Any:
         with self._lock:
             if self._client is None or self._pid != os.getpid():
-                import httpx
-
+                httpx = _import_httpx()
                 limits = httpx.Limits(max_connections=self.max_connections,
                                       max_keepalive_connections=self.max_connections)
                 self._client = httpx.Client(timeout=self.timeout, limits=limits)
@@ -114,7 +113,7 @@ class RemoteRetriever:
             return self._client
 
     def _post(self, url: str, payload: dict[str, Any]) -> Any:
-        import httpx
+        httpx = _import_httpx()
 
         delay = self.backoff
         last = ""
@@ -222,3 +221,12 @@ class RemoteRetriever:
 
 def _rebuild(url: str, settings: dict[str, Any]) -> RemoteRetriever:
     return RemoteRetriever(url, **settings)
+
+
+def _import_httpx() -> Any:
+    """Import httpx (the ``rag`` extra) or raise an error naming the extra."""
+    try:
+        import httpx
+    except ImportError as exc:
+        raise MissingExtraError("httpx", "rag") from exc
+    return httpx
