@@ -22,6 +22,7 @@ SUBCOMMANDS: dict[str, str] = {
     "rollout": "agent_gym.cli.rollout",
     "serve-retriever": "agent_gym.cli.serve_retriever",
     "report": "agent_gym.cli.report",
+    "gateway": "agent_gym.cli.gateway",
 }
 """Subcommand name -> module implementing it."""
 

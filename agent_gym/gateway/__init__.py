@@ -1,0 +1,29 @@
+"""OpenAI- and Anthropic-compatible gateway recording token-exact sessions.
+
+Point any agent written against the ``openai`` or ``anthropic`` client at the gateway; each
+session becomes one episode whose turns are sampled token-in from vLLM (through
+:class:`~agent_gym.policy.VLLMPolicy`) and recorded as a
+:class:`~agent_gym.types.StepTrajectory`, exactly as ``collect`` records env episodes.
+
+* :class:`Gateway` - run it in process; ``gateway.session()`` hands out base URL + key.
+* :func:`create_gateway_app` - the FastAPI app (``agent-gym gateway`` serves it).
+* :class:`SessionStore` / :class:`GatewaySession` - sessions and their recording.
+"""
+
+from __future__ import annotations
+
+from agent_gym.gateway.app import create_gateway_app, trajectory_json
+from agent_gym.gateway.convert import RequestError
+from agent_gym.gateway.server import Gateway, SessionHandle
+from agent_gym.gateway.session import GatewaySession, SessionStore, TurnResult
+
+__all__ = [
+    "Gateway",
+    "GatewaySession",
+    "RequestError",
+    "SessionHandle",
+    "SessionStore",
+    "TurnResult",
+    "create_gateway_app",
+    "trajectory_json",
+]

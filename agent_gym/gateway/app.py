@@ -1,0 +1,250 @@
+"""The gateway's HTTP application (FastAPI): OpenAI and Anthropic dialects over token-in vLLM.
+
+Endpoints (each model endpoint also under ``/sessions/{id}``):
+
+* ``POST /v1/chat/completions`` - OpenAI chat, ``tools`` / ``tool_calls``, ``stream`` (SSE).
+* ``POST /v1/messages`` - Anthropic Messages, ``tool_use`` / ``tool_result`` blocks, ``stream``.
+* ``GET /v1/models`` - the upstream model.
+* ``POST /sessions`` (create), ``GET /sessions`` (list), ``GET /sessions/{id}/trajectory``,
+  ``POST /sessions/{id}/reward`` (rewards; ends the episode), ``GET /health``.
+
+A request's session is found from the path prefix, then the API key (``Authorization:
+Bearer`` or ``x-api-key``), then the ``x-session-id`` header. Each turn is sampled by a
+token-in :class:`~agent_gym.policy.VLLMPolicy` (session affinity, retries, failover).
+
+Streaming: the upstream call is one token-in ``/v1/completions`` request (not streamed); the
+gateway streams the turn's parsed pieces (reasoning, text, tool calls) as server-sent events
+once it arrives, so tool calls are parsed from the complete, exact sampled text. Answers carry
+``x-agent-gym-session``, ``x-agent-gym-step`` and ``x-agent-gym-new-segment`` headers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.responses import Response, StreamingResponse
+
+from agent_gym.gateway.convert import (
+    RequestError,
+    anthropic_events,
+    anthropic_message,
+    anthropic_request,
+    openai_chunks,
+    openai_completion,
+    openai_request,
+)
+from agent_gym.gateway.session import GatewaySession, SessionStore, TurnResult
+
+__all__ = ["create_gateway_app", "trajectory_json"]
+
+
+def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(body), status_code=status, media_type="application/json", headers=headers)
+
+
+def trajectory_json(trajectory: Any) -> dict[str, Any]:
+    """A trajectory as the JSON record the JSONL export writes (``_kind`` included)."""
+    data = trajectory.to_dict()
+    data["_kind"] = "StepTrajectory"
+    return data
+
+
+async def _body(request: Request) -> Any:
+    raw = await request.body()
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise RequestError(f"expected a JSON body, got {raw[:60]!r} ({exc})") from None
+
+
+def _api_key(request: Request) -> str | None:
+    auth = request.headers.get("authorization", "")
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip() or None
+    return request.headers.get("x-api-key") or None
+
+
+def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = None) -> FastAPI:
+    """Build the gateway app.
+
+    Args:
+        policy: A token-mode :class:`~agent_gym.policy.VLLMPolicy` (anything with ``aact``,
+            ``close_session`` and ``aclose``; ``client.server_info`` for ``/v1/models``).
+        store: The sessions.
+        model: Model name reported to clients (default: the upstream's).
+    """
+    names: dict[str, Any] = {"model": model or getattr(policy, "model", None), "max_model_len": None}
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        with contextlib.suppress(Exception):
+            await policy.aclose()
+
+    app = FastAPI(title="agent_gym gateway", docs_url=None, redoc_url=None, lifespan=lifespan)
+
+    async def upstream_info() -> dict[str, Any]:
+        if names["model"] is None or names["max_model_len"] is None:
+            client = getattr(policy, "client", None)
+            if client is not None:
+                for server in client.server_addresses:
+                    info = await client.server_info(server)
+                    if info:
+                        names["model"] = names["model"] or info.get("model")
+                        names["max_model_len"] = info.get("max_model_len")
+                        break
+        return names
+
+    def find_session(request: Request, path_id: str | None) -> GatewaySession:
+        if path_id is not None:
+            return store.get(path_id, create=True)
+        key = _api_key(request)
+        if key and store.known(key):
+            return store.get(key)
+        header = request.headers.get("x-session-id")
+        if header:
+            return store.get(header, create=True)
+        if key:
+            return store.get(key, create=True)
+        raise RequestError("expected a session: a /sessions/{id} path prefix, an API key naming a session, "
+                           "or an x-session-id header; got none", param="session_id")
+
+    def headers(session: GatewaySession, result: TurnResult) -> dict[str, str]:
+        return {
+            "x-agent-gym-session": session.id,
+            "x-agent-gym-step": str(result.step_index),
+            "x-agent-gym-new-segment": "true" if result.new_segment else "false",
+        }
+
+    def errors(anthropic: bool) -> Callable[[RequestError], Response]:
+        def answer(exc: RequestError) -> Response:
+            return _json(exc.anthropic_body() if anthropic else exc.openai_body(), exc.status)
+
+        return answer
+
+    async def stream(events: Iterator[bytes]) -> AsyncIterator[bytes]:
+        for event in events:
+            yield event
+
+    # ------------------------------------------------------------------ model endpoints
+    async def chat(request: Request, path_id: str | None) -> Response:
+        try:
+            body = await _body(request)
+            messages, tools = openai_request(body)
+            session = find_session(request, path_id)
+            result = await session.run_turn(policy, messages, tools, api="openai", stream=bool(body.get("stream")))
+        except RequestError as exc:
+            return errors(False)(exc)
+        out = result.output
+        info = await upstream_info()
+        name = str(body.get("model") or info["model"] or "agent_gym")
+        prompt_ids, token_ids = out.prompt_token_ids or [], out.token_ids or []
+        if body.get("stream"):
+            usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            events = openai_chunks(result.turn, model=name, prompt_ids=prompt_ids, token_ids=token_ids,
+                                   include_usage=usage)
+            return StreamingResponse(stream(events), media_type="text/event-stream", headers=headers(session, result))
+        completion = openai_completion(result.turn, model=name, prompt_ids=prompt_ids, token_ids=token_ids,
+                                       with_ids=bool(body.get("return_token_ids")))
+        return _json(completion, headers=headers(session, result))
+
+    async def messages_api(request: Request, path_id: str | None) -> Response:
+        try:
+            body = await _body(request)
+            messages, tools = anthropic_request(body)
+            session = find_session(request, path_id)
+            result = await session.run_turn(policy, messages, tools, api="anthropic", stream=bool(body.get("stream")))
+        except RequestError as exc:
+            return errors(True)(exc)
+        out = result.output
+        info = await upstream_info()
+        name = str(body.get("model") or info["model"] or "agent_gym")
+        prompt_ids, token_ids = out.prompt_token_ids or [], out.token_ids or []
+        if body.get("stream"):
+            events = anthropic_events(result.turn, model=name, prompt_ids=prompt_ids, token_ids=token_ids)
+            return StreamingResponse(stream(events), media_type="text/event-stream", headers=headers(session, result))
+        message = anthropic_message(result.turn, model=name, prompt_ids=prompt_ids, token_ids=token_ids)
+        return _json(message, headers=headers(session, result))
+
+    async def models(_: Request) -> Response:
+        info = await upstream_info()
+        entry = {"id": info["model"] or "agent_gym", "object": "model", "created": 0, "owned_by": "agent_gym",
+                 "max_model_len": info["max_model_len"]}
+        return _json({"object": "list", "data": [entry]})
+
+    @app.post("/v1/chat/completions")
+    async def _chat(request: Request) -> Response:
+        return await chat(request, None)
+
+    @app.post("/sessions/{session_id}/v1/chat/completions")
+    async def _chat_session(session_id: str, request: Request) -> Response:
+        return await chat(request, session_id)
+
+    @app.post("/v1/messages")
+    async def _messages(request: Request) -> Response:
+        return await messages_api(request, None)
+
+    @app.post("/sessions/{session_id}/v1/messages")
+    async def _messages_session(session_id: str, request: Request) -> Response:
+        return await messages_api(request, session_id)
+
+    @app.get("/v1/models")
+    async def _models(request: Request) -> Response:
+        return await models(request)
+
+    @app.get("/sessions/{session_id}/v1/models")
+    async def _models_session(session_id: str, request: Request) -> Response:
+        return await models(request)
+
+    # ------------------------------------------------------------------ sessions
+    @app.get("/health")
+    async def _health() -> Response:
+        return Response(status_code=200)
+
+    @app.post("/sessions")
+    async def _create(request: Request) -> Response:
+        try:
+            raw = await request.body()
+            body = orjson.loads(raw) if raw.strip() else {}
+            if not isinstance(body, dict):
+                raise RequestError(f"expected a JSON object, got {type(body).__name__}")
+            session = store.create(body.get("session_id"), task=body.get("task"))
+        except orjson.JSONDecodeError as exc:
+            return errors(False)(RequestError(f"expected a JSON body ({exc})"))
+        except RequestError as exc:
+            return errors(False)(exc)
+        base = str(request.base_url).rstrip("/")
+        return _json({"session_id": session.id, "api_key": session.id,
+                      "base_url": f"{base}/sessions/{session.id}"}, 201)
+
+    @app.get("/sessions")
+    async def _list() -> Response:
+        return _json({"sessions": store.list()})
+
+    @app.get("/sessions/{session_id}/trajectory")
+    async def _trajectory(session_id: str) -> Response:
+        try:
+            session = store.get(session_id)
+        except RequestError as exc:
+            return errors(False)(exc)
+        return _json(trajectory_json(session.trajectory()))
+
+    @app.post("/sessions/{session_id}/reward")
+    async def _reward(session_id: str, request: Request) -> Response:
+        try:
+            session = store.get(session_id)
+            body = await _body(request)
+            if not isinstance(body, dict) or not ({"reward", "rewards"} & set(body)):
+                raise RequestError('expected {"reward": number} and/or {"rewards": [number per step]}')
+            trajectory = store.finish(session, policy, reward=body.get("reward"), rewards=body.get("rewards"),
+                                      status=body.get("status"))
+        except RequestError as exc:
+            return errors(False)(exc)
+        return _json({"session_id": session.id, "status": trajectory.status,
+                      "trajectory_reward": trajectory.trajectory_reward, "steps": len(trajectory.steps)})
+
+    return app

@@ -1,0 +1,392 @@
+"""Gateway sessions: one client conversation recorded as one episode.
+
+A :class:`GatewaySession` turns each request of a client into one turn of a token-exact
+episode. It resolves the client's history into agent_gym messages (the assistant messages it
+produced become the exact sampled text again, see :mod:`agent_gym.gateway.convert`), asks
+the policy for the next turn with the session id (so the prompt ids extend the previous
+prompt + sampled ids, and a rewritten history starts a new segment), and records a
+:class:`~agent_gym.types.Step` plus the turn's ids in a
+:class:`~agent_gym.wrappers.token_assembly.TokenAssembler` (the prefix check decides the
+segments, as for env episodes). :meth:`GatewaySession.finish` attaches rewards and builds the
+:class:`~agent_gym.types.StepTrajectory`.
+
+:class:`SessionStore` holds the sessions of a gateway and streams finished ones to a
+:class:`~agent_gym.export.TrajectoryWriter`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agent_gym.errors import ServerError
+from agent_gym.gateway.convert import ClientCall, ClientTurn, RequestError, render_assistant, signature
+from agent_gym.policy.vllm_protocol import CONTEXT_ERROR
+from agent_gym.tools import HermesToolCallParser, ToolCallParser
+from agent_gym.types import (
+    EpisodeStatus,
+    FinishReason,
+    PolicyOutput,
+    Step,
+    StepTrajectory,
+    compute_mc_return,
+    default_metrics,
+)
+from agent_gym.wrappers.token_assembly import TokenAssembler
+
+__all__ = ["GatewaySession", "SessionStore", "TurnResult"]
+
+_ID_PATTERN = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+
+
+@dataclass
+class TurnResult:
+    """One served turn: what the client sees and the exact ids behind it."""
+
+    turn: ClientTurn
+    output: PolicyOutput
+    step_index: int
+    new_segment: bool
+    history_rewritten: bool
+
+
+class GatewaySession:
+    """One episode driven by a client (see the module docs).
+
+    Args:
+        session_id: The id (also the API key handed to the client).
+        task: Anything JSON-like describing the task (stored in the trajectory).
+        parser: Splits sampled text into thought / tool calls.
+        gamma: Discount of ``mc_return``.
+    """
+
+    def __init__(self, session_id: str, *, task: Any = None, parser: ToolCallParser, gamma: float = 1.0) -> None:
+        self.id = session_id
+        self.task = task
+        self.parser = parser
+        self.gamma = gamma
+        self.turn_lock = asyncio.Lock()  # one turn at a time per session (asyncio.Lock binds on first use)
+        self._lock = threading.Lock()
+        self.steps: list[Step] = []
+        self.assembler = TokenAssembler()
+        self._raw_by_signature: dict[str, str] = {}
+        self._conversation: list[dict[str, str]] = []
+        self._llm_time = 0.0
+        self._retokenized = False
+        self.start = time.perf_counter()
+        self.last_error: str | None = None
+        self.status_hint: EpisodeStatus | None = None
+        self.finished: StepTrajectory | None = None
+
+    # ------------------------------------------------------------------ inbound
+    def resolve(self, messages: Sequence[dict[str, Any]]) -> tuple[list[dict[str, str]], bool]:
+        """Client messages -> agent_gym messages; True when an assistant message is not one of ours."""
+        out: list[dict[str, str]] = []
+        rewritten = False
+        for msg in messages:
+            if msg["role"] != "assistant":
+                out.append({"role": msg["role"], "content": msg["content"]})
+                continue
+            calls = msg.get("calls") or []
+            raw = self._raw_by_signature.get(signature(msg["content"], calls))
+            if raw is None:
+                rewritten = True
+                raw = render_assistant(msg["content"], calls)
+            out.append({"role": "assistant", "content": raw})
+        return out, rewritten
+
+    # ------------------------------------------------------------------ outbound
+    def client_turn(self, output: PolicyOutput) -> tuple[ClientTurn, Any]:
+        """Parse the sampled text into what the client sees."""
+        parsed = self.parser.parse(output.text)
+        content = parsed.content
+        tag = getattr(self.parser, "tool_call_tag", None)
+        if parsed.tool_calls and tag:
+            content = re.sub(rf"<{tag}>.*?(</{tag}>|$)", "", content, flags=re.DOTALL).strip()
+        calls = [ClientCall(f"call_{uuid.uuid4().hex[:24]}", c.name, dict(c.arguments)) for c in parsed.tool_calls]
+        turn = ClientTurn(content=content, thought=parsed.thought, calls=calls, finish=output.finish_reason)
+        return turn, parsed
+
+    # ------------------------------------------------------------------ turns
+    async def run_turn(
+        self, policy: Any, messages: Sequence[dict[str, Any]], tools: list[dict[str, Any]], *, api: str,
+        stream: bool,
+    ) -> TurnResult:
+        """Serve one request: sample the next turn and record it.
+
+        Raises:
+            RequestError: The session is finished, the prompt is too long (400, vLLM's message) or
+                every server failed (502).
+        """
+        if self.finished is not None:
+            raise RequestError(f"session {self.id!r} is finished (its reward was set)", status=409,
+                               kind="ConflictError")
+        resolved, rewritten = self.resolve(messages)
+        async with self.turn_lock:
+            # The turn completes even if the client goes away meanwhile: the session stays consistent.
+            task = asyncio.ensure_future(policy.aact(resolved, session_id=self.id, tools=tools))
+            try:
+                output = await asyncio.shield(task)
+            except asyncio.CancelledError:
+                output = await task
+                self._record(resolved, output, rewritten, api, stream, disconnected=True)
+                raise
+            except ServerError as exc:
+                self.last_error = str(exc)
+                self.status_hint = EpisodeStatus.POLICY_ERROR
+                status = 400 if exc.status == 400 else 502
+                raise RequestError(str(exc), status=status, kind="BadRequestError" if status == 400 else
+                                   "BadGatewayError") from None
+            if output.finish_reason == FinishReason.PROMPT_TRUNCATION:
+                self.last_error = output.error
+                self.status_hint = EpisodeStatus.PROMPT_TRUNCATION
+                message = output.error or "prompt too long"
+                if CONTEXT_ERROR not in message.lower():
+                    message = f"This model's {CONTEXT_ERROR} is exceeded: {message}"
+                raise RequestError(message, status=400, param="messages")
+            if output.error is not None:
+                self.last_error = output.error
+                self.status_hint = EpisodeStatus.POLICY_ERROR
+                raise RequestError(output.error, status=502, kind="BadGatewayError")
+            return self._record(resolved, output, rewritten, api, stream)
+
+    def _record(
+        self, messages: list[dict[str, str]], output: PolicyOutput, rewritten: bool, api: str, stream: bool,
+        disconnected: bool = False,
+    ) -> TurnResult:
+        turn, parsed = self.client_turn(output)
+        if api == "anthropic":
+            for call in turn.calls:
+                call.id = "toolu_" + call.id[len("call_"):]
+        with self._lock:
+            step_index = len(self.steps)
+            if self.finished is not None:  # finished while sampling: the trajectory must not change
+                return TurnResult(turn, output, step_index, False, rewritten)
+            new_segment = False
+            if output.token_ids is not None and output.prompt_token_ids is not None:
+                new_segment = self.assembler.add_turn(step_index, output.prompt_token_ids, output.token_ids,
+                                                      output.logprobs)
+            self._retokenized = self._retokenized or output.retokenized
+            self._llm_time += output.llm_time
+            last_assistant = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1)
+            observed = [m["content"] for m in messages[last_assistant + 1:] if m["role"] != "system"]
+            info: dict[str, Any] = {
+                "finish_reason": output.finish_reason,
+                "num_prompt_tokens": len(output.prompt_token_ids or []),
+                "num_sampled_tokens": len(output.token_ids or []),
+                "new_segment": new_segment,
+                "history_rewritten": rewritten,
+                "llm_time": output.llm_time,
+                "server": output.server,
+                "api": api,
+                "stream": stream,
+                "tool_calls": [c.to_dict() for c in parsed.tool_calls],
+            }
+            if parsed.errors:
+                info["parse_errors"] = list(parsed.errors)
+            if disconnected:
+                info["client_disconnected"] = True
+            self.steps.append(
+                Step(
+                    chat_completions=[dict(m) for m in messages],
+                    thought=parsed.thought or "",
+                    action=parsed.action_text,
+                    observation="\n".join(observed),
+                    model_response=output.text,
+                    info=info,
+                )
+            )
+            self._conversation = [dict(m) for m in messages] + [{"role": "assistant", "content": output.text}]
+            self._raw_by_signature[signature(turn.content, [(c.name, c.arguments) for c in turn.calls])] = output.text
+            self.last_error = None
+            self.status_hint = EpisodeStatus.TRUNCATION if output.finish_reason == FinishReason.LENGTH else None
+        return TurnResult(turn, output, step_index, new_segment, rewritten)
+
+    # ------------------------------------------------------------------ trajectory
+    def trajectory(self) -> StepTrajectory:
+        """The trajectory so far (status ``""`` while open), or the finished one."""
+        with self._lock:
+            if self.finished is not None:
+                return self.finished
+            return self._build("")
+
+    def finish(
+        self, reward: float | None = None, rewards: Sequence[float] | None = None, status: str | None = None
+    ) -> StepTrajectory:
+        """Attach rewards, end the episode and return its trajectory.
+
+        Args:
+            reward: Added to the last step's reward (the outcome).
+            rewards: One reward per step (process rewards); combined with ``reward`` if both given.
+            status: An :class:`~agent_gym.types.EpisodeStatus` value; default ``env_done`` (or the
+                truncation / error the last request ended with).
+
+        Raises:
+            RequestError: Already finished (409), or malformed rewards / status (400).
+        """
+        with self._lock:
+            if self.finished is not None:
+                raise RequestError(f"session {self.id!r} is already finished", status=409, kind="ConflictError")
+            if rewards is not None:
+                if not isinstance(rewards, (list, tuple)) or len(rewards) != len(self.steps):
+                    raise RequestError(f"rewards: expected {len(self.steps)} numbers (one per step), got {rewards!r}",
+                                       param="rewards")
+                for step, value in zip(self.steps, rewards, strict=True):
+                    step.reward = _number("rewards[]", value)
+            if reward is not None:
+                value = _number("reward", reward)
+                if self.steps:
+                    self.steps[-1].reward += value
+                else:
+                    self.steps.append(Step(chat_completions=[], reward=value, done=True))
+            if status is None:
+                status = (self.status_hint or EpisodeStatus.ENV_DONE).value
+            if status not in EpisodeStatus._value2member_map_:
+                raise RequestError(f"status: expected one of {[s.value for s in EpisodeStatus]}, got {status!r}",
+                                   param="status")
+            if self.last_error and self.steps:
+                self.steps[-1].info["error"] = self.last_error
+            self.finished = self._build(status)
+            return self.finished
+
+    def _build(self, status: str) -> StepTrajectory:
+        steps = self.steps or [Step(chat_completions=[], observation=None, done=bool(status))]
+        if status:
+            steps[-1].done = True
+        compute_mc_return(steps, self.gamma)
+        segments = self.assembler.segments()
+        metrics = default_metrics()
+        metrics["steps"] = len(self.steps)
+        metrics["res_reward"] = float(sum(s.reward for s in steps))
+        metrics["llm_time"] = self._llm_time
+        metrics["total_time"] = time.perf_counter() - self.start
+        metrics["env_time"] = max(0.0, metrics["total_time"] - self._llm_time)
+        first = segments[0] if segments else None
+        return StepTrajectory(
+            prompt_tokens=first.prompt_tokens if first is not None else [],
+            response_tokens=first.response_tokens if first is not None else [],
+            response_masks=first.response_masks if first is not None else [],
+            response_logprobs=first.response_logprobs if first is not None else [],
+            trajectory_reward=float(sum(s.reward for s in steps)),
+            chat_completions=[dict(m) for m in self._conversation],
+            metrics=metrics,
+            rollout_id=self.id,
+            status=status,
+            retokenized=self._retokenized,
+            task=self.task,
+            steps=[Step.from_dict(s.to_dict()) for s in steps],
+            segments=segments,
+        )
+
+
+def _number(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or abs(value) == float("inf"):
+        raise RequestError(f"{name}: expected a finite number, got {value!r}", param=name)
+    return float(value)
+
+
+class SessionStore:
+    """The sessions of one gateway.
+
+    Args:
+        parser: Tool-call parser of new sessions (default hermes tags).
+        gamma: Discount of ``mc_return``.
+        writer: A :class:`~agent_gym.export.TrajectoryWriter` receiving each finished session.
+        auto_create: Create a session on first use of an unknown id (else such requests get 404).
+        keep_finished: How many finished sessions stay readable through ``/trajectory``.
+    """
+
+    def __init__(
+        self,
+        *,
+        parser: ToolCallParser | None = None,
+        gamma: float = 1.0,
+        writer: Any = None,
+        auto_create: bool = False,
+        keep_finished: int = 10000,
+    ) -> None:
+        self.parser = parser or HermesToolCallParser()
+        self.gamma = gamma
+        self.writer = writer
+        self.auto_create = auto_create
+        self.keep_finished = keep_finished
+        self._open: dict[str, GatewaySession] = {}
+        self._finished: OrderedDict[str, GatewaySession] = OrderedDict()
+        self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
+
+    def create(self, session_id: str | None = None, task: Any = None) -> GatewaySession:
+        """Open a new session (a random id by default).
+
+        Raises:
+            RequestError: The id is malformed or already used (409).
+        """
+        session_id = session_id or uuid.uuid4().hex
+        if not isinstance(session_id, str) or not _ID_PATTERN.match(session_id):
+            raise RequestError(f"session_id: expected 1-128 characters of [A-Za-z0-9._:-], got {session_id!r}",
+                               param="session_id")
+        with self._lock:
+            if session_id in self._open or session_id in self._finished:
+                raise RequestError(f"session {session_id!r} already exists", status=409, kind="ConflictError")
+            session = GatewaySession(session_id, task=task, parser=self.parser, gamma=self.gamma)
+            self._open[session_id] = session
+            return session
+
+    def get(self, session_id: str, *, create: bool = False) -> GatewaySession:
+        """The session ``session_id`` (open or finished).
+
+        Raises:
+            RequestError: Unknown id (404), unless ``create`` and the store auto-creates.
+        """
+        with self._lock:
+            session = self._open.get(session_id) or self._finished.get(session_id)
+        if session is not None:
+            return session
+        if create and self.auto_create:
+            try:
+                return self.create(session_id)
+            except RequestError as exc:
+                if exc.status == 409:  # created concurrently
+                    return self.get(session_id)
+                raise
+        raise RequestError(f"unknown session {session_id!r}: create it first (POST /sessions)", status=404,
+                           kind="NotFoundError", param="session_id")
+
+    def known(self, session_id: str) -> bool:
+        """Whether ``session_id`` names a session (open or finished)."""
+        return session_id in self._open or session_id in self._finished
+
+    def finish(self, session: GatewaySession, policy: Any = None, **kwargs: Any) -> StepTrajectory:
+        """Finish ``session`` (see :meth:`GatewaySession.finish`), write it and release its policy state."""
+        trajectory = session.finish(**kwargs)
+        with self._lock:
+            self._open.pop(session.id, None)
+            self._finished[session.id] = session
+            while len(self._finished) > self.keep_finished:
+                self._finished.popitem(last=False)
+        if policy is not None:
+            policy.close_session(session.id)
+        if self.writer is not None:
+            with self._write_lock:
+                self.writer.write(trajectory)
+        return trajectory
+
+    def list(self) -> list[dict[str, Any]]:
+        """``[{"session_id", "status", "steps"}]`` of every session held."""
+        with self._lock:
+            sessions = list(self._open.values()) + list(self._finished.values())
+        return [{"session_id": s.id, "status": s.finished.status if s.finished else "open", "steps": len(s.steps)}
+                for s in sessions]
+
+    @property
+    def open_ids(self) -> list[str]:
+        """Ids of the sessions not finished yet."""
+        with self._lock:
+            return list(self._open)
