@@ -2,14 +2,19 @@
 
 * :class:`Sandbox` / :class:`Result` / :class:`SandboxLimits`: the protocol every backend follows.
 * :class:`LocalSandbox`: Linux namespaces with bubblewrap and a persistent bash session.
+* :class:`DockerSandbox` / :class:`DockerPool`: one container per sandbox (``pip install
+  'agent-gym[terminal]'``; the Docker SDK is imported only when a container is needed).
 """
 
 from __future__ import annotations
 
 from agent_gym.sandbox.base import Result, Sandbox, SandboxError, SandboxLimits, SandboxUnavailableError
+from agent_gym.sandbox.docker import DockerPool, DockerSandbox, docker_unavailable_reason
 from agent_gym.sandbox.local import LocalSandbox, bwrap_available
 
 __all__ = [
+    "DockerPool",
+    "DockerSandbox",
     "LocalSandbox",
     "Result",
     "Sandbox",
@@ -17,5 +22,6 @@ __all__ = [
     "SandboxLimits",
     "SandboxUnavailableError",
     "bwrap_available",
+    "docker_unavailable_reason",
 ]
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from agent_gym.checks import check_int
+from agent_gym.checks import check_float, check_int
 from agent_gym.errors import AgentGymError
 
 __all__ = ["Result", "Sandbox", "SandboxError", "SandboxLimits", "SandboxUnavailableError"]
@@ -64,6 +64,8 @@ class SandboxLimits:
         workspace_mb: Size of the workspace file system (``/app``), MiB.
         tmp_mb: Size of ``/tmp`` (and of the home directory), MiB.
         output_bytes: Output kept per command; longer output keeps its head and tail around a marker.
+        cpus: CPUs the sandbox may use at once (the Docker backend's ``nano_cpus``; the local
+            backend limits CPU time per process only).
     """
 
     memory_mb: int = 2048
@@ -74,11 +76,13 @@ class SandboxLimits:
     workspace_mb: int = 512
     tmp_mb: int = 256
     output_bytes: int = 16384
+    cpus: float = 1.0
 
     def __post_init__(self) -> None:
         for name in ("memory_mb", "processes", "cpu_seconds", "file_size_mb", "open_files", "workspace_mb",
                      "tmp_mb", "output_bytes"):
             check_int(f"SandboxLimits.{name}", getattr(self, name), low=1)
+        check_float("SandboxLimits.cpus", self.cpus, low=0.0, low_open=True)
 
     def rlimits(self) -> dict[str, int]:
         """``resource`` limit names and values."""

@@ -7,14 +7,18 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from agent_gym.checks import check_float
+from agent_gym.checks import check_float, check_int
 from agent_gym.core import AgentEnv
 from agent_gym.envs.terminal.loader import builtin_tasks, find_task_dirs, load_task
+from agent_gym.errors import ConfigError
 from agent_gym.sandbox import LocalSandbox, SandboxError, SandboxLimits
 from agent_gym.tools import Tool, as_tool
 from agent_gym.types import EpisodeStatus
 
-__all__ = ["TEST_ENV", "TerminalEnv", "parse_pytest_summary"]
+__all__ = ["BACKENDS", "TEST_ENV", "TerminalEnv", "parse_pytest_summary", "select_backend"]
+
+BACKENDS = ("auto", "local", "docker")
+"""Sandbox backends of :class:`TerminalEnv`: ``auto`` uses Docker for tasks that name an image."""
 
 _SOLUTION_END = "__AGENT_GYM_SOLUTION_END__"
 
@@ -24,6 +28,26 @@ happen to be installed on the host are not loaded (a task's tests must not depen
 them, as in a task image with a plain pytest; they also cost seconds per grading); a
 task that needs one names it (``pytest -p NAME``)."""
 _SUMMARY = re.compile(r"^(PASSED|FAILED|ERROR|XPASS|XFAIL|SKIPPED)\s+\S", re.MULTILINE)
+
+
+def select_backend(task: Mapping[str, Any], backend: str = "auto") -> str:
+    """``"local"`` or ``"docker"``: the backend an episode of ``task`` runs in.
+
+    ``auto`` picks Docker for a task that names an image (``task["image"]``) and the local
+    bubblewrap sandbox otherwise; ``local`` and ``docker`` force one (``local`` refuses a task
+    that names an image: its files and programs are in that image).
+
+    Raises:
+        ValueError: For an unknown backend or a task with an image forced to ``local``.
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
+    image = task.get("image")
+    if backend == "local" and image:
+        raise ValueError(f"task {task.get('id')!r} names the image {image!r}: it needs backend='docker' or 'auto'")
+    if backend == "auto":
+        return "docker" if image else "local"
+    return backend
 
 
 def parse_pytest_summary(output: str) -> tuple[int, int]:
@@ -71,8 +95,13 @@ class TerminalEnv(AgentEnv):
       shipped tasks.
     * ``command_timeout``: seconds per ``bash`` call (default 30; capped by the task's agent timeout).
     * ``limits``: :class:`~agent_gym.sandbox.SandboxLimits` of the sandbox.
-    * ``sandbox_factory``: callable ``(task, env_vars) -> Sandbox`` (e.g. a Docker backend);
-      default: a :class:`~agent_gym.sandbox.LocalSandbox`.
+    * ``backend``: ``"auto"`` (default: :class:`~agent_gym.sandbox.DockerSandbox` for a task
+      that names an image, :class:`~agent_gym.sandbox.LocalSandbox` otherwise), ``"local"`` or
+      ``"docker"`` (see :func:`select_backend`). Docker needs ``pip install 'agent-gym[terminal]'``.
+    * ``docker_image``: image for tasks without one under ``backend="docker"`` (default: the
+      task Dockerfile's ``FROM``); the Dockerfile's files and ``RUN`` steps are applied to it.
+    * ``docker_pool_size``: pre-started containers kept per image (default 2).
+    * ``sandbox_factory``: callable ``(task, env_vars) -> Sandbox`` replacing the backends.
     * ``max_steps`` (default 30) and the other arguments of :class:`~agent_gym.core.AgentEnv`.
 
     The ``bash`` tool enforces its own timeout inside the sandbox (killing the command's
@@ -95,8 +124,16 @@ class TerminalEnv(AgentEnv):
         command_timeout: float = 30.0,
         limits: SandboxLimits | None = None,
         sandbox_factory: Callable[[Mapping[str, Any], Mapping[str, str]], Any] | None = None,
+        backend: str = "auto",
+        docker_image: str | None = None,
+        docker_pool_size: int = 2,
         **kwargs: Any,
     ) -> None:
+        if backend not in BACKENDS:
+            raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
+        self.backend = backend
+        self.docker_image = docker_image
+        self.docker_pool_size = check_int("docker_pool_size", docker_pool_size, low=0)
         self.command_timeout = check_float("command_timeout", command_timeout, low=0.0, low_open=True)
         if limits is not None and not isinstance(limits, SandboxLimits):
             raise TypeError(f"limits: expected SandboxLimits or None, got {type(limits).__name__}")
@@ -149,11 +186,23 @@ class TerminalEnv(AgentEnv):
         self._submitted = False
         self._graded = None
         env_vars = {str(k): str(v) for k, v in dict(task.get("env") or {}).items()}
+        setup = task.get("setup") or []
         if self.sandbox_factory is not None:
             self.sandbox = self.sandbox_factory(task, env_vars)
+        elif select_backend(task, self.backend) == "docker":
+            from agent_gym.sandbox.docker import DockerSandbox
+
+            image = task.get("image") or self.docker_image or task.get("base_image")
+            if not image:
+                raise ConfigError(f"task {task['id']!r}: the Docker backend needs an image (the task names none; "
+                                  "pass docker_image=...)")
+            if task.get("image"):
+                setup = []  # the task's image holds its environment
+            self.sandbox = DockerSandbox(image, self.limits, timeout=self.command_timeout, env=env_vars,
+                                         pool_size=self.docker_pool_size)
         else:
             self.sandbox = LocalSandbox(self.limits, timeout=self.command_timeout, env=env_vars)
-        for kind, first, second in task.get("setup") or []:
+        for kind, first, second in setup:
             if kind == "file":
                 self.sandbox.write_file(first, second)
             else:

@@ -16,7 +16,8 @@ Harbor layout::
 Without a container image, the ``Dockerfile`` is read for the instructions that shape the
 task's files: ``COPY``/``ADD`` (from the build context, into ``/app``, ``/tests``-free paths),
 ``RUN`` (run in the sandbox before the episode, without network), ``ENV`` and ``WORKDIR``;
-``FROM`` and the rest are ignored. A task that needs a special image needs the Docker backend.
+``FROM`` and the rest are ignored. A task that names an image (``image`` in ``task.yaml``,
+``[environment] docker_image`` in ``task.toml``) runs in that image with the Docker backend.
 """
 
 from __future__ import annotations
@@ -121,8 +122,10 @@ def load_task(directory: str | os.PathLike[str]) -> dict[str, Any]:
 
     The dict has ``id``, ``question`` (the instruction), ``ground_truth`` (what passing
     means), ``format``, ``path``, ``agent_timeout``, ``test_timeout``, ``setup`` (files and
-    commands applied before the episode), ``env``, ``image``, ``solution_script``,
-    ``test_files`` and ``test_command``.
+    commands applied before the episode), ``env``, ``image`` (the container image the task
+    names: ``image``/``docker_image`` in ``task.yaml``, ``[environment] docker_image`` in
+    ``task.toml``; such a task runs in the Docker backend), ``base_image`` (the Dockerfile's
+    ``FROM``), ``solution_script``, ``test_files`` and ``test_command``.
 
     Raises:
         ConfigError: If the directory has neither layout or a required file is missing.
@@ -151,6 +154,7 @@ def load_task(directory: str | os.PathLike[str]) -> dict[str, Any]:
             "test_files": tests,
             "test_command": "bash /tests/run-tests.sh",
             "category": meta.get("category"),
+            "image": meta.get("image") or meta.get("docker_image"),
             "context": root,
             "parsed": parsed,
         }
@@ -172,6 +176,7 @@ def load_task(directory: str | os.PathLike[str]) -> dict[str, Any]:
             "test_files": {f"/tests/{k}": v for k, v in _files(root / "tests").items()},
             "test_command": "bash /tests/test.sh",
             "category": meta.get("metadata", {}).get("category"),
+            "image": meta.get("environment", {}).get("docker_image") or meta.get("environment", {}).get("image"),
             "context": root / "environment",
             "parsed": parsed,
         }
@@ -182,7 +187,9 @@ def load_task(directory: str | os.PathLike[str]) -> dict[str, Any]:
     context = task.pop("context")
     task["setup"] = _setup_files(context, parsed) if parsed else []
     task["env"] = dict(parsed["env"]) if parsed else {}
-    task["image"] = parsed["image"] if parsed else None
+    if task["image"] is not None and (not isinstance(task["image"], str) or not task["image"].strip()):
+        raise ConfigError(f"{root}: expected the image to be a non-empty string, got {task['image']!r}")
+    task["base_image"] = parsed["image"] if parsed else None
     task["id"] = root.name
     task["path"] = str(root)
     task["ground_truth"] = "the task's tests pass"
