@@ -6,7 +6,8 @@ The protocol (used by Search-R1, SkyRL and rLLM retrieval servers, and served by
     POST /retrieve  {"queries": ["..."], "topk": 5, "return_scores": true}
     -> {"result": [[{"document": {"id": "...", "contents": "\\"Title\\"\\ntext"}, "score": 1.2}, ...]]}
 
-:class:`RemoteRetriever` keeps a pooled HTTP connection per process, retries refused
+:class:`RemoteRetriever` keeps one keep-alive connection per calling thread (standard
+library ``http.client``, no extra dependency), retries refused
 connections, timeouts and 5xx answers with a short backoff, and then raises
 :class:`RetrieverError` naming the server. Full documents for ``open`` come from the
 documents seen in results, else from ``POST /documents`` (an agent_gym extension:
@@ -16,18 +17,23 @@ documents seen in results, else from ``POST /documents`` (an agent_gym extension
 from __future__ import annotations
 
 import collections
+import http.client
+import json
 import os
 import threading
 import time
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agent_gym.checks import check_float, check_int, check_timeout
 from agent_gym.envs.rag.corpus import Document
 from agent_gym.envs.rag.retrieval import Hit, make_snippet
-from agent_gym.errors import AgentGymError, MissingExtraError
+from agent_gym.errors import AgentGymError
 
 __all__ = ["RemoteRetriever", "RetrieverError", "parse_document"]
+
+_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
 
 
 class RetrieverError(AgentGymError):
@@ -65,7 +71,8 @@ class RemoteRetriever:
         timeout: Seconds for one request (connect and read).
         retries: Extra attempts after a refused connection, a timeout or a 5xx answer.
         backoff: Seconds before the first retry (doubles each time).
-        max_connections: Size of the per-process connection pool.
+        max_connections: Most connections kept open per process (one per calling thread);
+            threads beyond that open a connection per request.
         snippet_chars: Characters of text shown per hit.
 
     Raises:
@@ -84,8 +91,17 @@ class RemoteRetriever:
         self.snippet_chars = check_int("snippet_chars", snippet_chars, low=20)
         base = url.rsplit("/retrieve", 1)[0] if url.rstrip("/").endswith("/retrieve") else url.rstrip("/")
         self.documents_url = base + "/documents"
-        self._client: Any = None
-        self._pid = -1
+        parts = urllib.parse.urlsplit(url)
+        if not parts.hostname:
+            raise ValueError(f"url: expected an http(s) URL of a /retrieve endpoint, got {url!r}")
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname
+        self._port = parts.port or (443 if self._https else 80)
+        self._path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        self._documents_path = urllib.parse.urlsplit(self.documents_url).path
+        self._local = threading.local()
+        self._connections: list[http.client.HTTPConnection] = []
+        self._pid = os.getpid()
         self._lock = threading.Lock()
         self._seen: collections.OrderedDict[str, Document] = collections.OrderedDict()
         self._documents_endpoint = True
@@ -102,19 +118,52 @@ class RemoteRetriever:
     def __repr__(self) -> str:
         return f"RemoteRetriever({self.url!r})"
 
-    def _http(self) -> Any:
-        with self._lock:
-            if self._client is None or self._pid != os.getpid():
-                httpx = _import_httpx()
-                limits = httpx.Limits(max_connections=self.max_connections,
-                                      max_keepalive_connections=self.max_connections)
-                self._client = httpx.Client(timeout=self.timeout, limits=limits)
-                self._pid = os.getpid()
-            return self._client
+    def _connection(self) -> http.client.HTTPConnection:
+        """This thread's keep-alive connection (a new one after a fork or a failure)."""
+        local = self._local
+        if getattr(local, "pid", None) != os.getpid() or local.conn is None:
+            cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+            local.conn = cls(self._host, self._port, timeout=self.timeout)
+            local.pid = os.getpid()
+            with self._lock:
+                if local.pid != self._pid:  # connections inherited through a fork are not ours to close
+                    self._connections, self._pid = [], local.pid
+                local.keep = len(self._connections) < self.max_connections
+                if local.keep:
+                    self._connections.append(local.conn)
+        return local.conn
+
+    def _drop_connection(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    def _request(self, path: str, data: bytes) -> tuple[int, bytes]:
+        """One POST on this thread's connection; a stale keep-alive connection is reopened once."""
+        for fresh in (False, True):
+            conn = self._connection()
+            reused = conn.sock is not None
+            try:
+                conn.request("POST", path, body=data, headers=_HEADERS)
+                response = conn.getresponse()
+                body = response.read()
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                self._drop_connection()
+                if reused and not fresh:  # the server closed an idle connection: try a new one at once
+                    continue
+                raise
+            except BaseException:
+                self._drop_connection()
+                raise
+            if response.will_close or not getattr(self._local, "keep", False):
+                self._drop_connection()
+            return response.status, body
+        raise AssertionError("unreachable")
 
     def _post(self, url: str, payload: dict[str, Any]) -> Any:
-        httpx = _import_httpx()
-
+        path = self._path if url == self.url else self._documents_path
+        data = json.dumps(payload).encode()
         delay = self.backoff
         last = ""
         for attempt in range(self.retries + 1):
@@ -122,26 +171,27 @@ class RemoteRetriever:
                 time.sleep(delay)
                 delay *= 2
             try:
-                response = self._http().post(url, json=payload)
-            except httpx.TimeoutException:
+                status, body = self._request(path, data)
+            except TimeoutError:
                 last = f"no answer within {self.timeout:g} s"
                 continue
-            except httpx.HTTPError as exc:
+            except (OSError, http.client.HTTPException) as exc:
                 last = f"{type(exc).__name__}: {exc}"
                 continue
-            if response.status_code >= 500:
-                last = f"HTTP {response.status_code}: {response.text[:200]}"
+            text = body[:200].decode("utf-8", "replace")
+            if status >= 500:
+                last = f"HTTP {status}: {text}"
                 continue
-            if response.status_code == 404 and url == self.documents_url:
+            if status == 404 and url == self.documents_url:
                 return None
-            if response.status_code >= 400:
+            if status >= 400:
                 raise RetrieverError(f"retrieval server {url} rejected the request with HTTP "
-                                     f"{response.status_code}: {response.text[:200]}", server=url)
+                                     f"{status}: {text}", server=url)
             try:
-                return response.json()
+                return json.loads(body)
             except ValueError:
                 raise RetrieverError(f"retrieval server {url} answered with a body that is not JSON: "
-                                     f"{response.text[:200]!r}", server=url) from None
+                                     f"{text!r}", server=url) from None
         raise RetrieverError(f"retrieval server {url} is unavailable after {self.retries + 1} attempts "
                              f"({last})", server=url)
 
@@ -212,21 +262,15 @@ class RemoteRetriever:
         return doc
 
     def close(self) -> None:
-        """Close the connection pool (a later call opens a new one)."""
+        """Close this process' connections (a later call opens new ones)."""
         with self._lock:
-            if self._client is not None and self._pid == os.getpid():
-                self._client.close()
-            self._client = None
+            connections = self._connections if self._pid == os.getpid() else []
+            self._connections = []
+        for conn in connections:
+            conn.close()
+        self._local = threading.local()
 
 
 def _rebuild(url: str, settings: dict[str, Any]) -> RemoteRetriever:
     return RemoteRetriever(url, **settings)
 
-
-def _import_httpx() -> Any:
-    """Import httpx (the ``rag`` extra) or raise an error naming the extra."""
-    try:
-        import httpx
-    except ImportError as exc:
-        raise MissingExtraError("httpx", "rag") from exc
-    return httpx

@@ -9,15 +9,19 @@ Many rollout processes share one index through it instead of each loading its ow
 * ``POST /documents`` ``{"ids": [...]}`` -> ``{"documents": [document | null, ...]}``.
 * ``GET /health`` -> ``{"status": "ok", "documents": N, "retriever": kind}``.
 
-Concurrent requests are batched: while one batch runs on the search thread, newly arrived
-queries wait in a queue and go together into the next ``search_batch`` call (no added
-wait when the server is idle).
+Concurrent requests are batched: the queries of every request that arrived while the
+previous batch ran go together into the next ``search_batch`` call (no added wait when
+the server is idle). A batch expected to be quick (under ``INLINE_SECONDS`` at the last
+batch's time per query, as BM25 batches are) runs directly on the event loop, which saves the
+hand-over to a worker thread and back; slower batches (dense encoders) run on a worker
+thread so that the server keeps accepting requests meanwhile.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from typing import Any
 
 import orjson
@@ -25,13 +29,16 @@ import orjson
 from agent_gym.envs.rag.corpus import Corpus, Document
 from agent_gym.envs.rag.retrieval import Hit
 
-__all__ = ["MAX_QUERIES_PER_REQUEST", "MAX_TOPK", "RetrievalApp", "create_app", "serve"]
+__all__ = ["INLINE_SECONDS", "MAX_QUERIES_PER_REQUEST", "MAX_TOPK", "RetrievalApp", "create_app", "serve"]
 
 MAX_QUERIES_PER_REQUEST = 4096
 """Queries accepted in one request."""
 
 MAX_TOPK = 1000
 """Largest ``topk`` accepted."""
+
+INLINE_SECONDS = 0.002
+"""A batch expected to take less than this many seconds runs on the event loop (else on a thread)."""
 
 
 def _document(doc: Document) -> dict[str, Any]:
@@ -47,6 +54,7 @@ class _Batcher:
         self.queue: asyncio.Queue[tuple[list[str], int, asyncio.Future[list[list[Hit]]]]] = asyncio.Queue()
         self.batches = 0
         self.queries = 0
+        self.per_query = float("inf")  # seconds per query in the last batch; the first batch runs on a thread
 
     async def submit(self, queries: list[str], k: int) -> list[list[Hit]]:
         future: asyncio.Future[list[list[Hit]]] = asyncio.get_running_loop().create_future()
@@ -75,13 +83,19 @@ class _Batcher:
             k = max(item[1] for item in batch)
             self.batches += 1
             self.queries += len(queries)
+            began = time.perf_counter()
             try:
-                results = await loop.run_in_executor(None, self._search, queries, k)
+                if self.per_query * len(queries) < INLINE_SECONDS:
+                    results = self._search(queries, k)
+                else:
+                    results = await loop.run_in_executor(None, self._search, queries, k)
             except Exception as exc:  # noqa: BLE001 - every waiting request gets the error
                 for _, _, future in batch:
                     if not future.done():
                         future.set_exception(exc)
                 continue
+            finally:
+                self.per_query = (time.perf_counter() - began) / max(len(queries), 1)
             start = 0
             for item_queries, item_k, future in batch:
                 part = [hits[:item_k] for hits in results[start:start + len(item_queries)]]
