@@ -1,6 +1,7 @@
+import os
 import pickle
 import signal
-import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -10,7 +11,9 @@ import pytest
 import agent_gym  # noqa: F401
 from agent_gym.envs.terminal import BUILTIN_TASK_DIR, TerminalEnv, builtin_tasks, load_task, parse_pytest_summary
 from agent_gym.errors import ConfigError
+from agent_gym.rollout import collect
 from agent_gym.sandbox import bwrap_available
+from agent_gym.types import EpisodeStatus
 from tests.sandbox.conftest import sandbox_processes
 
 pytestmark = pytest.mark.skipif(bwrap_available() is None,
@@ -156,28 +159,74 @@ def test_parse_pytest_summary_reads_only_the_summary():
     assert parse_pytest_summary("PASSED t.py::a") == (0, 0)
 
 
-def test_16_parallel_episodes_are_isolated_and_leave_nothing():
-    envs = [TerminalEnv() for _ in range(16)]
-    results = [None] * 16
-    boxes = []
+class _Scripted:
+    """Writes a file named after its session with a background process, then looks around, then submits."""
 
-    def episode(i):
-        e = envs[i]
-        e.reset(options={"task_index": 0})
-        boxes.append(e.sandbox)
-        e.step(bash(f"echo {i} > /app/mine.txt; sleep 300 &"))
-        obs, *_ = e.step(bash("cat /app/mine.txt; ls /app; ps -e | grep -c sleep"))
-        results[i] = obs[-1]["content"]
-        e.close()
+    def act(self, messages, *, session_id, tools=None):
+        calls = sum(m["role"] == "tool" for m in messages)
+        name = session_id.replace("/", "_")
+        if calls == 0:
+            return bash(f"id -u; echo {name} > /app/{name}.txt; sleep 300 &")
+        if calls == 1:
+            time.sleep(0.01)  # let the other episodes write their files meanwhile
+            return bash("ls /app; echo ---; ps -e -o args= | grep -c '^sleep 300'; cat /app/*.txt")
+        return SUBMIT
 
-    threads = [threading.Thread(target=episode, args=(i,)) for i in range(16)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for i, text in enumerate(results):
-        assert text.startswith(f"{i}\n") and "1\n[exit code: 0]" in text
-    assert all(sandbox_processes(b) == [] for b in boxes)
+    async def aact(self, messages, *, session_id, tools=None):
+        return self.act(messages, session_id=session_id, tools=tools)
+
+    def close_session(self, session_id):
+        pass
+
+
+def test_16_parallel_episodes_under_collect_are_isolated_and_leave_nothing():
+    task = builtin_tasks()[TASK_IDS.index("create-greeting-file")]
+    before = set(os.listdir("/tmp"))
+    batch = collect(lambda: TerminalEnv(tasks=[task]), _Scripted(), tasks=[task], num_episodes=16, n_parallel=16,
+                    progress=False, seed=3)
+    assert len(batch) == 16
+    uids, names = set(), set()
+    for trajectory in batch:
+        steps = trajectory.steps
+        assert trajectory.status == EpisodeStatus.ENV_DONE and len(steps) == 3, trajectory.status
+        first, second = steps[1].observation, steps[2].observation  # each step receives the previous output
+        uid = int(first.split("\n")[0])
+        listing, rest = second.split("---\n")
+        name = listing.split("\n")[0][: -len(".txt")]
+        # Only its own file in /app, only its own background process, its own name in the file.
+        assert listing.split("\n")[:-1] == [f"{name}.txt"] and rest.startswith(f"1\n{name}\n[exit code: 0]")
+        uids.add(uid)
+        names.add(name)
+    assert len(names) == 16
+    if os.geteuid() == 0:  # every sandbox ran under its own user id; none has a process left
+        assert len(uids) == 16
+        assert [pid for uid in uids for pid in sandbox_processes(_Gone(uid))] == []
+    mine = [p for p in _children() if p[1] in ("bwrap", "bash", "sleep", "python3")]
+    assert mine == [], "processes of the sandboxes outlived the batch"
+    assert not {n for n in set(os.listdir("/tmp")) - before if "sandbox" in n or "agent_gym" in n}
+
+
+class _Gone:
+    def __init__(self, uid):
+        self.uid, self.host_pid = uid, -1
+
+
+def _children():
+    """(pid, name) of this process's children, from /proc."""
+    found = []
+    me = str(os.getpid())
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                data = f.read()
+        except OSError:
+            continue
+        comm = data[data.index("(") + 1:data.rindex(")")]
+        if data[data.rindex(")") + 2:].split()[1] == me:
+            found.append((int(name), comm))
+    return found
 
 
 def test_interrupted_rollout_leaves_nothing(tmp_path):
