@@ -3,7 +3,9 @@
 (a) ``VLLMPolicy.aact`` against a reference server process in its fake fixed-token mode
     (no model runs, so the figure is pure client + HTTP + server overhead): median
     microseconds per request at concurrency 1 and 64, next to a raw POST of the same body
-    through the policy's own connection pool (``HttpTransport``: the server-and-transport floor).
+    through the policy's own connection pool (``HttpTransport``: the server-and-transport floor),
+    and the client process's CPU time per request (less sensitive than wall times to other
+    load on the machine; the server runs in its own process).
 (b) Building turn k's prompt ids, k = 1..50, in one tool-use conversation: the incremental
     ``ChatTokenBuilder`` (cost grows with the new messages only) against a naive full
     re-render of the conversation (cost grows with its length). Reports turn-50 / turn-1.
@@ -78,9 +80,10 @@ def start_fake_server(model_dir: str, fake_tokens: int) -> tuple[subprocess.Pope
 
 async def _policy_latencies(
     policy: VLLMPolicy, concurrency: int, requests: int, turns_per_episode: int = 8
-) -> tuple[list[float], float]:
+) -> tuple[list[float], float, float]:
     """Run ``requests`` turns over ``concurrency`` concurrent workers, each playing episodes of
-    ``turns_per_episode`` tool-use turns; return per-request µs and the wall time in s."""
+    ``turns_per_episode`` tool-use turns; return per-request µs, the wall time and the client
+    process's CPU time in s."""
     per_worker = max(1, requests // concurrency)
     latencies: list[float] = []
 
@@ -100,9 +103,12 @@ async def _policy_latencies(
 
     await worker(-1)  # warm up connections and the model-info cache
     latencies.clear()
-    start = time.perf_counter()
+    # A full collection of the process's ~400k objects (torch, transformers) costs ~0.25 s; start
+    # every window from a clean heap so that none falls inside it by chance.
+    gc.collect()
+    start, cpu_start = time.perf_counter(), time.process_time()
     await asyncio.gather(*(worker(i) for i in range(concurrency)))
-    return latencies, time.perf_counter() - start
+    return latencies, time.perf_counter() - start, time.process_time() - cpu_start
 
 
 async def _raw_latencies(address: str, body: dict[str, Any], concurrency: int, requests: int) -> list[float]:
@@ -141,12 +147,13 @@ def bench_requests(model_dir: str, tokenizer: Any, requests: int, fake_tokens: i
 
         async def run_all() -> None:
             for concurrency in (1, 64):
-                lat, wall = await _policy_latencies(policy, concurrency, requests)
+                lat, wall, cpu = await _policy_latencies(policy, concurrency, requests)
                 raw = await _raw_latencies(address, body, concurrency, requests)
                 results[f"concurrency_{concurrency}"] = {
                     "policy_median_us": round(statistics.median(lat), 1),
                     "raw_http_median_us": round(statistics.median(raw), 1),
                     "policy_wall_us_per_request": round(wall / len(lat) * 1e6, 1),
+                    "policy_cpu_us_per_request": round(cpu / len(lat) * 1e6, 1),
                     "requests": len(lat),
                 }
             await policy.aclose()
