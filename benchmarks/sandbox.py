@@ -1,5 +1,8 @@
 """Sandbox overheads: a trivial command in the persistent session vs a bare subprocess, setup/teardown, episodes/s.
 
+Setup is shown beside bubblewrap alone with the same mounts running ``/bin/true`` (the floor
+without the in-sandbox driver), measured interleaved with the setups.
+
 Run: python benchmarks/sandbox.py [--commands 200] [--episodes 64] [--parallel 16]
 """
 
@@ -12,7 +15,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from agent_gym.envs.terminal import TerminalEnv
-from agent_gym.sandbox import LocalSandbox
+from agent_gym.sandbox import LocalSandbox, SandboxLimits
+from agent_gym.sandbox.local import _mount_args
 
 
 def median_ms(values):
@@ -43,8 +47,16 @@ def main() -> None:
             t = time.perf_counter()
             box.run("true")
             session.append(time.perf_counter() - t)
+    floor_args = [
+        "bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+        "--new-session", "--clearenv", *_mount_args(SandboxLimits(), ()), "/bin/true",
+    ]
+    floor = []
     setups, teardowns = [], []
     for _ in range(args.setups):
+        t = time.perf_counter()
+        subprocess.run(floor_args, check=True)
+        floor.append(time.perf_counter() - t)
         t = time.perf_counter()
         box = LocalSandbox()
         t1 = time.perf_counter()
@@ -67,6 +79,7 @@ def main() -> None:
     print(f"bare subprocess `true`          median {median_ms(bare):7.2f} ms")
     print(f"bare subprocess `bash -c true`  median {median_ms(bare_shell):7.2f} ms")
     print(f"persistent session `true`       median {median_ms(session):7.2f} ms")
+    print(f"bubblewrap alone (same mounts)  median {median_ms(floor):7.2f} ms")
     print(f"sandbox setup                   median {median_ms(setups):7.2f} ms")
     print(f"sandbox teardown                median {median_ms(teardowns):7.2f} ms")
     print(f"{args.episodes} short episodes (reset, 2 bash calls, close, no grading) at n_parallel "
