@@ -2,8 +2,10 @@
 
 Rows: BM25 on the shipped 2,024-document corpus and on a synthetic 100k-document corpus,
 dense (offline all-MiniLM-L6-v2) on the shipped corpus, and the retrieval server
-(``agent-gym serve-retriever``, a separate process) queried by 16 concurrent clients,
-compared with the same retriever's in-process throughput (one thread, one query at a time).
+(``agent-gym serve-retriever``, a separate process) queried by 16 client threads through
+``RemoteRetriever`` (one query per request, as RAG-v0 episodes search), compared in the same
+run with the same retriever in process, queried by one thread and by 16 threads, plus the
+CPU time per query on the client side (this process) and the server side (its process).
 Every index is built in a fresh cache folder, so build times include tokenising/embedding.
 Also prints the retrieval quality on the shipped questions (recall@1/@5, oracle path success).
 
@@ -14,7 +16,6 @@ Also prints the retrieval quality on the shipped questions (recall@1/@5, oracle 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import socket
@@ -22,7 +23,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -67,45 +70,81 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-async def hammer(url: str, queries: list[str], clients: int, k: int = 5) -> float:
-    import aiohttp
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) used so far by process ``pid`` (Linux /proc; NaN elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
+
+def concurrent(search, queries: list[str], clients: int, k: int = 5) -> float:
+    """Seconds for ``clients`` threads to run every query once through ``search(query, k)``."""
     todo = list(queries)
-    connector = aiohttp.TCPConnector(limit=clients)
-    async with aiohttp.ClientSession(connector=connector) as session:
-        async def client():
-            while todo:
+    lock = threading.Lock()
+
+    def client():
+        while True:
+            with lock:
+                if not todo:
+                    return
                 query = todo.pop()
-                async with session.post(url, json={"queries": [query], "topk": k, "return_scores": True}) as resp:
-                    body = await resp.json()
-                    assert len(body["result"]) == 1
+            search(query, k)
 
-        start = time.perf_counter()
-        await asyncio.gather(*(client() for _ in range(clients)))
-        return time.perf_counter() - start
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    start = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - start
 
 
-def server_throughput(corpus_path: Path, cache: str, queries: list[str], clients: int) -> float:
+def start_server(corpus_path: Path, cache: str) -> tuple[subprocess.Popen, str]:
     port = free_port()
     env = {**os.environ, "AGENT_GYM_CACHE": cache}
     proc = subprocess.Popen([sys.executable, "-m", "agent_gym", "serve-retriever", "--corpus", str(corpus_path),
                              "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        import httpx
+    deadline = time.monotonic() + 600
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as reply:
+                if reply.status == 200:
+                    return proc, f"http://127.0.0.1:{port}/retrieve"
+        except OSError:
+            time.sleep(0.2)
+        if time.monotonic() > deadline or proc.poll() is not None:
+            proc.kill()
+            raise RuntimeError("retrieval server did not start")
 
-        deadline = time.monotonic() + 600
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise RuntimeError("retrieval server did not start")
-        url = f"http://127.0.0.1:{port}/retrieve"
-        asyncio.run(hammer(url, queries[:100], clients))  # warm-up
-        runs = [len(queries) / asyncio.run(hammer(url, queries, clients)) for _ in range(3)]
-        return statistics.median(runs)
+
+def server_vs_in_process(local, corpus_path: Path, cache: str, queries: list[str], clients: int) -> dict:
+    """Queries/s in process (1 thread; ``clients`` threads) and through the server (``clients`` threads,
+    each a :class:`RemoteRetriever` call of one query per request), runs interleaved, medians of 3;
+    plus the CPU per query of the benchmark process and of the server process during the server runs."""
+    from agent_gym.envs.rag import RemoteRetriever
+
+    proc, url = start_server(corpus_path, cache)
+    try:
+        remote = RemoteRetriever(url)
+        concurrent(remote.search, queries[:200], clients)  # warm-up: connections, first batches
+        concurrent(local.search, queries[:200], clients)
+        one, many, served, client_cpu, server_cpu = [], [], [], [], []
+        for _ in range(3):
+            start = time.perf_counter()
+            for query in queries:
+                local.search(query, 5)
+            one.append(len(queries) / (time.perf_counter() - start))
+            many.append(len(queries) / concurrent(local.search, queries, clients))
+            cpu, server = time.process_time(), process_cpu(proc.pid)
+            served.append(len(queries) / concurrent(remote.search, queries, clients))
+            client_cpu.append((time.process_time() - cpu) / len(queries))
+            server_cpu.append((process_cpu(proc.pid) - server) / len(queries))
+        remote.close()
+        return {"one": statistics.median(one), "many": statistics.median(many), "served": statistics.median(served),
+                "client_us": statistics.median(client_cpu) * 1e6, "server_us": statistics.median(server_cpu) * 1e6}
     finally:
         proc.kill()
         proc.wait()
@@ -151,7 +190,8 @@ def main() -> None:
         synthetic_path = Path(cache) / "synthetic.jsonl"
         synthetic_queries = synthetic_corpus(synthetic_path, args.synthetic)
         big = load_corpus(synthetic_path)
-        measure(f"BM25, {args.synthetic:,} docs (synthetic)", "bm25", big, synthetic_queries[: args.queries])
+        big_retriever = measure(f"BM25, {args.synthetic:,} docs (synthetic)", "bm25", big,
+                                synthetic_queries[: args.queries])
     if not args.skip_dense:
         threads = f", {args.torch_threads} torch thread(s)" if args.torch_threads else ""
         retrievers["dense"] = measure(f"dense MiniLM, 2,024 docs{threads}", "dense", corpus, questions)
@@ -164,16 +204,24 @@ def main() -> None:
 
     if args.dense_only:
         rows.clear()
-    print(f"\nServer, {args.clients} concurrent clients (one query per request), BM25:")
-    print("| corpus | in-process queries/s (1 thread) | server queries/s | ratio |")
-    print("|---|---|---|---|")
+    print(f"\nServer vs in process, BM25, {args.clients} client threads (RemoteRetriever, one query per request),"
+          " runs interleaved, medians of 3:")
+    print("| corpus | in process, 1 thread | in process, 16 threads | server | server / 1 thread | server / 16 threads "
+          "| CPU per query: client side | server side | in process |")
+    print("|---|---|---|---|---|---|---|---|---|")
     servers = [] if args.dense_only else [
-        ("2,024 docs", builtin_corpus_path(), questions * 3, rows[0]),
-        (f"{args.synthetic:,} docs", synthetic_path, synthetic_queries[:1000], rows[1]),
+        ("2,024 docs", builtin_corpus_path(), questions * 3, retrievers["bm25"]),
+        (f"{args.synthetic:,} docs", synthetic_path, synthetic_queries[:1000], big_retriever),
     ]
-    for label, path, queries, row in servers:
-        served = server_throughput(Path(path), cache, queries, args.clients)
-        print(f"| {label} | {row[4]:.0f} | {served:.0f} | {served / row[4]:.2f} |", flush=True)
+    for label, path, queries, local in servers:
+        cpu = time.process_time()
+        for query in queries:
+            local.search(query, 5)
+        local_us = (time.process_time() - cpu) / len(queries) * 1e6
+        r = server_vs_in_process(local, Path(path), cache, queries, args.clients)
+        print(f"| {label} | {r['one']:.0f} q/s | {r['many']:.0f} q/s | {r['served']:.0f} q/s | "
+              f"{r['served'] / r['one']:.2f} | {r['served'] / r['many']:.2f} | {r['client_us']:.0f} µs | "
+              f"{r['server_us']:.0f} µs | {local_us:.0f} µs |", flush=True)
 
     single = [t for t in tasks if t["type"] == "single_hop"]
     two_hop = [t for t in tasks if t["type"] == "two_hop"]
