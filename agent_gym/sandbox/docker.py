@@ -8,8 +8,10 @@ those a root shell needs for files (``CHOWN``, ``DAC_OVERRIDE``, ``FOWNER``, ``F
 :class:`~agent_gym.sandbox.base.SandboxLimits`: memory (``mem_limit`` = ``memswap_limit``),
 processes (``pids_limit``), CPUs (``nano_cpus``), and ``ulimit`` for CPU time, file size
 and open files (the container's disk is not limited: most storage drivers cannot).
-Containers carry the label ``agent_gym.sandbox`` and are removed (forced)
-on ``close``, at garbage collection and at interpreter exit.
+Containers carry the label ``agent_gym.sandbox`` (and ``agent_gym.sandbox.owner``: host and
+process id) and are removed (forced) on ``close``, at garbage collection and at interpreter
+exit; those of a process killed before its exit handlers ran are removed by the next process
+that starts a sandbox on the host (:func:`remove_orphans`).
 
 The persistent session: every :meth:`DockerSandbox.run` is one ``docker exec`` of bash
 that restores the shell state saved by the previous command (variables, functions,
@@ -28,6 +30,7 @@ from __future__ import annotations
 import atexit
 import io
 import os
+import socket
 import threading
 import time
 import weakref
@@ -37,7 +40,15 @@ from typing import Any
 from agent_gym.checks import check_int, check_timeout
 from agent_gym.sandbox.base import Result, SandboxError, SandboxLimits, SandboxUnavailableError
 
-__all__ = ["DockerPool", "DockerSandbox", "container_options", "docker_client", "docker_unavailable_reason"]
+__all__ = [
+    "DockerPool",
+    "DockerSandbox",
+    "container_options",
+    "docker_client",
+    "docker_unavailable_reason",
+    "remove_orphans",
+    "shared_client",
+]
 
 LABEL = "agent_gym.sandbox"
 _CTL = "/run/agent_gym"
@@ -94,6 +105,51 @@ def docker_client() -> Any:
     return client
 
 
+_SHARED: list[Any] = []
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_client() -> Any:
+    """One :func:`docker_client` per process (sandboxes share it, and with it their container pools).
+
+    At its creation, containers that earlier processes of this host left behind (killed before
+    their exit handlers ran) are removed: see :func:`remove_orphans`.
+    """
+    with _SHARED_LOCK:
+        if not _SHARED:
+            client = docker_client()
+            remove_orphans(client)
+            _SHARED.append(client)
+        return _SHARED[0]
+
+
+def _owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_orphans(client: Any) -> list[str]:
+    """Remove the sandbox containers whose owning process (on this host) is gone; returns their ids."""
+    removed = []
+    host = socket.gethostname()
+    for container in client.containers.list(all=True, filters={"label": LABEL}):
+        owner = str((getattr(container, "labels", None) or {}).get(f"{LABEL}.owner", ""))
+        name, _, pid = owner.rpartition(":")
+        if name == host and pid.isdigit() and not _pid_alive(int(pid)):
+            _remove(container)
+            removed.append(container.id)
+    return removed
+
+
 def docker_unavailable_reason() -> str | None:
     """None if the Docker SDK is installed and an engine answers ``ping``, else why not."""
     try:
@@ -116,7 +172,7 @@ def container_options(image: str, limits: SandboxLimits, workdir: str = "/app") 
         "network_mode": "none",
         "working_dir": workdir,
         "environment": dict(_ENV),
-        "labels": {LABEL: "1", f"{LABEL}.owner": str(os.getpid())},
+        "labels": {LABEL: "1", f"{LABEL}.owner": _owner()},
         "mem_limit": limits.memory_mb * mib,
         "memswap_limit": limits.memory_mb * mib,
         "pids_limit": limits.processes,
@@ -257,7 +313,7 @@ class DockerSandbox:
         timeout: Default seconds per command.
         env: Extra environment variables of every command.
         workdir: Working directory of the shell (default ``/app``).
-        client: A Docker client (default :func:`docker_client`).
+        client: A Docker client (default :func:`shared_client`).
         pool_size: Pre-started containers kept per configuration (0: start one per sandbox).
 
     Raises:
@@ -285,7 +341,7 @@ class DockerSandbox:
         self.timeout = float(check_timeout("timeout", timeout, allow_none=False))  # type: ignore[arg-type]
         self.workdir = workdir
         self.env = {**_ENV, "HOME": "/root", **{str(k): str(v) for k, v in dict(env or {}).items()}}
-        self.client = client if client is not None else docker_client()
+        self.client = client if client is not None else shared_client()
         self._lock = threading.Lock()
         self._closed = False
         self._seq = 0

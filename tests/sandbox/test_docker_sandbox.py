@@ -2,6 +2,7 @@
 
 import io
 import os
+import socket
 import subprocess
 import sys
 import tarfile
@@ -186,6 +187,51 @@ def test_pool_prestarts_and_refills_and_exit_removes_everything():
     pool.close()
 
 
+def test_sandboxes_share_one_client_and_one_pool_per_configuration(monkeypatch):
+    client = _Client()
+    made = []
+    monkeypatch.setattr(docker_backend, "docker_client", lambda: made.append(1) or client)
+    monkeypatch.setattr(docker_backend, "remove_orphans", lambda c: made.append(c))
+    monkeypatch.setattr(docker_backend, "_SHARED", [])
+    monkeypatch.setattr(docker_backend, "_POOLS", {})
+    _boot(client)
+    _boot(client)
+    first, second = DockerSandbox("img:4", LIMITS, pool_size=1), DockerSandbox("img:4", LIMITS, pool_size=1)
+    assert first.client is second.client is client and made == [1, client]  # orphans removed once
+    assert len(docker_backend._POOLS) == 1 and first.container is not second.container
+    (pool,) = docker_backend._POOLS.values()
+    deadline = time.monotonic() + 10
+    while pool._filling and time.monotonic() < deadline:  # refills in flight
+        time.sleep(0.01)
+    first.close()
+    second.close()
+    docker_backend._close_pools()
+    assert all(c.removed == 1 for c in client.containers.started)
+
+
+def test_orphans_of_dead_processes_on_this_host_are_removed():
+    client = _Client()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    host = socket.gethostname()
+    owners = [f"{host}:{dead.pid}", f"{host}:{os.getpid()}", f"elsewhere:{dead.pid}", "garbage"]
+    for owner in owners:
+        client.containers.run(labels={"agent_gym.sandbox": "1", "agent_gym.sandbox.owner": owner})
+    listed = []
+
+    def list_containers(all, filters):
+        listed.append((all, filters))
+        return [c for c in client.containers.started if "agent_gym.sandbox" in c.options["labels"]]
+
+    client.containers.list = list_containers
+    for container in client.containers.started:
+        container.labels = container.options["labels"]
+    removed = docker_backend.remove_orphans(client)
+    assert listed == [(True, {"label": "agent_gym.sandbox"})]
+    assert [c.removed for c in client.containers.started] == [1, 0, 0, 0] and removed == ["c0"]
+    assert container_options("img", LIMITS)["labels"]["agent_gym.sandbox.owner"] == f"{host}:{os.getpid()}"
+
+
 def test_backend_selection_and_task_images(tmp_path):
     assert select_backend({"id": "a", "image": None}) == "local"
     assert select_backend({"id": "a", "image": "img:1"}) == "docker"
@@ -292,8 +338,8 @@ def test_docker_sandbox_session_timeout_network_and_cleanup():
 
 @needs_engine
 def test_containers_are_removed_at_interpreter_exit():
-    code = ("import os\nfrom agent_gym.sandbox import DockerSandbox\n"
-            f"box = DockerSandbox({IMAGE!r}, pool_size=2)\nprint(os.getpid(), flush=True)\n")
+    code = ("import os, socket\nfrom agent_gym.sandbox import DockerSandbox\n"
+            f"box = DockerSandbox({IMAGE!r}, pool_size=2)\nprint(f'{{socket.gethostname()}}:{{os.getpid()}}')\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
     import docker
 
