@@ -136,3 +136,14 @@ def test_argument_checks():
         LocalSandbox(limits={"memory_mb": 1})
     with pytest.raises(ValueError, match="binds"):
         LocalSandbox(binds=["relative"])
+
+
+@needs_bwrap
+def test_driver_errors_come_back_intact(box):
+    # The driver writes its JSON replies without the json module: quotes, control characters,
+    # non-ASCII and characters beyond the BMP must survive.
+    name = '/nonexistent/"q"\\\x01é😀'
+    with pytest.raises(SandboxError) as caught:
+        box.read_file(name)
+    assert "FileNotFoundError" in str(caught.value) and repr(name)[1:-1] in str(caught.value)
+    assert box.run("echo still fine").output == "still fine\n"
