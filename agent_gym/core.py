@@ -16,12 +16,9 @@ lives here.
 
 from __future__ import annotations
 
-import copy
 import json
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
 from types import MappingProxyType
 from typing import Any
 
@@ -30,7 +27,9 @@ import orjson
 
 from agent_gym.checks import check_bool, check_int, check_timeout
 from agent_gym.envs.grading import normalize_text
+from agent_gym.rewards import RewardConfig
 from agent_gym.spaces import ConversationSpace, TextSpace
+from agent_gym.tasks import checked_task_list, copy_task, format_tool_call, validate_task
 from agent_gym.tools import (
     DEFAULT_MAX_OUTPUT_CHARS,
     DEFAULT_TIME_LIMIT,
@@ -54,115 +53,6 @@ _FINISH_STATUS = {
     FinishReason.PROMPT_TRUNCATION: EpisodeStatus.PROMPT_TRUNCATION,
     FinishReason.ERROR: EpisodeStatus.POLICY_ERROR,
 }
-
-
-@dataclass(frozen=True)
-class RewardConfig:
-    """Reward values of an :class:`AgentEnv`.
-
-    ``toolcall_reward`` of a step = ``tool_success`` if at least one call was
-    well-formed, succeeded and was useful, plus ``tool_error`` per failed call
-    (malformed, unknown tool, bad arguments, exception, time or size limit),
-    plus ``no_action`` when the message neither called a tool nor answered.
-    ``res_reward`` = ``correct`` times the task score of the answer (in [0, 1]).
-
-    Attributes:
-        correct: Reward for a fully correct answer.
-        tool_success: Bonus for a step with a useful successful tool call.
-        tool_error: Reward per failed tool call (negative).
-        no_action: Reward for a message with no tool call and no answer.
-    """
-
-    correct: float = 1.0
-    tool_success: float = 0.1
-    tool_error: float = -0.1
-    no_action: float = -0.1
-
-    @classmethod
-    def coerce(cls, value: RewardConfig | Mapping[str, float] | None) -> RewardConfig:
-        """Build from None (defaults), a mapping of field values, or a RewardConfig."""
-        if value is None:
-            return cls()
-        if isinstance(value, cls):
-            return value
-        if isinstance(value, Mapping):
-            unknown = sorted(set(value) - set(asdict(cls())))
-            if unknown:
-                raise ValueError(f"rewards: expected keys among {list(asdict(cls()))}, got unknown {unknown}")
-            return cls(**{k: float(v) for k, v in value.items()})
-        raise TypeError(f"rewards: expected RewardConfig, a mapping or None, got {type(value).__name__}")
-
-
-# (env class, id of a tuple of tasks) -> (that tuple, its validated tasks); see AgentEnv._checked_tasks.
-_VALIDATED_TASKS: dict[tuple[type, int], tuple[tuple, tuple[dict[str, Any], ...]]] = {}
-_VALIDATED_LOCK = threading.Lock()
-
-
-def validate_task(task: Any, where: str = "task") -> dict[str, Any]:
-    """Check that a task has the keys every env needs and return it as a dict.
-
-    A task needs ``id`` (str or int), ``question`` (non-empty str) and
-    ``ground_truth`` (not None). An optional ``solution`` is a list of turns,
-    each a list of ``{"name", "arguments"}`` tool calls.
-
-    Args:
-        task: The task to check.
-        where: How to name the task in messages.
-
-    Returns:
-        The task as a (shallow-copied) dict.
-
-    Raises:
-        ValueError: Naming the missing or invalid key.
-    """
-    if not isinstance(task, Mapping):
-        raise ValueError(f"{where}: expected a dict with keys 'id', 'question', 'ground_truth', "
-                         f"got {type(task).__name__}")
-    missing = [k for k in ("id", "question", "ground_truth") if k not in task]
-    if missing:
-        raise ValueError(f"{where}: expected keys 'id', 'question', 'ground_truth', missing {missing} "
-                         f"(got keys {sorted(map(str, task))})")
-    if isinstance(task["id"], bool) or not isinstance(task["id"], (str, int)):
-        raise ValueError(f"{where}: expected 'id' to be str or int, got {type(task['id']).__name__}")
-    if not isinstance(task["question"], str) or not task["question"].strip():
-        raise ValueError(f"{where}: expected 'question' to be a non-empty str, got {task['question']!r:.60}")
-    if task["ground_truth"] is None:
-        raise ValueError(f"{where}: expected a 'ground_truth', got None")
-    solution = task.get("solution")
-    if solution is not None:
-        ok = isinstance(solution, list) and all(
-            isinstance(turn, list)
-            and all(isinstance(c, Mapping) and isinstance(c.get("name"), str)
-                    and isinstance(c.get("arguments", {}), Mapping) for c in turn)
-            for turn in solution
-        )
-        if not ok:
-            raise ValueError(f"{where}: expected 'solution' to be a list of turns, each a list of "
-                             f"{{'name', 'arguments'}} tool calls, got {solution!r:.80}")
-    return dict(task)
-
-
-_IMMUTABLE = frozenset({str, int, float, bool, type(None), bytes})
-
-
-def _copy_plain(value: Any) -> Any:
-    """Deep copy of a task: dicts, lists and tuples rebuilt, scalars shared, anything else deep-copied."""
-    kind = type(value)
-    if kind in _IMMUTABLE:
-        return value
-    if kind is dict:
-        return {k: _copy_plain(v) for k, v in value.items()}
-    if kind is list:
-        return [_copy_plain(v) for v in value]
-    if kind is tuple:
-        return tuple([_copy_plain(v) for v in value])
-    return copy.deepcopy(value)
-
-
-
-def format_tool_call(name: str, arguments: Mapping[str, Any]) -> str:
-    """Render one hermes-style ``<tool_call>`` block."""
-    return "<tool_call>" + json.dumps({"name": name, "arguments": dict(arguments)}, ensure_ascii=False) + "</tool_call>"
 
 
 class AgentEnv(gym.Env[tuple[Message, ...], str]):
@@ -313,27 +203,8 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
         return self._base_prompt
 
     def _checked_tasks(self, source: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-        """Validate ``source`` with :meth:`validate_tasks`, reusing the result for a shared tuple.
-
-        A tuple (an immutable container, e.g. a subclass's built-in tasks) is checked once per
-        env class; every env built afterwards gets its own list of the same validated dicts.
-        """
-        key = (type(self), id(source))
-        if type(source) is tuple:
-            with _VALIDATED_LOCK:
-                found = _VALIDATED_TASKS.get(key)
-            if found is not None and found[0] is source:
-                return list(found[1])
-        raw = list(source)
-        if not raw:
-            raise ValueError(f"tasks: expected a non-empty list of task dicts, got {source!r}")
-        tasks = self.validate_tasks(raw)
-        if type(source) is tuple:
-            with _VALIDATED_LOCK:
-                if len(_VALIDATED_TASKS) >= 64:
-                    _VALIDATED_TASKS.clear()
-                _VALIDATED_TASKS[key] = (source, tuple(tasks))
-        return tasks
+        """Validate ``source`` with :meth:`validate_tasks`, once per env class for a shared tuple."""
+        return checked_task_list(type(self), source, self.validate_tasks)
 
     # ------------------------------------------------------------------ hooks for subclasses
 
@@ -515,7 +386,7 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
             {"role": "user", "content": self.format_question(task)},
         ]
         info = {
-            "task": _copy_plain(task),
+            "task": copy_task(task),
             "tools": [] if self.tools_in_prompt else orjson.loads(self._episode_schemas_json),
             "tools_in_prompt": self.tools_in_prompt,
             "episode_id": self._episode_id,
