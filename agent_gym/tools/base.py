@@ -32,10 +32,8 @@ envs whose tools share state (a database, a sandbox, a simulated user).
 
 from __future__ import annotations
 
-import collections
 import inspect
 import re
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -46,7 +44,7 @@ import orjson
 from agent_gym.errors import ArgumentError
 from agent_gym.tools.arguments import ArgumentValidator
 from agent_gym.tools.execution import call_with_time_limit, to_text
-from agent_gym.tools.schema import _type_hints, function_schema
+from agent_gym.tools.schema import PerCallableCache, _type_hints, function_schema
 
 __all__ = [
     "DEFAULT_MAX_OUTPUT_CHARS",
@@ -138,38 +136,14 @@ def non_blocking(func: F) -> F:
 
 # --------------------------------------------------------------------------- derived once per callable
 
-_SPEC_CACHE_SIZE = 512
-_spec_cache: collections.OrderedDict[Any, tuple[bytes, dict[str, Any], ArgumentValidator]] = (
-    collections.OrderedDict()
-)
-_spec_lock = threading.Lock()
-
-
 def _build_spec(func: Callable[..., Any], name: str, description: str | None) -> tuple[bytes, dict, ArgumentValidator]:
     schema, _, _ = function_schema(func, name, description)
     validator = ArgumentValidator(func, name, _type_hints(func))
     return orjson.dumps(schema), schema, validator
 
 
-def _spec(func: Callable[..., Any], name: str, description: str | None) -> tuple[bytes, dict, ArgumentValidator]:
-    """Schema and validator of a callable, shared between tools made from it (never mutate them)."""
-    try:
-        # a bound method is keyed by its function: the cache must not keep instances alive
-        key = (func.__func__, "bound", name, description) if inspect.ismethod(func) else (func, name, description)
-        hash(key)
-    except (TypeError, AttributeError):
-        return _build_spec(func, name, description)
-    with _spec_lock:
-        found = _spec_cache.get(key)
-        if found is not None:
-            _spec_cache.move_to_end(key)
-            return found
-    found = _build_spec(func, name, description)
-    with _spec_lock:
-        _spec_cache[key] = found
-        while len(_spec_cache) > _SPEC_CACHE_SIZE:
-            _spec_cache.popitem(last=False)
-    return found
+_spec = PerCallableCache(_build_spec).get
+"""Schema and validator of a callable, shared between tools made from it (never mutate them)."""
 
 
 class FunctionTool:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 __all__ = [
+    "PerCallableCache",
     "function_schema",
     "parse_google_docstring",
     "shared_function_schema",
@@ -245,9 +246,41 @@ def _type_hints(func: Callable[..., Any]) -> dict[str, Any]:
             return {}
 
 
-_SCHEMA_CACHE_SIZE = 512
-_schema_cache: collections.OrderedDict[Any, tuple[dict[str, Any], frozenset[str], bool]] = collections.OrderedDict()
-_schema_cache_lock = threading.Lock()
+class PerCallableCache:
+    """Results derived from a callable (with a tool name and description), kept for the most recent ones.
+
+    A bound method is keyed by its function, so the cache keeps no instance alive; a
+    callable that cannot be hashed is built every time. Results are shared: never mutate them.
+
+    Args:
+        build: ``build(func, name, description)`` derives the result.
+        size: How many results are kept (least recently used go first).
+    """
+
+    def __init__(self, build: Callable[[Callable[..., Any], str, str | None], Any], size: int = 512) -> None:
+        self._build = build
+        self._size = size
+        self._cache: collections.OrderedDict[Any, Any] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, func: Callable[..., Any], name: str, description: str | None) -> Any:
+        """The result for ``func``, built on first use."""
+        try:
+            key = (func.__func__, "bound", name, description) if inspect.ismethod(func) else (func, name, description)
+            hash(key)
+        except (TypeError, AttributeError):  # an unhashable callable object
+            return self._build(func, name, description)
+        with self._lock:
+            found = self._cache.get(key)
+            if found is not None:
+                self._cache.move_to_end(key)
+                return found
+        found = self._build(func, name, description)
+        with self._lock:
+            self._cache[key] = found
+            while len(self._cache) > self._size:
+                self._cache.popitem(last=False)
+        return found
 
 
 def shared_function_schema(
@@ -258,23 +291,7 @@ def shared_function_schema(
     Every env builds its tools again; deriving a schema (signature, type hints, docstring)
     costs far more than looking it up, so results are kept for the most recent callables.
     """
-    try:
-        # a bound method is keyed by its function: the cache must not keep instances alive
-        key = (func.__func__, "bound", name, description) if inspect.ismethod(func) else (func, name, description)
-        hash(key)
-    except TypeError:  # an unhashable callable object
-        return function_schema(func, name, description)
-    with _schema_cache_lock:
-        found = _schema_cache.get(key)
-        if found is not None:
-            _schema_cache.move_to_end(key)
-            return found
-    found = function_schema(func, name, description)
-    with _schema_cache_lock:
-        _schema_cache[key] = found
-        while len(_schema_cache) > _SCHEMA_CACHE_SIZE:
-            _schema_cache.popitem(last=False)
-    return found
+    return _schema_cache.get(func, name, description)
 
 
 def function_schema(
@@ -332,3 +349,6 @@ def function_schema(
         parameters["additionalProperties"] = False
     schema = {"type": "function", "function": {"name": name, "description": text or name, "parameters": parameters}}
     return schema, frozenset(required), accepts_extra
+
+
+_schema_cache = PerCallableCache(function_schema)
