@@ -408,19 +408,7 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
             TypeError: If ``action`` is neither a ``str`` nor a ``PolicyOutput``.
             RuntimeError: If called before ``reset`` or after the episode ended.
         """
-        if self._task is None:
-            raise RuntimeError("step() called before reset(); call env.reset() first")
-        if self._done:
-            raise RuntimeError("step() called after the episode ended; call env.reset() to start a new one")
-        if isinstance(action, str):
-            text, finish_reason = action, FinishReason.STOP
-        elif isinstance(action, PolicyOutput):
-            text, finish_reason = action.text, action.finish_reason
-        else:
-            raise TypeError(f"action: expected str or PolicyOutput, got {type(action).__name__}")
-        self._turns += 1
-        self.last_reward_time = 0.0
-        self.last_parsed = None
+        text, finish_reason = self._begin_step(action)
         info: dict[str, Any] = {"toolcall_reward": 0.0, "res_reward": 0.0, "tool_calls": []}
         terminated = truncated = False
         status: EpisodeStatus | None = None
@@ -483,6 +471,23 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
             raise TypeError(f"{type(self).__name__}.validate_tasks: expected a list of one task dict back, "
                             f"got {checked!r:.80}")
         return checked[0]
+
+    def _begin_step(self, action: str | PolicyOutput) -> tuple[str, FinishReason]:
+        """Check that a step may run now, count it, and return the action's text and finish reason."""
+        if self._task is None:
+            raise RuntimeError("step() called before reset(); call env.reset() first")
+        if self._done:
+            raise RuntimeError("step() called after the episode ended; call env.reset() to start a new one")
+        if isinstance(action, str):
+            text, finish_reason = action, FinishReason.STOP
+        elif isinstance(action, PolicyOutput):
+            text, finish_reason = action.text, action.finish_reason
+        else:
+            raise TypeError(f"action: expected str or PolicyOutput, got {type(action).__name__}")
+        self._turns += 1
+        self.last_reward_time = 0.0
+        self.last_parsed = None
+        return text, finish_reason
 
     def _set_tools(self, tools: dict[str, Tool], schemas_json: bytes | None = None) -> None:
         self._episode_tools = tools

@@ -222,18 +222,7 @@ class ConversationEnv(AgentEnv):
             TypeError: If ``action`` is neither a ``str`` nor a ``PolicyOutput``.
             RuntimeError: If called before ``reset`` or after the episode ended.
         """
-        if self._task is None:
-            raise RuntimeError("step() called before reset(); call env.reset() first")
-        if self._done:
-            raise RuntimeError("step() called after the episode ended; call env.reset() to start a new one")
-        if isinstance(action, str):
-            text, finish_reason = action, FinishReason.STOP
-        elif isinstance(action, PolicyOutput):
-            text, finish_reason = action.text, action.finish_reason
-        else:
-            raise TypeError(f"action: expected str or PolicyOutput, got {type(action).__name__}")
-        self._turns += 1
-        self.last_reward_time = 0.0
+        text, finish_reason = self._begin_step(action)
         info: dict[str, Any] = {"toolcall_reward": 0.0, "res_reward": 0.0, "tool_calls": [], "turn": self._turn}
         end: tuple[bool, EpisodeStatus, str] | None = None  # (terminated, status, end_reason)
         if finish_reason in _FINISH_STATUS:
