@@ -1,7 +1,9 @@
 """FastAPI application of the reference server (vLLM's OpenAI-compatible dialect).
 
-Endpoints: ``POST /v1/completions``, ``POST /v1/chat/completions``, ``GET /v1/models``,
-``POST /tokenize``, ``POST /detokenize``, ``GET /health``. Errors use vLLM's body
+Endpoints: ``POST /v1/completions`` (also streamed: ``"stream": true`` answers vLLM's
+server-sent events token by token, see :mod:`agent_gym.server.streaming`),
+``POST /v1/chat/completions``, ``GET /v1/models``, ``POST /tokenize``, ``POST /detokenize``,
+``GET /health``. Errors use vLLM's body
 ``{"error": {"message", "type", "param", "code"}}``. Generation runs in the engine's worker
 thread (or without a model in fake mode), never on the event loop.
 
@@ -24,7 +26,7 @@ from typing import Any, TypeVar
 import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ValidationError
 
 from agent_gym.server.generation import SeqResult
@@ -38,6 +40,7 @@ from agent_gym.server.protocol import (
     message_text,
     to_gen_request,
 )
+from agent_gym.server.streaming import stream_completions
 
 __all__ = ["Faults", "create_app"]
 
@@ -69,6 +72,8 @@ class Faults:
         fail_status: Status of those failures (e.g. 500 or 429).
         hang_after: When set, requests after the first ``hang_after`` never get an answer.
         malformed_json: Answer 200 with a truncated, unparseable JSON body.
+        cut_stream_after: When set, a streamed answer is cut off (the connection dropped)
+            after this many token chunks.
     """
 
     die_after: int | None = None
@@ -76,6 +81,7 @@ class Faults:
     fail_status: int = 500
     hang_after: int | None = None
     malformed_json: bool = False
+    cut_stream_after: int | None = None
 
     def __post_init__(self) -> None:
         self._count = 0
@@ -236,6 +242,20 @@ def create_app(engine: Any, *, served_model_name: str | None = None, faults: Fau
             if err is not None:
                 raise err
             gens.append(to_gen_request(req, ids, max_tokens=max_tokens, top_logprobs=top, vocab_size=engine.vocab_size))
+        if req.stream:
+            usage = bool((req.stream_options or {}).get("include_usage"))
+            as_ids = req.return_tokens_as_token_ids
+
+            def chunk_logprobs(ids: list[int], lps: list[float], tops: list[list[tuple[int, float]]],
+                               offset: int) -> dict[str, Any]:
+                return _completion_logprobs(SeqResult(ids, lps, tops, "", ""), token_text, as_ids, offset)
+
+            events = stream_completions(
+                engine, gens, model=name, return_token_ids=req.return_token_ids,
+                logprobs=chunk_logprobs if req.logprobs is not None else None, include_usage=usage,
+                cut_after=faults.cut_stream_after,
+            )
+            return StreamingResponse(events, media_type="text/event-stream")
         results = await asyncio.gather(*(engine.generate(g) for g in gens))
         choices = []
         prompt_tokens = completion_tokens = 0
@@ -280,6 +300,9 @@ def create_app(engine: Any, *, served_model_name: str | None = None, faults: Fau
             return injected
         if not req.messages:
             raise BadRequest("messages must be a non-empty list.", param="messages")
+        if req.stream:
+            raise BadRequest("stream=true is supported by /v1/completions only in this reference server.",
+                             param="stream")
         ids = chat_prompt(
             req.messages, req.tools, req.chat_template_kwargs, req.add_generation_prompt, req.continue_final_message
         )
@@ -365,9 +388,9 @@ def _split_prompts(prompt: Any) -> list[str | list[int]]:
     return list(prompt)
 
 
-def _completion_logprobs(s: SeqResult, text: _TokenText, as_ids: bool) -> dict[str, Any]:
+def _completion_logprobs(s: SeqResult, text: _TokenText, as_ids: bool, start: int = 0) -> dict[str, Any]:
     tokens = [text(t, as_ids) for t in s.token_ids]
-    offsets, pos = [], 0
+    offsets, pos = [], start
     for t in s.token_ids:
         offsets.append(pos)
         pos += len(text(t, False))

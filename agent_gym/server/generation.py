@@ -24,6 +24,7 @@ import logging
 import queue
 import random
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +41,8 @@ class GenRequest:
     """One generation request: ``n`` samples continuing ``prompt_ids``.
 
     Attributes mirror vLLM's sampling parameters; ``seed`` seeds sample ``i`` with ``seed + i``.
+    ``on_token``, when set, is called as ``on_token(i, token_id, logprob, top_logprobs)`` for
+    each id sample ``i`` draws, as it is drawn (from the engine's thread; it must not block).
     """
 
     prompt_ids: list[int]
@@ -60,6 +63,9 @@ class GenRequest:
     top_logprobs: int = 0
     skip_special_tokens: bool = True
     include_stop_str_in_output: bool = False
+    on_token: Callable[[int, int, float, list[tuple[int, float]]], None] | None = field(
+        default=None, repr=False, compare=False
+    )
 
 
 @dataclass
@@ -90,6 +96,7 @@ class _Seq:
         import torch
 
         self.req = req
+        self.index = index
         self.penalties = Penalties(req, vocab_size, req.prompt_ids, ())
         self.out: list[int] = []
         self.lps: list[float] = []
@@ -298,6 +305,11 @@ class TransformersEngine:
             s.tops.append([(int(i), float(v)) for i, v in zip(idx, vals, strict=False)])
         else:
             s.tops.append([])
+        if req.on_token is not None:
+            try:
+                req.on_token(s.index, token, s.lps[-1], s.tops[-1])
+            except Exception:  # a listener's failure must not stop the batch
+                logger.exception("on_token callback failed")
         self._check_stop(s, token)
         return token
 
@@ -323,7 +335,9 @@ class FakeEngine:
 
     Every sample is ``num_tokens - 1`` copies of ``token_id`` followed by the EOS id (cut to
     ``max_tokens``, finish reason ``"length"``, when that is shorter), each with logprob
-    ``-0.5``, after ``latency_ms`` of non-blocking sleep. There is no concurrency limit.
+    ``-0.5``, after ``latency_ms`` of non-blocking sleep, then ``token_latency_ms`` per token
+    (the ids are passed to ``GenRequest.on_token`` one by one, so a streamed answer arrives
+    token by token). There is no concurrency limit.
 
     Args:
         tokenizer: Tokenizer used for chat templates, ``/tokenize`` and decoding.
@@ -331,6 +345,7 @@ class FakeEngine:
         latency_ms: Delay before each answer.
         max_model_len: Context length reported and enforced.
         token_id: The repeated id (defaults to the id of ``" ok"``'s first token).
+        token_latency_ms: Delay of each token after the first delay.
     """
 
     LOGPROB = -0.5
@@ -343,6 +358,7 @@ class FakeEngine:
         latency_ms: float = 0.0,
         max_model_len: int = 32768,
         token_id: int | None = None,
+        token_latency_ms: float = 0.0,
     ) -> None:
         if num_tokens < 1:
             raise ValueError(f"expected num_tokens >= 1, got {num_tokens}")
@@ -350,6 +366,7 @@ class FakeEngine:
         self.model_path = "fake"
         self.num_tokens = num_tokens
         self.latency = latency_ms / 1000.0
+        self.token_latency = token_latency_ms / 1000.0
         self.max_model_len = max_model_len
         self.vocab_size = len(tokenizer)
         self.eos_ids = {int(tokenizer.eos_token_id)} if tokenizer.eos_token_id is not None else set()
@@ -372,6 +389,13 @@ class FakeEngine:
             text = self.tokenizer.decode(shown, skip_special_tokens=req.skip_special_tokens)
             self._texts[key] = text
         tops: list[list[tuple[int, float]]] = [[(i, self.LOGPROB)] if req.top_logprobs else [] for i in ids]
+        if self.token_latency or req.on_token is not None:
+            for k, token in enumerate(ids):
+                if self.token_latency:
+                    await asyncio.sleep(self.token_latency)
+                if req.on_token is not None:
+                    for i in range(req.n):
+                        req.on_token(i, token, self.LOGPROB, tops[k])
         return [SeqResult(list(ids), [self.LOGPROB] * len(ids), tops, text, finish, None) for _ in range(req.n)]
 
     def close(self) -> None:

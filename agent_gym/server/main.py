@@ -40,6 +40,16 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
     )
     test.add_argument("--fake-latency-ms", type=float, default=0.0, metavar="MS", help="delay of each fake answer")
     test.add_argument(
+        "--fake-token-latency-ms", type=float, default=0.0, metavar="MS", help="delay of each token of a fake answer"
+    )
+    test.add_argument(
+        "--cut-stream-after",
+        type=int,
+        default=None,
+        metavar="N",
+        help="drop the connection of every streamed answer after N chunks",
+    )
+    test.add_argument(
         "--fail-first", type=int, default=0, metavar="N", help="the first N generation requests fail with --fail-status"
     )
     test.add_argument("--fail-status", type=int, default=500, metavar="S", help="status of injected failures")
@@ -74,6 +84,7 @@ def build_app(args: argparse.Namespace) -> Any:
         fail_status=args.fail_status,
         hang_after=0 if args.hang else args.hang_after,
         malformed_json=args.malformed_json,
+        cut_stream_after=args.cut_stream_after,
     )
     if args.fake_tokens is not None:
         if args.model:
@@ -88,6 +99,7 @@ def build_app(args: argparse.Namespace) -> Any:
             tokenizer,
             num_tokens=args.fake_tokens,
             latency_ms=args.fake_latency_ms,
+            token_latency_ms=args.fake_token_latency_ms,
             max_model_len=args.max_model_len or 32768,
         )
         if args.model:

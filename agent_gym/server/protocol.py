@@ -70,6 +70,7 @@ class _Sampling(BaseModel):
     return_token_ids: bool = False
     return_tokens_as_token_ids: bool = False
     stream: bool = False
+    stream_options: dict[str, Any] | None = None
 
 
 class CompletionRequest(_Sampling):
@@ -187,8 +188,6 @@ def to_gen_request(
     _check(req.min_tokens >= 0, "min_tokens", "non-negative", req.min_tokens)
     _check(req.min_tokens <= max_tokens, "min_tokens", f"less than or equal to max_tokens={max_tokens}", req.min_tokens)
     _check(0 <= top_logprobs <= 20, "logprobs", "in [0, 20]", top_logprobs)
-    if req.stream:
-        raise BadRequest("stream=true is not supported by this reference server; send stream=false.", param="stream")
     stop = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
     _check(all(stop), "stop", "a list of non-empty strings", stop)
     stop_ids = list(req.stop_token_ids or [])

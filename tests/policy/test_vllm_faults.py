@@ -110,7 +110,7 @@ def test_other_400_is_not_retried(reference_server, qwen_tokenizer):
 
     async def bad_request():
         try:
-            return await policy.completions[0]({"prompt": [1, 2, 3], "max_tokens": 4, "stream": True})
+            return await policy.completions[0]({"prompt": [1, 2, 3], "max_tokens": 4, "temperature": -1})
         finally:
             await policy.aclose()
 
