@@ -48,16 +48,7 @@ __all__ = [
     "wilson_interval",
 ]
 
-_PLOTS = {
-    "plot_distributions",
-    "plot_histogram",
-    "plot_prompt_lengths",
-    "plot_response_tokens",
-    "plot_rewards",
-    "plot_steps",
-    "plot_time_split",
-    "plot_tool_use",
-}
+_PLOTS = frozenset(name for name in __all__ if name.startswith("plot_"))
 
 
 def __getattr__(name: str) -> Any:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -255,21 +255,26 @@ def _load_jsonl(path: Path, label: str) -> LoadedFile:
 
 
 # --------------------------------------------------------------------------- Parquet
+def _per_row(column: Any, chunk_totals: Callable[[Any], Any]) -> Any:
+    """Per-row int64 totals of a list column: ``chunk_totals`` of every non-empty chunk, concatenated."""
+    import numpy as np
+
+    chunks = column.chunks if hasattr(column, "chunks") else [column]
+    out = [chunk_totals(chunk) for chunk in chunks if len(chunk)]
+    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+
+
 def _column_sums(column: Any) -> Any:
     """Per-row sums of a ``list<int>`` column, as a numpy array."""
     import numpy as np
     import pyarrow.compute as pc
 
-    chunks = column.chunks if hasattr(column, "chunks") else [column]
-    out = []
-    for chunk in chunks:
-        n = len(chunk)
-        if n == 0:
-            continue
+    def sums(chunk: Any) -> Any:
         values = pc.list_flatten(chunk).to_numpy(zero_copy_only=False)
         parents = pc.list_parent_indices(chunk).to_numpy(zero_copy_only=False)
-        out.append(np.bincount(parents, weights=values, minlength=n).astype(np.int64))
-    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+        return np.bincount(parents, weights=values, minlength=len(chunk)).astype(np.int64)
+
+    return _per_row(column, sums)
 
 
 def _later_segment_sums(column: Any) -> Any:
@@ -277,24 +282,20 @@ def _later_segment_sums(column: Any) -> Any:
     import numpy as np
     import pyarrow.compute as pc
 
-    chunks = column.chunks if hasattr(column, "chunks") else [column]
-    out = []
-    for chunk in chunks:
+    def sums(chunk: Any) -> Any:
         n = len(chunk)
-        if n == 0:
-            continue
         segments = pc.list_flatten(chunk)
         rows = pc.list_parent_indices(chunk).to_numpy(zero_copy_only=False)
-        totals = np.zeros(n, dtype=np.int64)
-        if len(segments):
-            # ``offsets`` index the underlying values: re-base them on this chunk's first segment.
-            offsets = chunk.offsets.to_numpy(zero_copy_only=False)[:-1]
-            position = np.arange(len(rows)) - (offsets[rows] - offsets[0])
-            masks = _column_sums(segments.field("response_masks"))
-            keep = position >= 1
-            totals = np.bincount(rows[keep], weights=masks[keep], minlength=n).astype(np.int64)
-        out.append(totals)
-    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+        if not len(segments):
+            return np.zeros(n, dtype=np.int64)
+        # ``offsets`` index the underlying values: re-base them on this chunk's first segment.
+        offsets = chunk.offsets.to_numpy(zero_copy_only=False)[:-1]
+        position = np.arange(len(rows)) - (offsets[rows] - offsets[0])
+        masks = _column_sums(segments.field("response_masks"))
+        keep = position >= 1
+        return np.bincount(rows[keep], weights=masks[keep], minlength=n).astype(np.int64)
+
+    return _per_row(column, sums)
 
 
 def _parquet_batch(batch: Any, path: Path, label: str, first_row: int, episodes: list[EpisodeStats]) -> None:
