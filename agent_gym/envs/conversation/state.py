@@ -106,16 +106,7 @@ def state_diff(expected: Mapping[str, Any], actual: Mapping[str, Any], name: str
     (``missing`` for an absent attribute or key).
     """
     out: list[str] = []
-    for attr in sorted(set(expected) | set(actual)):
-        where = f"{name}.{attr}"
-        if attr not in actual:
-            out.append(f"{where}: expected {_short(expected[attr])}, got missing")
-        elif attr not in expected:
-            out.append(f"{where}: expected missing, got {_short(actual[attr])}")
-        else:
-            _diff(expected[attr], actual[attr], where, out, limit)
-        if len(out) > limit:
-            break
+    _diff_keys(expected, actual, sorted(set(expected) | set(actual)), lambda attr: f"{name}.{attr}", out, limit)
     if len(out) > limit:
         out[limit:] = ["... and more differences"]
     return out
@@ -127,20 +118,33 @@ def _short(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+def _diff_keys(
+    expected: Mapping[Any, Any],
+    actual: Mapping[Any, Any],
+    keys: list[Any],
+    where_of: Callable[[Any], str],
+    out: list[str],
+    limit: int,
+) -> None:
+    """Differences of two mappings over ``keys`` (a key missing on one side, or a differing value)."""
+    for key in keys:
+        where = where_of(key)
+        if key not in actual:
+            out.append(f"{where}: expected {_short(expected[key])}, got missing")
+        elif key not in expected:
+            out.append(f"{where}: expected missing, got {_short(actual[key])}")
+        else:
+            _diff(expected[key], actual[key], where, out, limit)
+        if len(out) > limit:
+            return
+
+
 def _diff(expected: Any, actual: Any, path: str, out: list[str], limit: int) -> None:
     if len(out) > limit or expected == actual:
         return
     if isinstance(expected, Mapping) and isinstance(actual, Mapping):
-        for key in sorted(set(expected) | set(actual), key=str):
-            where = f"{path}[{key!r}]"
-            if key not in actual:
-                out.append(f"{where}: expected {_short(expected[key])}, got missing")
-            elif key not in expected:
-                out.append(f"{where}: expected missing, got {_short(actual[key])}")
-            else:
-                _diff(expected[key], actual[key], where, out, limit)
-            if len(out) > limit:
-                return
+        keys = sorted(set(expected) | set(actual), key=str)
+        _diff_keys(expected, actual, keys, lambda key: f"{path}[{key!r}]", out, limit)
         return
     if isinstance(expected, list) and isinstance(actual, list) and len(expected) == len(actual):
         for i, (a, b) in enumerate(zip(expected, actual, strict=True)):
