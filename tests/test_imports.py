@@ -169,3 +169,60 @@ def test_import_registers_every_env_id():
     )
     assert loaded.returncode == 0, loaded.stderr
     assert loaded.stdout.split() == ["True", str(len(agent_gym.envs.ENV_INFOS))]
+
+
+# Entry points (importing them runs the command) and the sandbox driver (run inside the sandbox,
+# never imported by the host) export nothing.
+NO_ALL_NEEDED = {"agent_gym.__main__", "agent_gym.server.__main__", "agent_gym.sandbox._driver"}
+
+
+def _package_modules() -> dict[str, Path]:
+    """Modules of the package itself: files in folders that are packages (not shipped task data)."""
+    def in_package(path: Path) -> bool:
+        folders = [d for d in [path.parent, *path.parent.parents] if d == PACKAGE_DIR or PACKAGE_DIR in d.parents]
+        return all((d / "__init__.py").is_file() for d in folders)
+
+    return {name: path for name, path in _modules().items() if in_package(path)}
+
+
+def _declares_all(tree: ast.Module) -> bool:
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AnnAssign):
+            targets = [node.target]
+        else:
+            continue
+        if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+            return True
+    return False
+
+
+def test_every_module_has_a_docstring_and_all():
+    modules = _package_modules()
+    assert "agent_gym.core" in modules and "agent_gym.tools.base" in modules
+    assert not any(".tasks." in name and "terminal" in name for name in modules)
+    missing_doc, missing_all = [], []
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        if not (ast.get_docstring(tree) or "").strip():
+            missing_doc.append(name)
+        if name not in NO_ALL_NEEDED and not _declares_all(tree):
+            missing_all.append(name)
+    assert not missing_doc, f"modules without a docstring: {missing_doc}"
+    assert not missing_all, f"modules without __all__: {missing_all}"
+
+
+def test_module_checks_see_a_missing_docstring_and_all(tmp_path, monkeypatch):
+    pkg = tmp_path / "agent_gym"
+    (pkg / "data").mkdir(parents=True)
+    (pkg / "__init__.py").write_text('"""Package."""\n__all__ = []\n')
+    (pkg / "bare.py").write_text("x = 1\n")
+    (pkg / "typed.py").write_text('"""Doc."""\n__all__: list[str] = ["y"]\ny = 2\n')
+    (pkg / "data" / "script.py").write_text("print(1)\n")  # not in a package: not a module of ours
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE_DIR", pkg)
+    modules = _package_modules()
+    assert set(modules) == {"agent_gym", "agent_gym.bare", "agent_gym.typed"}
+    trees = {n: ast.parse(p.read_text()) for n, p in modules.items()}
+    assert [n for n, t in trees.items() if not _declares_all(t)] == ["agent_gym.bare"]
+    assert [n for n, t in trees.items() if not ast.get_docstring(t)] == ["agent_gym.bare"]
