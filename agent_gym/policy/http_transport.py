@@ -2,25 +2,34 @@
 
 :class:`HttpTransport` wraps one ``aiohttp.ClientSession`` (a keep-alive connection pool
 with a C HTTP parser) bound to the event loop it was created on. It exposes only what the
-policy needs (a JSON ``POST`` and a ``GET``), returns complete replies as :class:`HttpReply`
-and turns every transport failure into :class:`TransportTimeout` or :class:`TransportFailure`,
-so the policy's retry logic does not depend on the HTTP library.
+policy needs (a JSON ``POST``, a streamed JSON ``POST`` read as server-sent events, and a
+``GET``), returns complete replies as :class:`HttpReply` and turns every transport failure
+into :class:`TransportTimeout` or :class:`TransportFailure`, so the policy's retry logic does
+not depend on the HTTP library.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import ssl
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 import orjson
 
-__all__ = ["HttpReply", "HttpTransport", "TransportFailure", "TransportTimeout", "shared_ssl_context"]
+__all__ = [
+    "HttpReply",
+    "HttpTransport",
+    "SseReply",
+    "TransportFailure",
+    "TransportTimeout",
+    "shared_ssl_context",
+]
 
 _JSON_HEADERS = {"Content-Type": "application/json"}
 
@@ -62,6 +71,55 @@ class HttpReply:
             return orjson.loads(self.body)
         except orjson.JSONDecodeError:  # NaN / Infinity (Python's json writes them) or invalid
             return json.loads(self.body)
+
+
+class SseReply:
+    """The answer to a streamed POST: its status, and its server-sent events when it is 200.
+
+    Attributes:
+        status: HTTP status code.
+        headers: Response headers.
+        reply: The complete answer when it is not a 200 event stream (an error body), else None.
+    """
+
+    def __init__(self, status: int, headers: Mapping[str, str], reply: HttpReply | None, resp: Any, url: str) -> None:
+        self.status = status
+        self.headers = headers
+        self.reply = reply
+        self._resp = resp
+        self._url = url
+
+    async def events(self) -> AsyncIterator[bytes]:
+        """Yield the ``data`` payload of each event as it arrives, until ``data: [DONE]``.
+
+        Raises:
+            TransportTimeout: The stream stalled past the timeout.
+            TransportFailure: The connection broke, or the stream ended without ``[DONE]``.
+        """
+        if self._resp is None:
+            return
+        data: list[bytes] = []
+        try:
+            async for raw in self._resp.content:
+                line = raw.rstrip(b"\r\n")
+                if line:
+                    if line.startswith(b"data:"):
+                        value = line[5:]
+                        data.append(value[1:] if value.startswith(b" ") else value)
+                    continue  # event:, id:, retry: and comments carry nothing the policy reads
+                if data:
+                    payload = b"\n".join(data)
+                    data = []
+                    if payload == b"[DONE]":
+                        return
+                    yield payload
+        except asyncio.TimeoutError as exc:
+            raise TransportTimeout(f"the stream from {self._url} stalled") from exc
+        except (aiohttp.ClientError, OSError) as exc:
+            raise TransportFailure(f"{type(exc).__name__}: {exc}") from exc
+        if data and b"\n".join(data) == b"[DONE]":
+            return
+        raise TransportFailure(f"the stream from {self._url} ended before data: [DONE]")
 
 
 @functools.lru_cache(maxsize=1)
@@ -139,6 +197,37 @@ class HttpTransport:
         data = _dump_json(body)
         merged = {**_JSON_HEADERS, **headers} if headers else _JSON_HEADERS
         return await self._request("POST", url, data=data, headers=merged, timeout=timeout)
+
+    @contextlib.asynccontextmanager
+    async def post_sse(
+        self, url: str, body: Any, *, headers: Mapping[str, str] | None = None
+    ) -> AsyncIterator[SseReply]:
+        """POST ``body`` as JSON and read the answer as server-sent events while it arrives.
+
+        Use as ``async with transport.post_sse(url, body) as reply:`` then ``async for data in
+        reply.events():``. A non-200 answer (or one that is not ``text/event-stream``) is read
+        whole into ``reply.reply``. The pool's ``timeout`` bounds the whole stream.
+
+        Raises:
+            TransportTimeout: No answer in time.
+            TransportFailure: The connection failed or broke.
+        """
+        data = _dump_json(body)
+        merged = {**_JSON_HEADERS, "Accept": "text/event-stream", **(headers or {})}
+        try:
+            async with self._session.post(url, data=data, headers=merged) as resp:
+                kind = resp.headers.get("content-type", "")
+                if resp.status != 200 or not kind.startswith("text/event-stream"):
+                    payload = await resp.read()
+                    yield SseReply(resp.status, resp.headers, HttpReply(resp.status, payload, resp.headers), None, url)
+                else:
+                    yield SseReply(resp.status, resp.headers, None, resp, url)
+        except asyncio.TimeoutError as exc:
+            raise TransportTimeout(f"no answer from {url} in time") from exc
+        except aiohttp.ClientError as exc:
+            raise TransportFailure(f"{type(exc).__name__}: {exc}") from exc
+        except OSError as exc:
+            raise TransportFailure(f"{type(exc).__name__}: {exc}") from exc
 
     async def get(self, url: str, *, timeout: float | None = None) -> HttpReply:
         """GET ``url`` and return the complete reply (errors as in :meth:`post_json`)."""

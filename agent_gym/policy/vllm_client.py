@@ -20,9 +20,11 @@ import random
 import threading
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from agent_gym.checks import check_float, check_int, check_timeout
 from agent_gym.errors import ServerError
@@ -30,7 +32,7 @@ from agent_gym.policy.http_transport import HttpTransport, TransportFailure, Tra
 from agent_gym.policy.routing import SessionRouter, normalize_address
 from agent_gym.policy.vllm_protocol import CONTEXT_ERROR, PromptTooLong, error_text
 
-__all__ = ["LoopResources", "VLLMClient"]
+__all__ = ["LoopResources", "StreamInterrupted", "VLLMClient"]
 
 # Seconds the exit handler waits for a still-running loop to close its pool.
 _EXIT_CLOSE_TIMEOUT_S = 2.0
@@ -43,6 +45,14 @@ class LoopResources:
     transport: HttpTransport
     semaphore: asyncio.Semaphore
     finalizer: weakref.finalize | None = None
+
+
+class _StreamError(Exception):
+    """An error event before the first chunk (retried like an HTTP 5xx)."""
+
+
+class StreamInterrupted(ServerError):
+    """A streamed answer broke after its first chunk was handed on (it is not retried)."""
 
 
 def _release_pool(loop_ref: weakref.ref, transport: HttpTransport) -> None:
@@ -297,6 +307,124 @@ class VLLMClient:
                 server=target,
                 status=200,
             )
+        return data
+
+    def _rejection(self, resp: Any, target: str, path: str) -> tuple[str, float | None]:
+        """Return ``(error, Retry-After seconds)`` of a retryable non-200 answer; raise for the others.
+
+        Raises:
+            PromptTooLong: The server reported an over-long prompt.
+            ServerError: A 4xx other than 429.
+        """
+        message = error_text(resp)
+        if resp.status == 400 and CONTEXT_ERROR in message.lower():
+            raise PromptTooLong(message)
+        if resp.status != 429 and resp.status < 500:
+            raise ServerError(
+                f"server {target} rejected POST {path} with HTTP {resp.status}: {message}",
+                server=target,
+                status=resp.status,
+            )
+        retry_after = None
+        if resp.status == 429:
+            try:
+                retry_after = float(resp.headers.get("retry-after", ""))
+            except ValueError:
+                retry_after = None
+        return f"HTTP {resp.status}: {message[:200]}", retry_after
+
+    async def post_stream(
+        self,
+        session_id: str | None,
+        path: str,
+        make_body: Callable[[str], Awaitable[dict[str, Any]]],
+    ) -> AsyncIterator[tuple[dict[str, Any], str]]:
+        """POST a streamed request; yield ``(chunk JSON, server)`` for each event as it arrives.
+
+        Routing, retries and failover are those of :meth:`post`, but only until the first chunk
+        has arrived: a request that fails before is retried elsewhere; once a chunk was yielded,
+        a failure raises :class:`StreamInterrupted` (what was handed on cannot be taken back).
+
+        Raises:
+            PromptTooLong: The server reported an over-long prompt.
+            StreamInterrupted: The stream broke after its first chunk.
+            ServerError: A non-retryable error, a malformed chunk, or every attempt failed.
+        """
+        res = self.loop_resources()
+        headers = {"x-session-id": session_id, "X-SMG-Routing-Key": session_id} if session_id else {}
+        failed: list[str] = []
+        errors: list[str] = []
+        last_status: int | None = None
+        for attempt in range(self.max_retries + 1):
+            target = self.router.pick(session_id or "", exclude=failed)
+            body = await make_body(target)
+            retry_after: float | None = None
+            started = False
+            try:
+                async with res.semaphore:
+                    self.router.begin(target)
+                    try:
+                        async with res.transport.post_sse(self.url(target, path), body, headers=headers) as reply:
+                            last_status = reply.status
+                            if reply.reply is not None:
+                                if reply.status == 200:
+                                    raise ServerError(
+                                        f"server {target} answered a streamed POST {path} without an event "
+                                        f"stream: {reply.reply.text[:120]!r}", server=target, status=200)
+                                error, retry_after = self._rejection(reply.reply, target, path)
+                            else:
+                                async for payload in reply.events():
+                                    chunk = self._parse_chunk(payload, target, path, started)
+                                    started = True
+                                    yield chunk, target
+                                return
+                    finally:
+                        self.router.end(target)
+            except TransportTimeout:
+                if started:
+                    raise StreamInterrupted(f"the stream from {target} stalled past the timeout",
+                                            server=target, status=200) from None
+                error, last_status = f"no response within {self.timeout:g}s (timeout)", None
+            except TransportFailure as exc:
+                if started:
+                    raise StreamInterrupted(f"the stream from {target} broke: {exc}", server=target,
+                                            status=200) from None
+                error, last_status = f"connection failed ({exc})", None
+            except _StreamError as exc:
+                error = str(exc)
+            errors.append(f"{target}: {error}")
+            self.router.mark_unhealthy(target)
+            failed.append(target)
+            if attempt < self.max_retries:
+                delay = min(self.max_backoff, self.backoff * 2**attempt) * (0.5 + random.random() / 2)
+                if retry_after is not None:
+                    delay = max(delay, min(retry_after, self.max_backoff))
+                await asyncio.sleep(delay)
+        tried = sorted(set(failed))
+        raise ServerError(
+            f"POST {path} failed after {self.max_retries + 1} attempt(s) on {', '.join(tried)}: " + "; ".join(errors),
+            server=", ".join(tried),
+            status=last_status,
+        )
+
+    @staticmethod
+    def _parse_chunk(payload: bytes, target: str, path: str, started: bool) -> dict[str, Any]:
+        """One event's JSON; an error event raises (retryable before the first chunk)."""
+        try:
+            data = orjson.loads(payload)
+        except orjson.JSONDecodeError as exc:
+            raise ServerError(f"server {target} sent a malformed chunk for POST {path}: {exc}; "
+                              f"it starts with {payload[:120]!r}", server=target, status=200) from None
+        if not isinstance(data, dict):
+            raise ServerError(f"server {target} sent an unexpected chunk for POST {path}: {str(data)[:200]}",
+                              server=target, status=200)
+        if "error" in data:
+            err = data["error"]
+            message = str(err.get("message") if isinstance(err, dict) else err)
+            if started:
+                raise StreamInterrupted(f"server {target} reported an error mid-stream: {message}", server=target,
+                                        status=200)
+            raise _StreamError(f"error event: {message[:200]}")
         return data
 
     def release(self, session_id: str) -> None:

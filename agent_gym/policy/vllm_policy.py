@@ -3,7 +3,8 @@
 :class:`VLLMPolicy` is token-in by default: each turn's prompt ids come from a
 :class:`~agent_gym.policy.chat_tokens.ChatTokenBuilder` and are sent to
 ``POST /v1/completions`` as a list of ints with ``return_token_ids``, so the recorded
-tokens are exactly the ids the server sampled. A chat mode (``/v1/chat/completions``)
+tokens are exactly the ids the server sampled. :meth:`VLLMPolicy.astream` sends the same
+request streamed and yields the sampled text and ids as they arrive. A chat mode (``/v1/chat/completions``)
 serves servers that cannot take token ids; its outputs are marked ``retokenized``
 unless the server returned token ids.
 
@@ -21,7 +22,8 @@ the turn with ``finish_reason="prompt_truncation"``.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from agent_gym.checks import check_int
@@ -30,11 +32,28 @@ from agent_gym.policy.base import TokenPolicyBase
 from agent_gym.policy.chat_tokens import ChatTokenBuilder, _normalize
 from agent_gym.policy.routing import SessionRouter
 from agent_gym.policy.sampling import SamplingParams
-from agent_gym.policy.vllm_client import VLLMClient
+from agent_gym.policy.vllm_client import StreamInterrupted, VLLMClient
 from agent_gym.policy.vllm_protocol import PromptTooLong, map_finish_reason, parse_completion_choice
 from agent_gym.types import FinishReason, Message, PolicyOutput
 
-__all__ = ["VLLMPolicy", "parse_completion_choice"]
+__all__ = ["StreamEvent", "VLLMPolicy", "parse_completion_choice"]
+
+
+@dataclass
+class StreamEvent:
+    """One event of :meth:`VLLMPolicy.astream`.
+
+    Attributes:
+        text: Text the server added (its ``text`` delta; may be empty).
+        token_ids: Ids the server sampled since the previous event.
+        logprobs: Their logprobs, when the server sent them.
+        output: Set on the last event only: the complete turn.
+    """
+
+    text: str = ""
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] | None = None
+    output: PolicyOutput | None = None
 
 
 class VLLMPolicy(TokenPolicyBase):
@@ -248,6 +267,107 @@ class VLLMPolicy(TokenPolicyBase):
         tools = self._session_tools(session_id, tools)
         if self.mode == "chat":
             return await self._chat_turn(messages, session_id, tools, start)
+        plan, make_body = self._token_request(messages, session_id, tools, stream=False)
+        try:
+            data, server = await self._post(session_id, "/v1/completions", make_body)
+        except PromptTooLong as exc:
+            return self._truncated(plan.prompt_ids, plan.new_segment, start, str(exc))
+        return self._token_output(plan, data["choices"][0], server, start)
+
+    async def astream(
+        self, messages: Sequence[Message], *, session_id: str, tools: list[dict] | None = None
+    ) -> AsyncIterator[StreamEvent]:
+        """Sample the next assistant turn as a stream: deltas as the server samples them, then the turn.
+
+        The request is the one :meth:`aact` sends, with ``"stream": true``; routing, session
+        affinity, seeds and token state are the same, and the last event's ``output`` equals what
+        :meth:`aact` returns for the same sample. Retries and failover happen only before the first
+        chunk arrived; a stream that breaks later ends the turn with ``finish_reason="error"`` (the
+        turn is not committed). In ``"chat"`` mode the turn is sampled whole and sent as one delta.
+
+        Yields:
+            :class:`StreamEvent` deltas (``text``, ``token_ids``, ``logprobs``), then one event
+            whose ``output`` is the complete :class:`~agent_gym.types.PolicyOutput`.
+
+        Raises:
+            ServerError: Before the first chunk: every attempt failed, a request was rejected, or
+                a body was malformed.
+        """
+        if self.mode == "chat":
+            out = await self.aact(messages, session_id=session_id, tools=tools)
+            yield StreamEvent(text=out.text, token_ids=list(out.token_ids or []), logprobs=out.logprobs)
+            yield StreamEvent(output=out)
+            return
+        self._check_session(session_id)
+        start = time.perf_counter()
+        tools = self._session_tools(session_id, tools)
+        plan, make_body = self._token_request(messages, session_id, tools, stream=True)
+        ids: list[int] = []
+        lps: list[float] = []
+        texts: list[str] = []
+        ids_ok = lps_ok = True
+        finish: Any = None
+        stop_reason: Any = None
+        server: str | None = None
+        broken: str | None = None
+        try:
+            async for chunk, server in self.client.post_stream(session_id, "/v1/completions", make_body):
+                choices = chunk.get("choices")
+                if not choices:  # the usage chunk
+                    continue
+                choice = choices[0]
+                if not isinstance(choice, dict):
+                    raise StreamInterrupted(f"server {server} sent a chunk without a choice object",
+                                            server=server, status=200)
+                token_ids, logprobs = parse_completion_choice(choice)
+                text = str(choice.get("text") or "")
+                if token_ids is None:
+                    ids_ok = False
+                elif token_ids:
+                    ids += token_ids
+                    if logprobs is None:
+                        lps_ok = False
+                    else:
+                        lps += logprobs
+                texts.append(text)
+                if choice.get("finish_reason") is not None:
+                    finish, stop_reason = choice["finish_reason"], choice.get("stop_reason")
+                if text or token_ids:
+                    yield StreamEvent(text=text, token_ids=token_ids or [], logprobs=logprobs if token_ids else None)
+        except PromptTooLong as exc:
+            yield StreamEvent(output=self._truncated(plan.prompt_ids, plan.new_segment, start, str(exc)))
+            return
+        except ServerError as exc:
+            if server is None:  # nothing was handed on: the caller sees the failure as aact would
+                raise
+            broken = str(exc)
+        if broken is None and finish is None:
+            broken = f"server {server}: the stream ended without a finish_reason"
+        if broken is not None:
+            token_ids = ids if ids_ok else self.tokenizer.encode("".join(texts), add_special_tokens=False)
+            yield StreamEvent(output=PolicyOutput(
+                text=self.tokenizer.decode(token_ids, skip_special_tokens=False),
+                prompt_token_ids=list(plan.prompt_ids),
+                token_ids=token_ids,
+                logprobs=lps if ids_ok and lps_ok and len(lps) == len(ids) else None,
+                finish_reason=FinishReason.ERROR,
+                llm_time=time.perf_counter() - start,
+                retokenized=not ids_ok,
+                new_segment=plan.new_segment,
+                server=server,
+                error=broken if broken.startswith("server ") else f"server {server}: {broken}",
+            ))
+            return
+        whole: dict[str, Any] = {"text": "".join(texts), "finish_reason": finish, "stop_reason": stop_reason,
+                                 "token_ids": ids if ids_ok else None}
+        if lps_ok and self.sampling.logprobs is not None:
+            whole["logprobs"] = {"token_logprobs": lps}
+        yield StreamEvent(output=self._token_output(plan, whole, server, start))
+
+    def _token_request(
+        self, messages: Sequence[Message], session_id: str, tools: list[dict] | None, *, stream: bool
+    ) -> tuple[Any, Callable[[str], Awaitable[dict[str, Any]]]]:
+        """The prompt plan of a token-mode turn and the builder of its request body per server."""
         assert self.builder is not None
         plan = self.builder.prepare(session_id, messages, tools)
         stop_ids = sorted(set(self.sampling.stop_token_ids) | {self.builder.eot_token_id})
@@ -272,16 +392,17 @@ class VLLMPolicy(TokenPolicyBase):
                 spaces_between_special_tokens=False,
                 include_stop_str_in_output=True,
             )
+            if stream:
+                body["stream"] = True
             model = self.model or info.get("model")
             if model:
                 body["model"] = model
             return body
 
-        try:
-            data, server = await self._post(session_id, "/v1/completions", make_body)
-        except PromptTooLong as exc:
-            return self._truncated(plan.prompt_ids, plan.new_segment, start, str(exc))
-        choice = data["choices"][0]
+        return plan, make_body
+
+    def _token_output(self, plan: Any, choice: dict[str, Any], server: str, start: float) -> PolicyOutput:
+        """The turn of a token-mode answer's choice (committed unless the server reported an error)."""
         token_ids, logprobs = parse_completion_choice(choice)
         retokenized = token_ids is None
         finish, error = map_finish_reason(choice.get("finish_reason"))
