@@ -154,17 +154,51 @@ def index_dir(kind: str, corpus: Corpus, settings: dict[str, Any], build: Callab
     return final
 
 
-def _top_k(scores: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the ``k`` largest scores, best first (ties broken by lower index)."""
-    k = min(k, scores.shape[0])
-    if k <= 0:
-        return np.empty(0, dtype=np.int64)
-    if k < scores.shape[0]:
-        part = np.argpartition(-scores, k - 1)[:k]
+def _top_k_rows(scores: np.ndarray, k: int, *, floor: float | None = None) -> list[np.ndarray]:
+    """Per row of ``scores`` (queries x documents), the indices of its ``k`` largest, best first.
+
+    Ties are broken by the lower index, also at the cut: of the documents that tie with
+    the ``k``-th score, the lowest indices are kept. A row's result therefore depends only
+    on that row, so a query ranks the same alone and in any batch.
+
+    Args:
+        scores: A 2-D array, one row per query.
+        k: Indices kept per row.
+        floor: When given, the caller drops scores ``<= floor``, so ties at or below it are
+            not resolved (which saves a pass over such rows).
+    """
+    rows, n = scores.shape
+    k = min(k, n)
+    if k <= 0 or rows == 0:
+        return [np.empty(0, dtype=np.int64) for _ in range(rows)]
+    if k == n:
+        part = np.broadcast_to(np.arange(n), (rows, n))
+        values = scores
     else:
-        part = np.arange(scores.shape[0])
-    order = np.lexsort((part, -scores[part]))
-    return part[order]
+        # position k gets the (k+1)-th largest, the k largest come before it in some order;
+        # the (k+1)-th equal to the k-th means a tie across the cut
+        part = np.argpartition(-scores, k, axis=1)
+        values = scores[np.arange(rows)[:, None], part[:, : k + 1]]
+        cut = values[:, :k].min(axis=1)
+        crowded = cut == values[:, k]
+        if floor is not None:
+            crowded &= cut > floor
+        part, values = part[:, :k], values[:, :k]
+        for row in np.flatnonzero(crowded):
+            # every score above the k-th is among the first k; the ties go to the lowest indices
+            threshold = cut[row]
+            keep = values[row] > threshold
+            above, above_values = part[row][keep], values[row][keep]
+            tied = np.flatnonzero(scores[row] == threshold)[: k - above.size]
+            part[row] = np.concatenate([above, tied])
+            values[row] = np.concatenate([above_values, np.full(tied.size, threshold, dtype=values.dtype)])
+    ranked = part[np.arange(rows)[:, None], np.lexsort((part, -values), axis=-1)]
+    return list(ranked)
+
+
+def _top_k(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` largest scores, best first (ties broken by lower index, also at the cut)."""
+    return _top_k_rows(np.asarray(scores)[None, :], k)[0]
 
 
 class LocalRetriever:
@@ -201,27 +235,38 @@ class LocalRetriever:
     def _candidates(self, queries: Sequence[str], k: int) -> list[list[tuple[int, float]]]:
         raise NotImplementedError
 
-    def search(self, query: str, k: int = 5) -> list[Hit]:
+    def search(self, query: str, k: int = 5, *, snippets: bool = True) -> list[Hit]:
         """The best ``k`` documents for ``query``, best first; documents with no match are left out.
+
+        Args:
+            query: The query text.
+            k: Most hits returned.
+            snippets: Whether hits carry the start of their text (``snippet`` is ``""`` when not).
 
         Raises:
             TypeError / ValueError: For a query that is not a str or a ``k`` < 1.
         """
-        return self.search_batch([query], k)[0]
+        return self.search_batch([query], k, snippets=snippets)[0]
 
-    def search_batch(self, queries: Sequence[str], k: int = 5) -> list[list[Hit]]:
-        """``search`` for several queries in one pass over the index."""
+    def search_batch(self, queries: Sequence[str], k: int = 5, *, snippets: bool = True) -> list[list[Hit]]:
+        """``search`` for several queries in one pass over the index.
+
+        Each query gets the same hits, scores and order as when searched alone.
+        ``snippets=False`` skips cutting the snippets, for callers that read the
+        documents themselves (the retrieval server).
+        """
         check_int("k", k, low=1)
         queries = list(queries)
         for query in queries:
             if not isinstance(query, str):
                 raise TypeError(f"query: expected str, got {type(query).__name__}")
+        corpus, limit = self.corpus, self.snippet_chars
         results = []
         for found in self._candidates(queries, k):
             hits = []
             for index, score in found:
-                doc = self.corpus[index]
-                hits.append(Hit(doc.id, doc.title, float(score), make_snippet(doc.text, self.snippet_chars)))
+                doc = corpus[index]
+                hits.append(Hit(doc.id, doc.title, score, make_snippet(doc.text, limit) if snippets else ""))
             results.append(hits)
         return results
 
@@ -265,6 +310,11 @@ class BM25Retriever(LocalRetriever):
         folder = index_dir(self.kind, corpus, settings, build)
         self._index = bm25s.BM25.load(str(folder), mmap=True, show_progress=False)
         self._vocab: dict[str, int] = self._index.vocab_dict
+        matrix = self._index.scores  # postings of each term (CSC): plain ndarray views of the memory maps
+        self._data = np.asarray(matrix["data"])
+        self._indices = np.asarray(matrix["indices"])
+        self._indptr = np.asarray(matrix["indptr"])
+        self._n_docs = int(matrix["num_docs"])
         self.index_path = folder
 
     @property
@@ -272,20 +322,65 @@ class BM25Retriever(LocalRetriever):
         """Constructor keyword arguments besides the corpus."""
         return {"k1": self.k1, "b": self.b, "snippet_chars": self.snippet_chars}
 
+    def _term_ids(self, query: str) -> list[int]:
+        vocab = self._vocab
+        return [vocab[t] for t in tokenize(query) if t in vocab]
+
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every document for ``query`` (zeros when no term is known)."""
-        ids = [self._vocab[t] for t in tokenize(query) if t in self._vocab]
-        if not ids:
-            return np.zeros(len(self.corpus), dtype=np.float32)
-        return self._index.get_scores_from_ids(ids)
+        return self._score_rows([self._term_ids(query)])[0]
+
+    def _score_rows(self, term_ids: Sequence[Sequence[int]]) -> np.ndarray:
+        """BM25 scores of every document (columns) for each query's term ids (rows).
+
+        A batch gathers the postings of every term of every query at once and adds them into a
+        (queries x documents) float32 matrix with one ``np.add.at``, which adds in array order:
+        each document's score is summed term by term in query order. These are the same float32
+        sums as ``bm25s``'s single-query scoring and as the one-query path here (a slice per
+        term), so scores, ranks and ties do not depend on the batch.
+        """
+        data, indices, indptr, n_docs = self._data, self._indices, self._indptr, self._n_docs
+        rows = len(term_ids)
+        out = np.zeros(rows * n_docs, dtype=data.dtype)
+        if rows == 1:
+            for term in term_ids[0]:
+                start, end = indptr[term], indptr[term + 1]
+                out[indices[start:end]] += data[start:end]  # a term's documents are distinct
+        elif rows > 1:
+            lengths = np.fromiter((len(ids) for ids in term_ids), dtype=np.int64, count=rows)
+            terms = np.fromiter((t for ids in term_ids for t in ids), dtype=np.int64, count=int(lengths.sum()))
+            starts = indptr[terms].astype(np.int64)
+            counts = indptr[terms + 1].astype(np.int64) - starts
+            total = int(counts.sum())
+            # every posting of every term, in (query, term, posting) order
+            positions = np.repeat(starts - (np.cumsum(counts) - counts), counts) + np.arange(total, dtype=np.int64)
+            owner = np.repeat(np.repeat(np.arange(0, rows * n_docs, n_docs, dtype=np.int64), lengths), counts)
+            np.add.at(out, owner + indices[positions], data[positions])
+        out = out.reshape(rows, n_docs)
+        extra = getattr(self._index, "nonoccurrence_array", None)
+        if extra is not None:  # BM25L / BM25+ variants: a constant per query term
+            for row, ids in enumerate(term_ids):
+                if len(ids):
+                    out[row] += extra[np.asarray(ids, dtype=np.int64)].sum()
+        return out
 
     def _candidates(self, queries: Sequence[str], k: int) -> list[list[tuple[int, float]]]:
-        out = []
-        for query in queries:
-            scores = self.scores(query)
-            top = _top_k(scores, k)
-            out.append([(int(i), float(scores[i])) for i in top if scores[i] > 0])
+        term_ids = [self._term_ids(q) for q in queries]
+        out: list[list[tuple[int, float]]] = [[] for _ in queries]
+        live = [i for i, ids in enumerate(term_ids) if ids]
+        # score a bounded number of (query x document) cells at a time
+        step = max(1, _BATCH_CELLS // max(len(self.corpus), 1))
+        for first in range(0, len(live), step):
+            chunk = live[first:first + step]
+            matrix = self._score_rows([term_ids[i] for i in chunk])
+            for i, row, top in zip(chunk, matrix, _top_k_rows(matrix, k, floor=0.0), strict=True):
+                values = row[top].tolist()
+                out[i] = [(index, value) for index, value in zip(top.tolist(), values, strict=True) if value > 0]
         return out
+
+
+_BATCH_CELLS = 1 << 22
+"""Most (query x document) scores held at once by one BM25 batch (16 MiB of float32)."""
 
 
 _SHARED: dict[tuple[Any, ...], LocalRetriever] = {}

@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 
 from agent_gym.envs.rag.corpus import Corpus, Document
-from agent_gym.envs.rag.retrieval import Hit
+from agent_gym.envs.rag.retrieval import Hit, LocalRetriever
 
 __all__ = ["INLINE_SECONDS", "MAX_QUERIES_PER_REQUEST", "MAX_TOPK", "RetrievalApp", "create_app", "serve"]
 
@@ -48,9 +48,10 @@ def _document(doc: Document) -> dict[str, Any]:
 class _Batcher:
     """Collects queries from concurrent requests and runs them in batches on one thread."""
 
-    def __init__(self, retriever: Any, max_batch: int) -> None:
+    def __init__(self, retriever: Any, max_batch: int, *, snippets: bool = True) -> None:
         self.retriever = retriever
         self.max_batch = max_batch
+        self.snippets = snippets  # False: the replies are built from the corpus, so skip cutting snippets
         self.queue: asyncio.Queue[tuple[list[str], int, asyncio.Future[list[list[Hit]]]]] = asyncio.Queue()
         self.batches = 0
         self.queries = 0
@@ -65,7 +66,11 @@ class _Batcher:
         results: list[list[Hit] | None] = [None] * len(queries)
         live = [i for i, q in enumerate(queries) if q.strip()]
         if live:
-            found = self.retriever.search_batch([queries[i] for i in live], k)
+            live_queries = [queries[i] for i in live]
+            if self.snippets:
+                found = self.retriever.search_batch(live_queries, k)
+            else:
+                found = self.retriever.search_batch(live_queries, k, snippets=False)
             for i, hits in zip(live, found, strict=True):
                 results[i] = hits
         return [r if r is not None else [] for r in results]
@@ -116,7 +121,8 @@ class RetrievalApp:
     def __init__(self, retriever: Any, corpus: Corpus | None = None, *, max_batch: int = 256) -> None:
         self.retriever = retriever
         self.corpus = corpus if corpus is not None else getattr(retriever, "corpus", None)
-        self.batcher = _Batcher(retriever, max_batch)
+        own_corpus = isinstance(retriever, LocalRetriever) and self.corpus is retriever.corpus
+        self.batcher = _Batcher(retriever, max_batch, snippets=not own_corpus)
         self._task: asyncio.Task | None = None
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
