@@ -74,7 +74,8 @@ def checked_task_list(
 
     A tuple (an immutable container, e.g. an env's built-in tasks) is checked once per
     ``owner`` (the env class); every caller afterwards gets its own list of the same
-    validated dicts.
+    validated dicts. An env whose checks depend on its constructor arguments (not only
+    on its class) must pass a list, which is always checked.
 
     Args:
         owner: The class whose checks ``validate`` applies (part of the cache key).

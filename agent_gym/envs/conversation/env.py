@@ -147,6 +147,10 @@ class ConversationEnv(AgentEnv):
             tasks = load_tasks(tasks)
         if "tools" in kwargs:
             raise TypeError("tools: ConversationEnv takes its tools from the task's classes; pass classes= instead")
+        if classes:
+            # The checks depend on the class map: a list is checked here, never taken from the
+            # per-class cache of validated task tuples (filled by envs with other classes).
+            tasks = list(self.default_tasks() if tasks is None else tasks)
         super().__init__(tasks, [], max_steps=max_steps, **kwargs)
         self._instances: dict[str, Any] = {}
         self._reference: dict[str, Any] = {}

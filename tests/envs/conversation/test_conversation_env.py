@@ -240,3 +240,16 @@ def test_parallel_episodes_of_one_task_have_independent_states():
         assert len(files) == 1 and files[0] == written.replace("/", "_") + ".txt"  # no other episode's file
         ids.add(written)
     assert len(ids) == 64
+
+
+class _BareCalendar:
+    """A class named like a shipped one but without its methods."""
+
+
+def test_tasks_are_checked_against_the_env_class_map_even_after_a_default_env():
+    # The shipped tasks are validated once per env class and cached; an env with another class
+    # map must still check them against its own classes, whichever env was built first.
+    ConversationEnv().close()
+    with pytest.raises(ValueError, match=r"tasks\[\d+\] .*Calendar"):
+        ConversationEnv(classes={"Calendar": _BareCalendar})
+    ConversationEnv().close()  # and the default env still builds from the shipped tasks
