@@ -12,10 +12,16 @@ A request's session is found from the path prefix, then the API key (``Authoriza
 Bearer`` or ``x-api-key``), then the ``x-session-id`` header. Each turn is sampled by a
 token-in :class:`~agent_gym.policy.VLLMPolicy` (session affinity, retries, failover).
 
-Streaming: the upstream call is one token-in ``/v1/completions`` request (not streamed); the
-gateway streams the turn's parsed pieces (reasoning, text, tool calls) as server-sent events
-once it arrives, so tool calls are parsed from the complete, exact sampled text. Answers carry
-``x-agent-gym-session``, ``x-agent-gym-step`` and ``x-agent-gym-new-segment`` headers.
+Streaming is real upstream streaming: a ``"stream": true`` request is sampled by
+:meth:`~agent_gym.policy.VLLMPolicy.astream` (a streamed token-in ``/v1/completions``), and
+its text is forwarded as it arrives (:mod:`agent_gym.gateway.stream`): OpenAI ``content``
+and ``reasoning_content`` deltas, Anthropic ``text_delta`` events; a tool call is held back
+from the moment its ``<tool_call>`` tag may begin and sent when its block closes (OpenAI
+``tool_calls`` deltas, Anthropic ``tool_use`` blocks with ``input_json_delta``). The recorded
+step and ids are those of the unstreamed path. A failure before anything was sent is an HTTP
+error as without streaming; a stream that breaks later ends with an error event. Answers carry
+``x-agent-gym-session`` and ``x-agent-gym-step`` headers, unstreamed answers also
+``x-agent-gym-new-segment`` (a streamed answer's headers leave before the turn is decided).
 """
 
 from __future__ import annotations
@@ -37,9 +43,14 @@ from agent_gym.gateway.convert import (
     openai_completion,
     openai_request,
 )
-from agent_gym.gateway.session import GatewaySession, SessionStore, TurnResult
+from agent_gym.gateway.session import GatewaySession, SessionStore, TurnResult, TurnStream
+from agent_gym.gateway.stream import AnthropicStream, OpenAIStream, StreamSplitter
 
 __all__ = ["create_gateway_app", "trajectory_json"]
+
+
+def _usage(prompt: int, completion: int) -> dict[str, int]:
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
 def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -78,6 +89,12 @@ def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = 
         model: Model name reported to clients (default: the upstream's).
     """
     names: dict[str, Any] = {"model": model or getattr(policy, "model", None), "max_model_len": None}
+    tokenizer = getattr(policy, "tokenizer", None)
+    end_markers = sorted(
+        {tokenizer.decode([i], skip_special_tokens=False) for i in getattr(policy, "_stop_ids", ())}
+        if tokenizer is not None else set()
+    )
+    streams = hasattr(policy, "astream")
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -130,12 +147,58 @@ def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = 
         for event in events:
             yield event
 
+    async def start_stream(session: GatewaySession, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+                           api: str) -> tuple[TurnStream, tuple[Any, ...]]:
+        splitter = StreamSplitter(session.parser, end_markers)
+        turn = session.stream_turn(policy, messages, tools, api=api, splitter=splitter)
+        first = await turn.queue.get()
+        if first[0] == "error":
+            raise first[1]
+        return turn, first
+
+    async def relay(turn: TurnStream, first: tuple[Any, ...], encoder: Any, opening: list[bytes],
+                    end: Callable[[TurnResult], list[bytes]]) -> AsyncIterator[bytes]:
+        item = first
+        try:
+            yield b"".join(opening)
+            while True:
+                if item[0] == "pieces":
+                    data = encoder.pieces(item[1])
+                    if data:
+                        yield b"".join(data)
+                elif item[0] == "error":
+                    yield b"".join(encoder.error(str(item[1])))
+                    return
+                else:
+                    yield b"".join(end(item[1]))
+                    return
+                item = await turn.queue.get()
+        finally:
+            if item[0] == "pieces":
+                turn.client_gone = True  # the turn task completes and records the turn anyway
+
+    def stream_headers(session: GatewaySession) -> dict[str, str]:
+        return {"x-agent-gym-session": session.id, "x-agent-gym-step": str(len(session.steps))}
+
     # ------------------------------------------------------------------ model endpoints
     async def chat(request: Request, path_id: str | None) -> Response:
         try:
             body = await _body(request)
             messages, tools = openai_request(body)
             session = find_session(request, path_id)
+            if body.get("stream") and streams:
+                turn, first = await start_stream(session, messages, tools, "openai")
+                name = str(body.get("model") or (await upstream_info())["model"] or "agent_gym")
+                usage = bool((body.get("stream_options") or {}).get("include_usage"))
+                encoder = OpenAIStream(name)
+
+                def openai_end(result: TurnResult) -> list[bytes]:
+                    out = result.output
+                    counts = _usage(len(out.prompt_token_ids or []), len(out.token_ids or [])) if usage else None
+                    return encoder.end(out.finish_reason, counts)
+
+                return StreamingResponse(relay(turn, first, encoder, encoder.start(), openai_end),
+                                         media_type="text/event-stream", headers=stream_headers(session))
             result = await session.run_turn(policy, messages, tools, api="openai", stream=bool(body.get("stream")))
         except RequestError as exc:
             return errors(False)(exc)
@@ -157,6 +220,16 @@ def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = 
             body = await _body(request)
             messages, tools = anthropic_request(body)
             session = find_session(request, path_id)
+            if body.get("stream") and streams:
+                turn, first = await start_stream(session, messages, tools, "anthropic")
+                name = str(body.get("model") or (await upstream_info())["model"] or "agent_gym")
+                encoder = AnthropicStream(name)
+
+                def anthropic_end(result: TurnResult) -> list[bytes]:
+                    return encoder.end(result.output.finish_reason, len(result.output.token_ids or []))
+
+                return StreamingResponse(relay(turn, first, encoder, encoder.start(0), anthropic_end),
+                                         media_type="text/event-stream", headers=stream_headers(session))
             result = await session.run_turn(policy, messages, tools, api="anthropic", stream=bool(body.get("stream")))
         except RequestError as exc:
             return errors(True)(exc)

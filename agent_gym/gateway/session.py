@@ -41,7 +41,7 @@ from agent_gym.types import (
 )
 from agent_gym.wrappers.token_assembly import TokenAssembler
 
-__all__ = ["GatewaySession", "SessionStore", "TurnResult"]
+__all__ = ["GatewaySession", "SessionStore", "TurnResult", "TurnStream"]
 
 _ID_PATTERN = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
@@ -55,6 +55,21 @@ class TurnResult:
     step_index: int
     new_segment: bool
     history_rewritten: bool
+
+
+class TurnStream:
+    """A streamed turn in progress: its items arrive on ``queue`` as the upstream samples.
+
+    Items: ``("pieces", [piece, ...])`` (see :class:`~agent_gym.gateway.stream.StreamSplitter`),
+    then either ``("result", TurnResult)`` or ``("error", RequestError, started)`` where
+    ``started`` tells whether pieces were queued before the failure. The turn runs in its own
+    task, so it completes and is recorded even when the client goes away.
+    """
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[tuple[Any, ...]] = asyncio.Queue()
+        self.client_gone = False
+        self.task: asyncio.Task | None = None
 
 
 class GatewaySession:
@@ -157,9 +172,92 @@ class GatewaySession:
                 raise RequestError(output.error, status=502, kind="BadGatewayError")
             return self._record(resolved, output, rewritten, api, stream)
 
+    def stream_turn(
+        self, policy: Any, messages: Sequence[dict[str, Any]], tools: list[dict[str, Any]], *, api: str,
+        splitter: Any,
+    ) -> TurnStream:
+        """Start a streamed turn (``policy.astream``); read its pieces and result from the returned stream.
+
+        The recorded step and ids are those :meth:`run_turn` records for the same sample.
+
+        Raises:
+            RequestError: The session is finished (409).
+        """
+        if self.finished is not None:
+            raise RequestError(f"session {self.id!r} is finished (its reward was set)", status=409,
+                               kind="ConflictError")
+        resolved, rewritten = self.resolve(messages)
+        stream = TurnStream()
+        stream.task = asyncio.ensure_future(self._drive(stream, policy, resolved, rewritten, tools, api, splitter))
+        return stream
+
+    async def _drive(
+        self, stream: TurnStream, policy: Any, resolved: list[dict[str, str]], rewritten: bool,
+        tools: list[dict[str, Any]], api: str, splitter: Any,
+    ) -> None:
+        put = stream.queue.put_nowait
+        started = False
+        content: list[str] = []
+        calls: list[tuple[str, Any]] = []
+
+        def forward(pieces: list[Any]) -> None:
+            nonlocal started
+            if pieces:
+                started = True
+                for piece in pieces:
+                    if piece[0] == "content":
+                        content.append(piece[1])
+                    elif piece[0] == "call":
+                        calls.append((piece[1], piece[2]))
+                put(("pieces", pieces))
+
+        async with self.turn_lock:
+            output: PolicyOutput | None = None
+            try:
+                async for event in policy.astream(resolved, session_id=self.id, tools=tools):
+                    if event.output is not None:
+                        output = event.output
+                        break
+                    if event.text:
+                        forward(splitter.feed(event.text))
+            except ServerError as exc:
+                self.last_error = str(exc)
+                self.status_hint = EpisodeStatus.POLICY_ERROR
+                status = 400 if exc.status == 400 else 502
+                put(("error", RequestError(str(exc), status=status, kind="BadRequestError" if status == 400 else
+                                           "BadGatewayError"), started))
+                return
+            except Exception as exc:  # noqa: BLE001 - the client gets a 502, the gateway keeps serving
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                self.status_hint = EpisodeStatus.POLICY_ERROR
+                put(("error", RequestError(self.last_error, status=502, kind="BadGatewayError"), started))
+                return
+            if output is None:
+                put(("error", RequestError("the upstream stream ended without a turn", status=502,
+                                           kind="BadGatewayError"), started))
+                return
+            if output.finish_reason == FinishReason.PROMPT_TRUNCATION:
+                self.last_error = output.error
+                self.status_hint = EpisodeStatus.PROMPT_TRUNCATION
+                message = output.error or "prompt too long"
+                if CONTEXT_ERROR not in message.lower():
+                    message = f"This model's {CONTEXT_ERROR} is exceeded: {message}"
+                put(("error", RequestError(message, status=400, param="messages"), started))
+                return
+            if output.error is not None:
+                self.last_error = output.error
+                self.status_hint = EpisodeStatus.POLICY_ERROR
+                put(("error", RequestError(output.error, status=502, kind="BadGatewayError"), started))
+                return
+            forward(splitter.finish(output.text))
+            view = signature("".join(content), calls)
+            result = self._record(resolved, output, rewritten, api, True, disconnected=stream.client_gone,
+                                  view=view)
+            put(("result", result))
+
     def _record(
         self, messages: list[dict[str, str]], output: PolicyOutput, rewritten: bool, api: str, stream: bool,
-        disconnected: bool = False,
+        disconnected: bool = False, view: str | None = None,
     ) -> TurnResult:
         turn, parsed = self.client_turn(output)
         if api == "anthropic":
@@ -205,6 +303,8 @@ class GatewaySession:
             )
             self._conversation = [dict(m) for m in messages] + [{"role": "assistant", "content": output.text}]
             self._raw_by_signature[signature(turn.content, [(c.name, c.arguments) for c in turn.calls])] = output.text
+            if view is not None:  # what a streaming client saw, should it differ from the parse of the whole text
+                self._raw_by_signature.setdefault(view, output.text)
             self.last_error = None
             self.status_hint = EpisodeStatus.TRUNCATION if output.finish_reason == FinishReason.LENGTH else None
         return TurnResult(turn, output, step_index, new_segment, rewritten)
