@@ -5,11 +5,13 @@
 call while the prompt holds no tool result, then a final answer sampled as *one id per
 character* (a tokenization no re-tokenization of the text would give). The engine records
 every prompt and sampled ids, so tests compare what the gateway recorded with what the
-server sampled.
+server sampled. It streams its ids through ``GenRequest.on_token`` one by one; when a test sets
+``engine.release`` (a ``threading.Event``), the last id of each answer waits for it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -37,6 +39,8 @@ class ScriptedEngine:
         self.eot = ChatTokenBuilder(tokenizer).eot_token_id
         self.records: list[tuple[list[int], list[int], list[float]]] = []
         self._lock = threading.Lock()
+        self.release: threading.Event | None = None
+        self.waits: list[bool] = []  # per gated answer: released in time (True) or timed out
 
     def _answer(self, prompt_text: str) -> list[int]:
         tail = prompt_text[prompt_text.rfind(RESULT_MARK) - 200 :] if RESULT_MARK in prompt_text else ""
@@ -58,6 +62,11 @@ class ScriptedEngine:
             self.records.append((list(req.prompt_ids), list(ids), list(logprobs)))
         text = self.tokenizer.decode(ids, skip_special_tokens=False)
         tops = [[(t, lp)] for t, lp in zip(ids, logprobs, strict=True)]
+        if req.on_token is not None:
+            for k, (t, lp) in enumerate(zip(ids, logprobs, strict=True)):
+                if self.release is not None and k == len(ids) - 1:
+                    self.waits.append(await asyncio.to_thread(self.release.wait, 30))
+                req.on_token(0, t, lp, tops[k])
         return [SeqResult(ids, logprobs, tops, text, finish, self.eot if finish == "stop" else None)]
 
     def close(self) -> None:
