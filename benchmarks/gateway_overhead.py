@@ -85,7 +85,8 @@ def _messages(turn: int) -> list[dict[str, str]]:
     return [{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": "Start."}]
 
 
-async def _policy_sessions(address: str, tokenizer, concurrency: int, turns: int, per_session: int):
+async def _policy_sessions(address: str, tokenizer, concurrency: int, turns: int, per_session: int,
+                           stream: bool = False):
     from agent_gym.policy import SamplingParams, VLLMPolicy
 
     policy = VLLMPolicy([address], tokenizer, SamplingParams(max_tokens=16), concurrency=max(concurrency, 8))
@@ -98,7 +99,11 @@ async def _policy_sessions(address: str, tokenizer, concurrency: int, turns: int
             msgs = _messages(0)
             for k in range(per_session):
                 t0 = time.perf_counter()
-                out = await policy.aact(msgs, session_id=sid)
+                if stream:
+                    async for event in policy.astream(msgs, session_id=sid):
+                        out = event.output
+                else:
+                    out = await policy.aact(msgs, session_id=sid)
                 times.append(time.perf_counter() - t0)
                 msgs = msgs + [{"role": "assistant", "content": out.text}, {"role": "user", "content": f"More {k}."}]
             policy.close_session(sid)
@@ -111,7 +116,7 @@ async def _policy_sessions(address: str, tokenizer, concurrency: int, turns: int
     return times, cpu / len(times)
 
 
-async def _gateway_sessions(url: str, concurrency: int, turns: int, per_session: int):
+async def _gateway_sessions(url: str, concurrency: int, turns: int, per_session: int, stream: bool = False):
     times: list[float] = []
     counter = iter(range(10**9))
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency + 8)) as http:
@@ -121,15 +126,24 @@ async def _gateway_sessions(url: str, concurrency: int, turns: int, per_session:
                 sid = f"g{next(counter)}-{uuid.uuid4().hex[:8]}"
                 msgs = _messages(0)
                 for k in range(per_session):
-                    body = orjson.dumps({"model": "m", "messages": msgs})
+                    body = orjson.dumps({"model": "m", "messages": msgs, "stream": stream})
                     t0 = time.perf_counter()
                     async with http.post(f"{url}/sessions/{sid}/v1/chat/completions", data=body,
                                          headers={"content-type": "application/json"}) as r:
-                        data = orjson.loads(await r.read())
+                        if stream:
+                            text = ""
+                            async for line in r.content:
+                                if line.startswith(b"data: {"):
+                                    delta = orjson.loads(line[6:])["choices"][0]["delta"]
+                                    text += delta.get("content") or ""
+                            data = {"choices": []}
+                        else:
+                            data = orjson.loads(await r.read())
                     if "choices" not in data:
                         raise RuntimeError(f"gateway answered {data}")
                     times.append(time.perf_counter() - t0)
-                    text = data["choices"][0]["message"]["content"]
+                    if not stream:
+                        text = data["choices"][0]["message"]["content"]
                     msgs = msgs + [{"role": "assistant", "content": text}, {"role": "user", "content": f"More {k}."}]
                 async with http.post(f"{url}/sessions/{sid}/reward", json={"reward": 0.0}) as r:
                     await r.read()
@@ -183,6 +197,19 @@ def main() -> None:
                   f"{gw_mid * ms:.2f} ms |")
             print(f"| gateway added CPU (gateway CPU - direct policy CPU) | {conc} | | | "
                   f"{(gw_mid - direct_cpu) * ms:.2f} ms |")
+            # Streamed: the direct policy's astream beside a streamed client through the gateway.
+            sdirect_times, sdirect_cpu = asyncio.run(_policy_sessions(f"127.0.0.1:{sp}", tokenizer, conc,
+                                                                      args.turns, args.per_session, stream=True))
+            c0 = _cpu(gateway.pid)
+            sgw_times, sgw_client = asyncio.run(_gateway_sessions(f"http://127.0.0.1:{gp}", conc, args.turns,
+                                                                  args.per_session, stream=True))
+            sgw_mid = (_cpu(gateway.pid) - c0) / len(sgw_times)
+            print(f"| direct VLLMPolicy.astream | {conc} | {statistics.median(sdirect_times) * ms:.2f} ms | "
+                  f"{sdirect_cpu * ms:.2f} ms | - |")
+            print(f"| gateway, streamed | {conc} | {statistics.median(sgw_times) * ms:.2f} ms | "
+                  f"{sgw_client * ms:.2f} ms | {sgw_mid * ms:.2f} ms |")
+            print(f"| gateway added CPU, streamed (gateway CPU - direct astream CPU) | {conc} | | | "
+                  f"{(sgw_mid - sdirect_cpu) * ms:.2f} ms |")
     finally:
         for proc in (gateway, proxy, server):
             proc.kill()
