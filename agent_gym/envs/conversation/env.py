@@ -296,11 +296,15 @@ class ConversationEnv(AgentEnv):
         for error in parsed.errors:
             errors.append(error)
             self._messages.append({"role": "tool", "content": f"Error: {error}"})
+        if parsed.errors:
+            info["parse_errors"] = list(parsed.errors)
         for index, call in enumerate(parsed.tool_calls):
             record: dict[str, Any] = {"name": call.name, "arguments": call.arguments}
             tool = self._episode_tools.get(call.name)
+            kind: str | None = "too_many_calls"
             if ended:
                 error = f"tool call {call.name!r} skipped: the conversation was handed over"
+                kind = "tool_error"
             elif index >= self.max_tool_calls_per_step:
                 error = (f"tool call {call.name!r} skipped: at most {self.max_tool_calls_per_step} "
                          f"calls are run per message")
@@ -309,8 +313,9 @@ class ConversationEnv(AgentEnv):
                          f"calls are run per user turn")
             elif tool is None:
                 error = f"unknown tool {call.name!r}; available tools: {', '.join(self._episode_tools) or 'none'}"
+                kind = "unknown_tool"
             else:
-                error = None
+                error = kind = None
             if error is not None:
                 content = f"Error: {error}"
             else:
@@ -318,10 +323,11 @@ class ConversationEnv(AgentEnv):
                 self._turn_calls += 1
                 result = tool.run(call.arguments)
                 error, content = result.error, result.content
+                kind = getattr(result, "kind", None) or (None if error is None else "tool_error")
                 if error is None:
                     useful = self.is_useful_call(call.name, call.arguments) or useful
                     ended = call.name in self.end_tools
-            record.update(ok=error is None, error=error, output=content)
+            record.update(ok=error is None, error=error, kind=kind, output=content)
             info["tool_calls"].append(record)
             if error is not None:
                 errors.append(error)

@@ -131,6 +131,9 @@ def test_tools_that_arrive_mid_conversation():
     assert "find" not in [s["function"]["name"] for s in info["tools"]]
     _, _, _, _, info = env.step(_call("find", name="x"))
     assert info["tool_calls"][0]["ok"] is False and "unknown tool 'find'" in info["error"]
+    assert info["tool_calls"][0]["kind"] == "unknown_tool"
+    _, _, _, _, info = env.step("<tool_call>{not json</tool_call>")
+    assert len(info["parse_errors"]) == 1 and info["tool_calls"] == []
     env.reset(seed=0)
     env.step(env.oracle_action())
     _, _, _, _, info = env.step(env.oracle_action())  # ends turn 0: the next user message brings find
