@@ -164,36 +164,78 @@ def _top_k_rows(scores: np.ndarray, k: int, *, floor: float | None = None) -> li
     Args:
         scores: A 2-D array, one row per query.
         k: Indices kept per row.
-        floor: When given, the caller drops scores ``<= floor``, so ties at or below it are
-            not resolved (which saves a pass over such rows).
+        floor: When given, the caller drops scores ``<= floor``, and such indices may be left out.
     """
     rows, n = scores.shape
     k = min(k, n)
     if k <= 0 or rows == 0:
         return [np.empty(0, dtype=np.int64) for _ in range(rows)]
     if k == n:
-        part = np.broadcast_to(np.arange(n), (rows, n))
-        values = scores
-    else:
-        # position k gets the (k+1)-th largest, the k largest come before it in some order;
-        # the (k+1)-th equal to the k-th means a tie across the cut
-        part = np.argpartition(-scores, k, axis=1)
-        values = scores[np.arange(rows)[:, None], part[:, : k + 1]]
-        cut = values[:, :k].min(axis=1)
-        crowded = cut == values[:, k]
-        if floor is not None:
-            crowded &= cut > floor
-        part, values = part[:, :k], values[:, :k]
-        for row in np.flatnonzero(crowded):
-            # every score above the k-th is among the first k; the ties go to the lowest indices
-            threshold = cut[row]
-            keep = values[row] > threshold
-            above, above_values = part[row][keep], values[row][keep]
-            tied = np.flatnonzero(scores[row] == threshold)[: k - above.size]
-            part[row] = np.concatenate([above, tied])
-            values[row] = np.concatenate([above_values, np.full(tied.size, threshold, dtype=values.dtype)])
-    ranked = part[np.arange(rows)[:, None], np.lexsort((part, -values), axis=-1)]
-    return list(ranked)
+        return list(np.lexsort((np.broadcast_to(np.arange(n), (rows, n)), -scores), axis=-1))
+    if n >= _SAMPLE_MIN_DOCS and n >= 4 * _SAMPLE_STRIDE * k:
+        return _top_k_sampled(scores, k, floor)
+    return _top_k_partition(scores, k, floor)
+
+
+def _top_k_partition(scores: np.ndarray, k: int, floor: float | None) -> list[np.ndarray]:
+    """:func:`_top_k_rows` by one ``argpartition`` of each row (``k`` < documents)."""
+    rows = scores.shape[0]
+    # position k gets the (k+1)-th largest, the k largest come before it in some order;
+    # the (k+1)-th equal to the k-th means a tie across the cut
+    part = np.argpartition(-scores, k, axis=1)
+    values = scores[np.arange(rows)[:, None], part[:, : k + 1]]
+    cut = values[:, :k].min(axis=1)
+    crowded = cut == values[:, k]
+    if floor is not None:
+        crowded &= cut > floor
+    part, values = part[:, :k], values[:, :k]
+    for row in np.flatnonzero(crowded):
+        # every score above the k-th is among the first k; the ties go to the lowest indices
+        threshold = cut[row]
+        keep = values[row] > threshold
+        above, above_values = part[row][keep], values[row][keep]
+        tied = np.flatnonzero(scores[row] == threshold)[: k - above.size]
+        part[row] = np.concatenate([above, tied])
+        values[row] = np.concatenate([above_values, np.full(tied.size, threshold, dtype=values.dtype)])
+    return list(part[np.arange(rows)[:, None], np.lexsort((part, -values), axis=-1)])
+
+
+def _top_k_sampled(scores: np.ndarray, k: int, floor: float | None) -> list[np.ndarray]:
+    """:func:`_top_k_rows` for long rows: a bound from a sample of each row, then an exact sort above it.
+
+    The ``k``-th largest of every ``_SAMPLE_STRIDE``-th score is at most the row's ``k``-th
+    largest, so every document of the exact answer (ties at the cut included) scores at
+    least that bound; one pass finds those few candidates, sorted by (score desc, index asc).
+    """
+    rows, n = scores.shape
+    sample = scores[:, ::_SAMPLE_STRIDE]
+    bound = np.partition(sample, sample.shape[1] - k, axis=1)[:, sample.shape[1] - k]
+    if floor is not None:
+        bound = np.maximum(bound, np.nextafter(scores.dtype.type(floor), scores.dtype.type(np.inf)))
+    row_of, index = np.divmod(np.flatnonzero(scores >= bound[:, None]), n)  # 1-D nonzero is far faster
+    counts = np.bincount(row_of, minlength=rows)
+    out: list[np.ndarray] = [np.empty(0, dtype=np.int64)] * rows
+    heavy = counts > n // 8  # many ties at the bound: partition those rows instead
+    if heavy.any():
+        light = ~heavy[row_of]
+        row_of, index = row_of[light], index[light]
+        for row, top in zip(np.flatnonzero(heavy), _top_k_partition(scores[heavy], k, floor), strict=True):
+            out[row] = top
+    order = np.lexsort((index, -scores[row_of, index], row_of))
+    index = index[order]
+    ends = np.cumsum(np.where(heavy, 0, counts))
+    for row in np.flatnonzero(~heavy):
+        end = int(ends[row])
+        start = end - int(counts[row])
+        out[row] = index[start:min(end, start + k)]
+    return out
+
+
+_SAMPLE_MIN_DOCS = 16384
+"""Rows at least this long (and 4 x ``_SAMPLE_STRIDE`` x k) take their top k through a sampled bound."""
+
+_SAMPLE_STRIDE = 64
+"""One score in this many forms the sample that bounds the k-th largest."""
 
 
 def _top_k(scores: np.ndarray, k: int) -> np.ndarray:
@@ -333,25 +375,29 @@ class BM25Retriever(LocalRetriever):
     def _score_rows(self, term_ids: Sequence[Sequence[int]]) -> np.ndarray:
         """BM25 scores of every document (columns) for each query's term ids (rows).
 
-        A batch gathers the postings of every term of every query at once and adds them into a
-        (queries x documents) float32 matrix with one ``np.add.at``, which adds in array order:
-        each document's score is summed term by term in query order. These are the same float32
-        sums as ``bm25s``'s single-query scoring and as the one-query path here (a slice per
-        term), so scores, ranks and ties do not depend on the batch.
+        A batch of short posting lists is gathered at once and added into a (queries x documents)
+        float32 matrix with one ``np.add.at``, which adds in array order; one query, or long
+        posting lists, add each term's slice in turn. Either way each document's score is summed
+        term by term in query order: the same float32 sums as ``bm25s``'s single-query scoring,
+        so scores, ranks and ties do not depend on the batch.
         """
         data, indices, indptr, n_docs = self._data, self._indices, self._indptr, self._n_docs
         rows = len(term_ids)
         out = np.zeros(rows * n_docs, dtype=data.dtype)
-        if rows == 1:
-            for term in term_ids[0]:
-                start, end = indptr[term], indptr[term + 1]
-                out[indices[start:end]] += data[start:end]  # a term's documents are distinct
-        elif rows > 1:
-            lengths = np.fromiter((len(ids) for ids in term_ids), dtype=np.int64, count=rows)
-            terms = np.fromiter((t for ids in term_ids for t in ids), dtype=np.int64, count=int(lengths.sum()))
-            starts = indptr[terms].astype(np.int64)
-            counts = indptr[terms + 1].astype(np.int64) - starts
-            total = int(counts.sum())
+        lengths = np.fromiter((len(ids) for ids in term_ids), dtype=np.int64, count=rows)
+        terms = np.fromiter((t for ids in term_ids for t in ids), dtype=np.int64, count=int(lengths.sum()))
+        starts = indptr[terms].astype(np.int64)
+        counts = indptr[terms + 1].astype(np.int64) - starts
+        total = int(counts.sum())
+        if rows == 1 or total > _GATHER_POSTINGS * terms.size:
+            # one query, or long posting lists: a slice per term costs less than gathering them
+            flat = iter(zip(starts.tolist(), (starts + counts).tolist(), strict=True))
+            for row, ids in enumerate(term_ids):
+                line = out[row * n_docs:(row + 1) * n_docs]
+                for _ in range(len(ids)):
+                    start, end = next(flat)
+                    np.add.at(line, indices[start:end], data[start:end])
+        elif total:
             # every posting of every term, in (query, term, posting) order
             positions = np.repeat(starts - (np.cumsum(counts) - counts), counts) + np.arange(total, dtype=np.int64)
             owner = np.repeat(np.repeat(np.arange(0, rows * n_docs, n_docs, dtype=np.int64), lengths), counts)
@@ -381,6 +427,9 @@ class BM25Retriever(LocalRetriever):
 
 _BATCH_CELLS = 1 << 22
 """Most (query x document) scores held at once by one BM25 batch (16 MiB of float32)."""
+
+_GATHER_POSTINGS = 2048
+"""Above this many postings per query term on average, a batch adds each term's slice in turn."""
 
 
 _SHARED: dict[tuple[Any, ...], LocalRetriever] = {}

@@ -91,6 +91,30 @@ def test_top_k_rows_breaks_ties_by_index_at_the_cut():
         assert _top_k(row, k).tolist() == np.lexsort((np.arange(40), -row))[:k].tolist()
 
 
+@pytest.mark.parametrize("kind", ["ties", "sparse", "distinct"])
+def test_top_k_of_long_rows_through_the_sampled_bound_is_exact(kind):
+    rng = np.random.default_rng({"ties": 1, "sparse": 2, "distinct": 3}[kind])
+    shape = (5, 20_000)  # long enough for the sampled path
+    if kind == "ties":
+        scores = rng.integers(0, 6, shape).astype(np.float32)
+    elif kind == "sparse":
+        scores = (rng.random(shape) * (rng.random(shape) < 0.0005)).astype(np.float32)
+    else:
+        scores = rng.random(shape).astype(np.float32)
+    for k in (1, 5, 40):
+        expected = [np.lexsort((np.arange(shape[1]), -row))[:k].tolist() for row in scores]
+        assert [r.tolist() for r in _top_k_rows(scores, k)] == expected
+        kept = [[i for i in r.tolist() if scores[n, i] > 0] for n, r in enumerate(_top_k_rows(scores, k, floor=0.0))]
+        assert kept == [[i for i in e if scores[n, i] > 0] for n, e in enumerate(expected)]
+
+
+def test_sampled_top_k_and_per_term_scoring_give_the_same_hits(shipped, queries, monkeypatch):
+    whole = [pairs(h) for h in shipped.search_batch(queries, 5)]
+    monkeypatch.setattr(retrieval, "_SAMPLE_MIN_DOCS", 1)  # sampled bound on the 2,024 documents
+    monkeypatch.setattr(retrieval, "_GATHER_POSTINGS", 0)  # a slice per term, not the gather
+    assert [pairs(h) for h in shipped.search_batch(queries, 5)] == whole
+
+
 def test_snippet_free_hits(shipped):
     query = "Where was the founder born?"
     full, bare = shipped.search(query, 5), shipped.search(query, 5, snippets=False)
