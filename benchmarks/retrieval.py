@@ -143,8 +143,11 @@ def server_vs_in_process(local, corpus_path: Path, cache: str, queries: list[str
             client_cpu.append((time.process_time() - cpu) / len(queries))
             server_cpu.append((process_cpu(proc.pid) - server) / len(queries))
         remote.close()
+        with urllib.request.urlopen(url.rsplit("/", 1)[0] + "/health", timeout=10) as reply:
+            health = json.loads(reply.read())
         return {"one": statistics.median(one), "many": statistics.median(many), "served": statistics.median(served),
-                "client_us": statistics.median(client_cpu) * 1e6, "server_us": statistics.median(server_cpu) * 1e6}
+                "client_us": statistics.median(client_cpu) * 1e6, "server_us": statistics.median(server_cpu) * 1e6,
+                "per_batch": health["queries"] / max(health["batches"], 1)}
     finally:
         proc.kill()
         proc.wait()
@@ -207,8 +210,9 @@ def main() -> None:
     print(f"\nServer vs in process, BM25, {args.clients} client threads (RemoteRetriever, one query per request),"
           " runs interleaved, medians of 3:")
     print("| corpus | in process, 1 thread | in process, 16 threads | server | server / 1 thread | server / 16 threads "
-          "| CPU per query: client side | server side | in process |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| CPU per query: client side | server side | in process | queries per server batch "
+          "| in-process CPU per query, batches of 8 without snippets |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     servers = [] if args.dense_only else [
         ("2,024 docs", builtin_corpus_path(), questions * 3, retrievers["bm25"]),
         (f"{args.synthetic:,} docs", synthetic_path, synthetic_queries[:1000], big_retriever),
@@ -218,10 +222,14 @@ def main() -> None:
         for query in queries:
             local.search(query, 5)
         local_us = (time.process_time() - cpu) / len(queries) * 1e6
+        cpu = time.process_time()
+        for start in range(0, len(queries), 8):  # as the server calls it: ~8 queries per batch at 16 clients
+            local.search_batch(queries[start:start + 8], 5, snippets=False)
+        batch_us = (time.process_time() - cpu) / len(queries) * 1e6
         r = server_vs_in_process(local, Path(path), cache, queries, args.clients)
         print(f"| {label} | {r['one']:.0f} q/s | {r['many']:.0f} q/s | {r['served']:.0f} q/s | "
               f"{r['served'] / r['one']:.2f} | {r['served'] / r['many']:.2f} | {r['client_us']:.0f} µs | "
-              f"{r['server_us']:.0f} µs | {local_us:.0f} µs |", flush=True)
+              f"{r['server_us']:.0f} µs | {local_us:.0f} µs | {r['per_batch']:.1f} | {batch_us:.0f} µs |", flush=True)
 
     single = [t for t in tasks if t["type"] == "single_hop"]
     two_hop = [t for t in tasks if t["type"] == "two_hop"]
