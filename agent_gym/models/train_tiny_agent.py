@@ -14,9 +14,12 @@ The system prompt and tool list are the same in every conversation, so each batc
 shared prefix once and the rest of every conversation attends to its (expanded) KV cache:
 the same loss as the full forward pass for about half of the compute.
 
-Command line (the shipped model's exact command is in ``tiny_agent/training.json``)::
+The shipped model (``agent_gym/models/tiny_agent``) was trained in two stages, the second
+continuing the first with a fresh learning-rate schedule (``training.json`` records both)::
 
-    python -m agent_gym.models.train_tiny_agent --out DIR
+    python -m agent_gym.models.train_tiny_agent --out stage1 --threads 1
+    python -m agent_gym.models.train_tiny_agent --out tiny_agent --threads 1 --init-from stage1 \
+        --steps 4000 --warmup 50 --seed 2
 
 The output directory loads with ``AutoModelForCausalLM.from_pretrained`` /
 ``AutoTokenizer.from_pretrained`` and serves with ``agent-gym serve --model DIR``.
@@ -51,21 +54,22 @@ class TrainConfig:
     def __init__(
         self,
         *,
-        task_seeds: Sequence[int] = tuple(range(1, 11)),
+        task_seeds: Sequence[int] = tuple(range(1, 17)),
         per_family: int = 120,
         vocab_size: int = 2048,
         hidden_size: int = 192,
         num_layers: int = 4,
         num_heads: int = 4,
-        num_kv_heads: int = 2,
+        num_kv_heads: int = 4,
         intermediate_size: int = 384,
-        steps: int = 360,
+        steps: int = 2000,
         batch_size: int = 8,
         lr: float = 3e-3,
         warmup: int = 30,
         weight_decay: float = 0.01,
         seed: int = 0,
         threads: int | None = None,
+        init_from: str | None = None,
     ) -> None:
         self.task_seeds = [int(s) for s in task_seeds]
         self.per_family = per_family
@@ -82,6 +86,7 @@ class TrainConfig:
         self.weight_decay = weight_decay
         self.seed = seed
         self.threads = threads
+        self.init_from = init_from
 
     def as_dict(self) -> dict[str, Any]:
         """The settings as a JSON-ready dict."""
@@ -209,7 +214,12 @@ def train_tiny_agent(out: str | Path, config: TrainConfig | None = None, *, log:
     torch.manual_seed(config.seed)
 
     tasks = training_tasks(config.task_seeds, config.per_family)
-    tokenizer = train_tokenizer(bootstrap_texts(tasks), config.vocab_size, seed=config.seed)
+    if config.init_from:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(config.init_from)
+    else:
+        tokenizer = train_tokenizer(bootstrap_texts(tasks), config.vocab_size, seed=config.seed)
     conversations = oracle_conversations(tasks, tokenizer)
     prefix_len = common_prefix_length(conversations)
     data_time = time.perf_counter() - started
@@ -217,7 +227,11 @@ def train_tiny_agent(out: str | Path, config: TrainConfig | None = None, *, log:
     say(f"{len(tasks)} tasks, {len(conversations)} conversations, vocab {len(tokenizer)}, "
         f"shared prefix {prefix_len} ids, {supervised} supervised ids, data in {data_time:.1f}s")
 
-    model = build_agent_model(tokenizer, config)
+    if config.init_from:
+        model = AutoModelForCausalLM.from_pretrained(config.init_from, dtype=torch.float32)
+        say(f"continuing from {config.init_from}")
+    else:
+        model = build_agent_model(tokenizer, config)
     params = sum(p.numel() for p in model.parameters())
     say(f"model: {params / 1e6:.2f}M parameters")
     decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
@@ -277,6 +291,9 @@ def train_tiny_agent(out: str | Path, config: TrainConfig | None = None, *, log:
         "torch_threads": torch.get_num_threads(),
         "torch_version": torch.__version__,
     }
+    previous = Path(config.init_from or "") / "training.json"
+    if config.init_from and previous.is_file():
+        record["previous_stage"] = json.loads(previous.read_text())
     (out_dir / "training.json").write_text(json.dumps(record, indent=2) + "\n")
     say(f"saved to {out_dir} in {record['wall_seconds']}s (final loss {record['final_loss']:.4f})")
     return record
@@ -309,6 +326,9 @@ def _parser() -> argparse.ArgumentParser:
                                 help="comma-separated task generator seeds (not 0, the held-out set)")
         elif key == "threads":
             parser.add_argument(flag, type=int, default=None, help="torch threads (default: torch's choice)")
+        elif key == "init_from":
+            parser.add_argument(flag, default=None,
+                                help="continue training this model directory (its tokenizer and weights)")
         else:
             parser.add_argument(flag, type=type(value), default=value, help=f"default {value}")
     return parser

@@ -1,0 +1,257 @@
+"""GRPO on CPU with nothing but what ``agent_gym.collect`` returns (the notebook 07_train twin).
+
+Each iteration:
+
+1. ``collect`` runs ``--tasks`` ToolUse-v0 tasks of one family, ``--group-size`` samples each,
+   with a :class:`~agent_gym.policy.TransformersPolicy` sampling from the full distribution
+   (temperature 1, no top-k/top-p/min-p), so the rollout is on-policy for a trainer that
+   scores the full distribution;
+2. rewards are normalised within each group of siblings (GRPO advantages: reward minus the
+   group mean, over the group's standard deviation);
+3. the trainer's own copy of the model re-scores the sampled ids (prompt + response ids,
+   loss mask from the trajectory) and, at the first update, checks that the importance
+   ratio ``exp(trainer logprob - rollout logprob)`` is 1 within 1e-3 on every sampled id;
+4. a clipped policy-gradient step (PPO-style ratio clipping) updates the trainer;
+5. the new weights are pushed into the policy in process (``TransformersPolicy.update_weights``)
+   before the next rollout. With vLLM one would instead reload weights into the server
+   (e.g. ``collective_rpc``/``update_weights`` in a colocated trainer such as verl or
+   OpenRLHF, or a restart on a saved checkpoint); with ``agent-gym serve``, a restart on the
+   saved directory.
+
+The mean reward per iteration is printed, written to ``--out/rewards.json`` and plotted to
+``--out/rewards.png`` (needs matplotlib: ``pip install agent_gym[report]``).
+
+Run::
+
+    python scripts/train_grpo_demo.py --family auto --iterations 12 --out grpo_run
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import random
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["grpo_advantages", "main", "policy_gradient_step", "run", "worst_family"]
+
+
+def grpo_advantages(rewards: Sequence[float], groups: Sequence[str]) -> list[float]:
+    """Group-normalised advantages: ``(r - mean(group)) / (std(group) + 1e-4)``."""
+    by_group: dict[str, list[float]] = {}
+    for r, g in zip(rewards, groups, strict=True):
+        by_group.setdefault(g, []).append(float(r))
+    stats = {}
+    for g, values in by_group.items():
+        mean = sum(values) / len(values)
+        std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+        stats[g] = (mean, std)
+    return [(float(r) - stats[g][0]) / (stats[g][1] + 1e-4) for r, g in zip(rewards, groups, strict=True)]
+
+
+def _sequence_logprobs(model: Any, trajectory: Any) -> tuple[Any, Any, Any]:
+    """Trainer logprobs of the sampled ids of a trajectory's first segment, its mask and rollout logprobs."""
+    import torch
+
+    prompt = trajectory.prompt_tokens.long()
+    response = trajectory.response_tokens.long()
+    ids = torch.cat([prompt, response])[None]
+    logits = model(input_ids=ids).logits[0, len(prompt) - 1 : -1].float()
+    logp = torch.log_softmax(logits, dim=-1).gather(1, response[:, None])[:, 0]
+    mask = trajectory.response_masks.float()
+    old = torch.as_tensor(trajectory.response_logprobs, dtype=torch.float32)
+    return logp, mask, old
+
+
+def policy_gradient_step(
+    model: Any, optimizer: Any, trajectories: Sequence[Any], advantages: Sequence[float], *, clip: float = 0.2,
+) -> dict[str, float]:
+    """One clipped policy-gradient step over ``trajectories``; returns loss and ratio statistics.
+
+    The loss is the token-mean of ``-min(ratio * A, clip(ratio) * A)`` over sampled ids.
+    ``max_ratio_error`` is the largest ``|ratio - 1|`` seen, before the step.
+    """
+    import torch
+
+    model.train()
+    optimizer.zero_grad(set_to_none=True)
+    total_tokens = sum(float(t.response_masks.sum()) for t in trajectories)
+    loss_sum = 0.0
+    max_err = 0.0
+    for t, adv in zip(trajectories, advantages, strict=True):
+        logp, mask, old = _sequence_logprobs(model, t)
+        ratio = torch.exp(logp - old)
+        max_err = max(max_err, float(((ratio.detach() - 1).abs() * mask).max()))
+        unclipped = ratio * adv
+        clipped = torch.clamp(ratio, 1 - clip, 1 + clip) * adv
+        loss = -(torch.minimum(unclipped, clipped) * mask).sum() / max(total_tokens, 1.0)
+        loss.backward()
+        loss_sum += float(loss)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    model.eval()
+    return {"loss": loss_sum, "max_ratio_error": max_err}
+
+
+def _rescore_error(policy: Any, trainer: Any, task: dict[str, Any]) -> float:
+    """Sample one turn with the policy and return the largest |policy logprob - trainer logprob|.
+
+    Zero (up to float error) shows the policy samples from the weights the trainer pushed.
+    """
+    import gymnasium as gym
+    import torch
+
+    env = gym.make("agent_gym/ToolUse-v0")
+    obs, info = env.reset(seed=0, options={"task": task})
+    env.close()
+    out = policy.act(obs, session_id="rescore-check", tools=info["tools"])
+    policy.close_session("rescore-check")
+    ids = torch.tensor([list(out.prompt_token_ids) + list(out.token_ids)])
+    with torch.no_grad():
+        logits = trainer(input_ids=ids).logits[0, len(out.prompt_token_ids) - 1 : -1].float()
+    logp = torch.log_softmax(logits, dim=-1).gather(1, torch.tensor(out.token_ids)[:, None])[:, 0]
+    return float((logp - torch.tensor(out.logprobs)).abs().max())
+
+
+def worst_family(policy: Any, per_family: int = 8, seed: int = 0) -> str:
+    """The ToolUse family with the lowest success of ``policy`` on training-distribution tasks."""
+    from agent_gym import collect
+    from agent_gym.envs.tool_use.tasks import TASK_FAMILIES
+    from agent_gym.models.tiny_agent_data import training_tasks
+
+    tasks = [t for t in training_tasks([900 + seed], per_family=per_family)]
+    trajectories = collect("agent_gym/ToolUse-v0", policy, tasks=tasks, n_parallel=8, progress=False, max_steps=6)
+    success = {f: [] for f in TASK_FAMILIES}
+    for t in trajectories:
+        success[t.task["family"]].append(float(t.metrics["res_reward"]) > 0)
+    return min(TASK_FAMILIES, key=lambda f: sum(success[f]) / max(1, len(success[f])))
+
+
+def run(
+    *,
+    family: str = "auto",
+    iterations: int = 12,
+    tasks_per_iteration: int = 8,
+    group_size: int = 4,
+    lr: float = 2e-4,
+    seed: int = 0,
+    out: str | Path | None = None,
+    model_path: str | None = None,
+    log: Any = None,
+) -> dict[str, Any]:
+    """Run the demo and return its record (rewards per iteration, ratio check, loss, timings).
+
+    Raises:
+        RuntimeError: If the first update's importance ratio is not 1 within 1e-3.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from agent_gym import collect
+    from agent_gym.models import default_model_path
+    from agent_gym.models.tiny_agent_data import training_tasks
+    from agent_gym.policy import SamplingParams, TransformersPolicy
+
+    say = log or (lambda *a: print(*a, flush=True))
+    torch.manual_seed(seed)
+    path = str(model_path or default_model_path())
+    sampling = SamplingParams(temperature=1.0, top_k=-1, top_p=1.0, min_p=0.0, max_tokens=96, seed=seed)
+    policy = TransformersPolicy(path, sampling=sampling, logprobs_mode="raw_logprobs")
+    trainer = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    trainer.load_state_dict(policy.model.state_dict())
+    initial = copy.deepcopy(trainer.state_dict())
+    optimizer = torch.optim.AdamW(trainer.parameters(), lr=lr, weight_decay=0.0)
+    if family == "auto":
+        family = worst_family(policy, seed=seed)
+        say(f"worst family of the starting model: {family}")
+    pool = [t for t in training_tasks([1000 + seed], per_family=120) if t["family"] == family]
+    rng = random.Random(seed)
+    record: dict[str, Any] = {"family": family, "iterations": [], "first_ratio_error": None}
+    started = time.perf_counter()
+    try:
+        for it in range(iterations):
+            tasks = rng.sample(pool, tasks_per_iteration)
+            trajectories = collect("agent_gym/ToolUse-v0", policy, tasks=tasks, samples_per_task=group_size,
+                                   n_parallel=8, progress=False, max_steps=6, seed=seed * 1000 + it)
+            usable = [t for t in trajectories if len(t.segments) <= 1 and t.response_logprobs is not None
+                      and float(t.response_masks.sum()) > 0]
+            rewards = [float(t.trajectory_reward) for t in usable]
+            success = sum(float(t.metrics["res_reward"]) > 0 for t in trajectories) / len(trajectories)
+            advantages = grpo_advantages(rewards, [t.group_id for t in usable])
+            stats = policy_gradient_step(trainer, optimizer, usable, advantages)
+            if it == 0:
+                record["first_ratio_error"] = stats["max_ratio_error"]
+                if stats["max_ratio_error"] > 1e-3:
+                    raise RuntimeError(f"importance ratio at the first update: expected 1 within 1e-3, got an "
+                                       f"error of {stats['max_ratio_error']:.2e}")
+            policy.update_weights(trainer.state_dict())
+            mean_reward = sum(float(t.trajectory_reward) for t in trajectories) / len(trajectories)
+            row = {"iteration": it, "mean_reward": mean_reward, "success": success, "loss": stats["loss"],
+                   "max_ratio_error": stats["max_ratio_error"], "episodes": len(trajectories),
+                   "nonzero_advantages": sum(1 for a in advantages if abs(a) > 1e-6)}
+            record["iterations"].append(row)
+            say(f"iter {it:3d}  mean reward {mean_reward:+.3f}  success {success:.0%}  loss {stats['loss']:+.4f}  "
+                f"|ratio-1| max {stats['max_ratio_error']:.1e}")
+        record["post_update_rescore_error"] = _rescore_error(policy, trainer, pool[0])
+    finally:
+        policy.close()
+    record["seconds"] = round(time.perf_counter() - started, 1)
+    record["weights_changed"] = any(not torch.equal(initial[k], v) for k, v in trainer.state_dict().items())
+    record["policy_has_trainer_weights"] = all(
+        torch.equal(policy.model.state_dict()[k], v) for k, v in trainer.state_dict().items())
+    if out is not None:
+        out_dir = Path(out)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "rewards.json").write_text(json.dumps(record, indent=2) + "\n")
+        plot_rewards(record, out_dir / "rewards.png")
+    return record
+
+
+def plot_rewards(record: dict[str, Any], path: str | Path) -> Path | None:
+    """Plot mean reward and success per iteration to ``path`` (None when matplotlib is missing)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed (pip install agent_gym[report]): no plot", file=sys.stderr)
+        return None
+    its = [r["iteration"] for r in record["iterations"]]
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(its, [r["mean_reward"] for r in record["iterations"]], marker="o", label="mean reward")
+    ax.plot(its, [r["success"] for r in record["iterations"]], marker=".", linestyle="--", label="success rate")
+    ax.set_xlabel("iteration")
+    ax.set_title(f"GRPO on ToolUse-v0 ({record['family']}), embedded tiny agent")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return Path(path)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point."""
+    parser = argparse.ArgumentParser(description="GRPO demo on ToolUse-v0 with the embedded tiny agent (CPU).")
+    parser.add_argument("--family", default="auto", help="task family, or 'auto' for the worst one (default)")
+    parser.add_argument("--iterations", type=int, default=12)
+    parser.add_argument("--tasks", type=int, default=8, help="tasks per iteration")
+    parser.add_argument("--group-size", type=int, default=4, help="samples per task (GRPO group)")
+    parser.add_argument("--lr", type=float, default=2e-4)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--model", default=None, help="model directory (default: the embedded model)")
+    parser.add_argument("--out", default=None, help="directory for rewards.json and rewards.png")
+    args = parser.parse_args(argv)
+    run(family=args.family, iterations=args.iterations, tasks_per_iteration=args.tasks, group_size=args.group_size,
+        lr=args.lr, seed=args.seed, out=args.out, model_path=args.model)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

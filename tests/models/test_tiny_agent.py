@@ -1,0 +1,152 @@
+"""The trained tiny agent: its tokenizer, its training data, the training script, the shipped model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from agent_gym.models import TINY_AGENT_CHAT_TEMPLATE, default_model_path
+from agent_gym.models.tiny_agent_data import (
+    TAG_TOKENS,
+    oracle_conversations,
+    train_tokenizer,
+    training_tasks,
+)
+from agent_gym.models.train_tiny_agent import TrainConfig, _batch_loss, common_prefix_length, train_tiny_agent
+
+
+@pytest.fixture(scope="module")
+def small_tasks():
+    return training_tasks([3], per_family=3)
+
+
+@pytest.fixture(scope="module")
+def agent_tokenizer(small_tasks):
+    from agent_gym.models.tiny_agent_data import bootstrap_texts
+
+    return train_tokenizer(bootstrap_texts(small_tasks), vocab_size=800)
+
+
+def test_training_tasks_never_ask_a_held_out_question():
+    from agent_gym.envs.tool_use.tasks import builtin_tasks
+
+    held_out = {t["question"] for t in builtin_tasks()}
+    tasks = training_tasks([1, 2], per_family=20)
+    assert len(tasks) > 100 and not held_out & {t["question"] for t in tasks}
+    assert len({t["question"] for t in tasks}) == len(tasks)
+    with pytest.raises(ValueError, match="other than 0"):
+        training_tasks([0, 1])
+
+
+def test_tokenizer_splits_digits_and_keeps_tags_whole(agent_tokenizer):
+    tok = agent_tokenizer
+    ids = tok.encode("12345", add_special_tokens=False)
+    assert [tok.decode([i]) for i in ids] == list("12345")
+    for tag in (*TAG_TOKENS, "<|im_start|>", "<|im_end|>"):
+        assert len(tok.encode(tag, add_special_tokens=False)) == 1, tag
+    text = '<tool_call>{"name": "calculator", "arguments": {"expression": "2 * 3"}}</tool_call>'
+    assert tok.decode(tok.encode(text, add_special_tokens=False)) == text
+    # tags are not special: they survive skip_special_tokens, the ChatML markers do not
+    assert tok.decode(tok.encode("<answer>7</answer><|im_end|>"), skip_special_tokens=True) == "<answer>7</answer>"
+    assert tok.chat_template == TINY_AGENT_CHAT_TEMPLATE
+
+
+def test_template_lists_tools_as_signatures(agent_tokenizer):
+    tools = [{"type": "function", "function": {
+        "name": "lookup", "description": "Find a row.\n\nMore text.",
+        "parameters": {"type": "object", "properties": {
+            "item": {"type": "string"},
+            "field": {"anyOf": [{"type": "string", "enum": ["a", "b"]}, {"type": "null"}]}},
+            "required": ["item"]}}}]
+    text = agent_tokenizer.apply_chat_template([{"role": "system", "content": "Sys."},
+                                                {"role": "user", "content": "Q?"}],
+                                               tools=tools, tokenize=False, add_generation_prompt=True)
+    assert "lookup(item: string, field?: a|b) - Find a row.\n" in text
+    assert text.startswith("<|im_start|>system\nSys.\n\nTools:\n<tools>") and text.endswith("<|im_start|>assistant\n")
+    assert "More text" not in text
+
+
+def test_oracle_conversations_are_rendered_as_at_rollout_time(small_tasks, agent_tokenizer):
+    import gymnasium as gym
+
+    tok = agent_tokenizer
+    convs = oracle_conversations(small_tasks, tok)
+    assert len(convs) == len(small_tasks)
+    im_end = tok.convert_tokens_to_ids("<|im_end|>")
+    env = gym.make("agent_gym/ToolUse-v0")
+    for task, conv in zip(small_tasks, convs, strict=True):
+        obs, info = env.reset(seed=0, options={"task": task})
+        tools = info["tools"]
+        actions = []
+        done = False
+        while not done:
+            action = env.unwrapped.oracle_action()
+            actions.append(action)
+            obs, _, terminated, truncated, info = env.step(action)
+            done = terminated or truncated
+        # the incremental ids equal a full render of the finished conversation
+        full = tok.apply_chat_template(list(obs), tools=tools, tokenize=False)
+        assert tok.decode(conv.input_ids, skip_special_tokens=False) == full.rstrip("\n")
+        # the supervised spans are exactly the assistant messages, each ending with <|im_end|>
+        spans, current = [], []
+        for token, m in zip(conv.input_ids, conv.loss_mask, strict=True):
+            if m:
+                current.append(token)
+            elif current:
+                spans.append(current)
+                current = []
+        spans.append(current)
+        assert [s[-1] for s in spans] == [im_end] * len(actions)
+        assert [tok.decode(s[:-1]) for s in spans] == actions
+    env.close()
+
+
+def test_shared_prefix_loss_equals_the_full_forward_loss(small_tasks, agent_tokenizer):
+    from agent_gym.models.train_tiny_agent import build_agent_model
+
+    convs = oracle_conversations(small_tasks, agent_tokenizer)
+    start = common_prefix_length(convs)
+    assert start > 100 and not any(c.loss_mask[start - 1] for c in convs)
+    model = build_agent_model(agent_tokenizer, TrainConfig(hidden_size=32, num_layers=2, intermediate_size=64))
+    prefix = torch.tensor([convs[0].input_ids[:start]])
+    with torch.no_grad():
+        shared = _batch_loss(model, prefix, convs[:5], start, agent_tokenizer.pad_token_id)
+        full = _batch_loss(model, prefix, convs[:5], 0, agent_tokenizer.pad_token_id)
+    assert torch.isfinite(shared) and abs(float(shared) - float(full)) < 1e-4
+
+
+def test_training_script_writes_a_loadable_model(tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from agent_gym.models.train_tiny_agent import main
+
+    out = tmp_path / "agent"
+    code = main(["--out", str(out), "--task-seeds", "5", "--per-family", "2", "--steps", "3", "--batch-size", "2",
+                 "--hidden-size", "32", "--num-layers", "1", "--intermediate-size", "64", "--vocab-size", "700"])
+    assert code == 0
+    record = json.loads((out / "training.json").read_text())
+    assert record["command"].startswith("python -m agent_gym.models.train_tiny_agent ")
+    assert "--steps 3" in record["command"] and len(record["loss_every_25_steps"]) == 1
+    model = AutoModelForCausalLM.from_pretrained(out)
+    tok = AutoTokenizer.from_pretrained(out)
+    assert model.config.vocab_size == len(tok) and tok.chat_template == TINY_AGENT_CHAT_TEMPLATE
+
+
+def test_train_function_is_deterministic(tmp_path):
+    config = dict(task_seeds=[5], per_family=1, steps=2, batch_size=2, hidden_size=32, num_layers=1,
+                  intermediate_size=64, vocab_size=700)
+    a = train_tiny_agent(tmp_path / "a", TrainConfig(**config), log=lambda *a: None)
+    b = train_tiny_agent(tmp_path / "b", TrainConfig(**config), log=lambda *a: None)
+    assert a["loss_every_25_steps"] == b["loss_every_25_steps"]
+
+
+def test_shipped_model_is_small_and_complete():
+    path = default_model_path()
+    for name in ("model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json", "training.json"):
+        assert (path / name).is_file(), name
+    assert (path / "model.safetensors").stat().st_size <= 10 * 2**20
+    record = json.loads((path / "training.json").read_text())
+    assert record["command"].startswith("python -m agent_gym.models.train_tiny_agent")
+    assert 0 not in record["config"]["task_seeds"]
