@@ -172,6 +172,7 @@ def _schema() -> Any:
             pa.field("group_id", pa.string()),
             pa.field("status", pa.string()),
             pa.field("retokenized", pa.bool_()),
+            pa.field("env_id", pa.string()),
             pa.field("trajectory_reward", pa.float64()),
             pa.field("reward_is_int", pa.bool_()),
             pa.field("prompt_tokens", pa.list_(pa.int64())),

@@ -315,6 +315,8 @@ class Trajectory:
         status: An ``EpisodeStatus`` value, or "" while unknown.
         retokenized: True when the tokens come from re-tokenizing text rather
             than from the sampled ids.
+        env_id: Id of the env that produced the episode (e.g. ``"agent_gym/ToolUse-v0"``),
+            or "" when unknown.
     """
 
     prompt_tokens: torch.Tensor
@@ -329,6 +331,7 @@ class Trajectory:
     group_id: str = ""
     status: str = ""
     retokenized: bool = False
+    env_id: str = ""
 
     def __post_init__(self) -> None:
         cls_name = type(self).__name__

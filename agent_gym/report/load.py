@@ -56,7 +56,7 @@ class EpisodeStats:
 
     Attributes:
         source: Label of the file (or batch) the episode came from.
-        env: Env id recorded with the episode (``task["env_id"]`` or ``task["env"]``), or ``"-"``.
+        env: Env id recorded with the episode (its ``env_id``, else ``task["env_id"]`` or ``task["env"]``), or ``"-"``.
         task: The episode's task dict (None if unknown).
         group: ``group_id`` (siblings of one task share it), else ``rollout_id``.
         status: The episode status ("" when unknown).
@@ -314,6 +314,7 @@ def _parquet_batch(batch: Any, path: Path, label: str, first_row: int, episodes:
     if "segments" in names:
         tokens = tokens + _later_segment_sums(batch.column("segments"))
     tasks = batch.column("task").to_pylist() if "task" in names else [None] * n
+    env_ids = batch.column("env_id").to_pylist() if "env_id" in names else [None] * n
     steps = batch.column("steps").to_pylist()
 
     def number(values: list[Any] | None, i: int) -> float:
@@ -329,7 +330,7 @@ def _parquet_batch(batch: Any, path: Path, label: str, first_row: int, episodes:
                 from None
         stats = EpisodeStats(
             source=label,
-            env=_env_of({}, task),
+            env=_env_of({"env_id": env_ids[i]}, task),
             task=task,
             group=str(groups[i] or rollouts[i] or ""),
             status=str(statuses[i] or ""),
@@ -376,8 +377,8 @@ def _load_parquet(path: Path, label: str) -> LoadedFile:
             f"{path}: unknown trajectory columns {unknown}; the file was written by a newer agent_gym "
             "(upgrade agent_gym to report on it)"
         )
-    wanted = [c for c in ("trajectory_reward", "metrics", "status", "group_id", "rollout_id", "response_masks",
-                          "segments", "task", "steps") if c in names]
+    wanted = [c for c in ("trajectory_reward", "metrics", "status", "group_id", "rollout_id", "env_id",
+                          "response_masks", "segments", "task", "steps") if c in names]
     episodes: list[EpisodeStats] = []
     # Row-group-sized batches keep the memory bounded by a batch, not the file.
     for batch in parquet.iter_batches(batch_size=4096, columns=wanted):

@@ -86,6 +86,8 @@ class TrajectoryWrapper(gym.Wrapper):
         self._lock = threading.Lock()
         self._builder: Any = None
         self._view_factory: Callable[[], PromptView] = make_prompt_view(memory, tokenizer=tokenizer)
+        spec = getattr(env, "spec", None)
+        self._env_id: str = str(getattr(spec, "id", "") or "")
         self._reset_state()
 
     # ------------------------------------------------------------------ state
@@ -371,6 +373,7 @@ class TrajectoryWrapper(gym.Wrapper):
             rollout_id=self._rollout_id,
             status=status.value,
             retokenized=self._retokenized,
+            env_id=self._env_id,
             task=self._task,
             steps=list(self._steps),
             segments=segments,

@@ -59,7 +59,8 @@ def make_batch(num_tasks=6, samples_per_task=2, *, start=0, kinds=("oracle", "er
                               (ERROR_SCRIPT if kind == "errors" else ["<answer>-1</answer>"]), turn_tokens=3 + s)
             trajectory.idx = len(out)
             trajectory.group_id = f"0-{i}-{task['id']}"
-            if env_id is not None:
+            if env_id is not None:  # as files written before trajectories recorded their env id
+                trajectory.env_id = ""
                 trajectory.task = {**trajectory.task, "env_id": env_id}
             out.append(trajectory)
     return out

@@ -1,6 +1,7 @@
 import re
 import sys
 
+import gymnasium as gym
 import orjson
 import pytest
 from report_fakes import make_batch
@@ -100,6 +101,31 @@ def test_mixed_envs_split_by_env(tmp_path):
     for r in rows:
         per_env[r.env] = per_env.get(r.env, 0) + r.episodes
     assert per_env == {"agent_gym/ToolUse-v0": 4, "other/Env-v0": 6}
+
+
+@pytest.mark.parametrize("suffix", ["jsonl", "parquet"])
+def test_trajectories_record_their_env_id_and_the_report_splits_by_it(tmp_path, suffix):
+    from agent_gym import TrajectoryWrapper
+
+    trajectories = []
+    for env_id in ("agent_gym/ToolUse-v0", "agent_gym/Conversation-v0"):
+        env = TrajectoryWrapper(gym.make(env_id))
+        for seed in range(2):
+            env.reset(seed=seed)
+            while True:
+                *_, terminated, truncated, info = env.step(env.unwrapped.oracle_action())
+                if terminated or truncated:
+                    break
+            trajectory = info["trajectory"]
+            assert trajectory.env_id == env_id and "env_id" not in trajectory.task
+            trajectories.append(trajectory)
+    path = tmp_path / f"mixed.{suffix}"
+    (write_jsonl if suffix == "jsonl" else write_parquet)(trajectories, path)
+    report = load_report(path)
+    per_env = {}
+    for r in report.files[0].rows(report.by):
+        per_env[r.env] = per_env.get(r.env, 0) + r.episodes
+    assert per_env == {"agent_gym/ToolUse-v0": 2, "agent_gym/Conversation-v0": 2}
 
 
 def test_several_files_side_by_side(batch, other_batch, tmp_path):
