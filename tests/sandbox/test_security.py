@@ -9,9 +9,9 @@ import threading
 from pathlib import Path
 
 import pytest
+from sandbox_helpers import SMALL, needs_bwrap, sandbox_processes
 
 from agent_gym.sandbox import LocalSandbox, SandboxError
-from tests.sandbox.conftest import SMALL, needs_bwrap, sandbox_processes
 
 pytestmark = needs_bwrap
 

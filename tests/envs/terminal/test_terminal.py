@@ -7,6 +7,7 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
+from sandbox_helpers import sandbox_processes
 
 import agent_gym  # noqa: F401
 from agent_gym.envs.terminal import BUILTIN_TASK_DIR, TerminalEnv, builtin_tasks, load_task, parse_pytest_summary
@@ -14,7 +15,6 @@ from agent_gym.errors import ConfigError
 from agent_gym.rollout import collect
 from agent_gym.sandbox import bwrap_available
 from agent_gym.types import EpisodeStatus
-from tests.sandbox.conftest import sandbox_processes
 
 pytestmark = pytest.mark.skipif(bwrap_available() is None,
                                 reason="bubblewrap (bwrap) is not installed: apt-get install bubblewrap")
