@@ -46,7 +46,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_JSON_COLUMNS = ("chat_completions", "task", "steps")
+_JSON_COLUMNS = ("chat_completions", "task", "steps", "sampling")
 _KIND_KEY = "_kind"
 
 SLIME_STATUS: dict[str, str] = {
@@ -184,6 +184,7 @@ def _schema() -> Any:
             pa.field("chat_completions", pa.string()),
             pa.field("task", pa.string()),
             pa.field("steps", pa.string()),
+            pa.field("sampling", pa.string()),
         ]
     )
 
@@ -205,7 +206,7 @@ def _from_row(row: dict[str, Any]) -> Trajectory:
     if data.pop("reward_is_int", False):
         data["trajectory_reward"] = int(data["trajectory_reward"])
     for name in _JSON_COLUMNS:
-        value = data.pop(name)
+        value = data.pop(name, None)  # files written before a column existed lack it
         if value is not None:
             data[name] = json.loads(value)
     if data.get("segments") is None:
@@ -380,7 +381,8 @@ def to_slime_samples(
     ``reward`` (the episode's reward), ``status`` (slime's ``completed`` /
     ``truncated`` / ``aborted``, see :data:`SLIME_STATUS`), ``rollout_id`` (shared
     by the segments of one episode), ``group_index`` / ``index`` and
-    ``metadata`` (agent_gym status, group id, segment position, task id, metrics).
+    ``metadata`` (agent_gym status, group id, segment position, task id, the sampling
+    record with its logprobs mode, metrics).
 
     Args:
         trajectories: Records from ``collect`` or a file.
@@ -426,6 +428,7 @@ def to_slime_samples(
                         "last_step": segment.last_step,
                         "task_id": task.get("id") if isinstance(task, dict) else None,
                         "retokenized": trajectory.retokenized,
+                        "sampling": dict(trajectory.sampling),
                         "metrics": dict(trajectory.metrics),
                     },
                 }

@@ -113,6 +113,11 @@ class PolicyOutput:
             not read this flag.
         server: Address of the server that answered, if any.
         error: A message when ``finish_reason == "error"``.
+        sampling: What shaped the sampled ids' distribution and their logprobs: the
+            ``logprobs_mode`` (``"raw_logprobs"`` or ``"processed_logprobs"``, as vLLM's
+            ``--logprobs-mode``) and the sampling parameters that change the distribution
+            (``temperature``, ``top_k``, ``top_p``, ``min_p``, the penalties, ``min_tokens``);
+            see ``SamplingParams.record``. None when the policy does not say.
     """
 
     text: str
@@ -125,6 +130,7 @@ class PolicyOutput:
     new_segment: bool = False
     server: str | None = None
     error: str | None = None
+    sampling: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, str):
@@ -317,6 +323,11 @@ class Trajectory:
             than from the sampled ids.
         env_id: Id of the env that produced the episode (e.g. ``"agent_gym/ToolUse-v0"``),
             or "" when unknown.
+        sampling: How the sampled ids were drawn and what their logprobs are: the
+            ``logprobs_mode`` and the sampling parameters of the policy's turns
+            (``PolicyOutput.sampling``), {} when unknown. A trainer re-scoring the ids
+            compares raw logprobs with the plain log-softmax of the model, processed
+            ones with the distribution after the same temperature and truncation.
     """
 
     prompt_tokens: torch.Tensor
@@ -332,6 +343,7 @@ class Trajectory:
     status: str = ""
     retokenized: bool = False
     env_id: str = ""
+    sampling: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         cls_name = type(self).__name__
@@ -351,6 +363,8 @@ class Trajectory:
                 f"Trajectory.trajectory_reward: expected a finite number, got {self.trajectory_reward}"
             )
         _check_messages("Trajectory.chat_completions", self.chat_completions)
+        if not isinstance(self.sampling, dict):
+            raise TrajectoryError(f"Trajectory.sampling: expected dict, got {type(self.sampling).__name__}")
         if not isinstance(self.metrics, dict):
             raise TrajectoryError(f"Trajectory.metrics: expected dict, got {type(self.metrics).__name__}")
         if set(self.metrics) != set(METRIC_KEYS):
@@ -393,7 +407,7 @@ class Trajectory:
                 value = [s.to_dict() for s in value]
             elif f.name in ("chat_completions", "metrics"):
                 value = _json_copy(value)
-            elif f.name == "task":
+            elif f.name in ("task", "sampling"):
                 value = _json_copy(value)
             out[f.name] = value
         return out

@@ -10,6 +10,12 @@ a job scheduler or a container runtime sends) stops the collection: the episodes
 in flight are cancelled, the file is closed (readable, holding every finished
 episode), the summary is printed and the exit status is 130 (SIGINT) or 143
 (SIGTERM). A second signal stops at once.
+
+Turns are sampled from the model's full distribution by default (``top_k`` -1,
+``top_p`` 1, ``min_p`` 0): what a trainer scoring the full distribution expects
+(truncated sampling is off-policy for it). ``--top-k``, ``--top-p`` and ``--min-p``
+truncate it; the summary's ``sampling`` line says which was used, and the trajectories
+record it with the logprobs mode (``--logprobs-mode``, raw by default as in vLLM).
 """
 
 from __future__ import annotations
@@ -24,9 +30,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from agent_gym.policy.sampling import LOGPROBS_MODES
 from agent_gym.types import EpisodeStatus, StepTrajectory
 
-__all__ = ["StopOnSignal", "add_parser", "build_policy", "format_summary", "run", "summarize"]
+__all__ = ["StopOnSignal", "add_parser", "build_policy", "build_sampling", "format_summary", "run", "sampling_text",
+           "summarize"]
 
 _FAILED = (EpisodeStatus.TIMEOUT.value, EpisodeStatus.ENV_ERROR.value, EpisodeStatus.POLICY_ERROR.value)
 
@@ -49,6 +57,22 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--n-parallel", type=int, default=8, metavar="P", help="episodes in flight (default 8)")
     parser.add_argument("--temperature", type=float, default=1.0, metavar="T", help="temperature (default 1.0)")
     parser.add_argument(
+        "--top-k", type=int, default=None, metavar="K",
+        help="sample from the K most likely tokens only (default: off, the full distribution)",
+    )
+    parser.add_argument(
+        "--top-p", type=float, default=None, metavar="P", help="nucleus sampling mass (default: 1.0, off)"
+    )
+    parser.add_argument(
+        "--min-p", type=float, default=None, metavar="P",
+        help="drop tokens less likely than P times the most likely one (default: 0.0, off)",
+    )
+    parser.add_argument(
+        "--logprobs-mode", choices=list(LOGPROBS_MODES), default="raw_logprobs",
+        help="raw_logprobs (default): the model's log-softmax before temperature and truncation; "
+        "processed_logprobs: after them. With --server: the mode the servers run with (recorded only)",
+    )
+    parser.add_argument(
         "--max-steps", type=int, default=None, metavar="S", help="turns per episode (env default)"
     )
     parser.add_argument("--max-tokens", type=int, default=256, metavar="N", help="tokens per turn (default 256)")
@@ -66,29 +90,56 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
+def build_sampling(args: argparse.Namespace) -> Any:
+    """The ``SamplingParams`` of the arguments: the full distribution unless ``--top-k/--top-p/--min-p``.
+
+    Truncation asked for on the command line is intended (``truncation_ok``), so ``collect``
+    does not warn about it.
+    """
+    from agent_gym.policy import SamplingParams
+
+    top_k, top_p, min_p = (getattr(args, name, None) for name in ("top_k", "top_p", "min_p"))
+    return SamplingParams(
+        temperature=args.temperature,
+        max_tokens=args.max_tokens,
+        seed=args.seed,
+        top_k=-1 if top_k is None else top_k,
+        top_p=1.0 if top_p is None else top_p,
+        min_p=0.0 if min_p is None else min_p,
+        truncation_ok=any(v is not None for v in (top_k, top_p, min_p)),
+    )
+
+
 def build_policy(args: argparse.Namespace) -> tuple[Any, str]:
-    """Build the policy the arguments ask for.
+    """Build the policy the arguments ask for (its sampling from :func:`build_sampling`).
 
     Returns:
         The policy and a one-line description of it.
     """
-    from agent_gym.policy import SamplingParams
-
-    sampling = SamplingParams(temperature=args.temperature, max_tokens=args.max_tokens, seed=args.seed)
+    sampling = build_sampling(args)
+    mode = getattr(args, "logprobs_mode", "raw_logprobs")
     if args.server:
         from agent_gym.policy import VLLMPolicy
 
         if args.model:
-            return VLLMPolicy(args.server, args.model, sampling), f"vLLM servers {args.server} (tokenizer {args.model})"
-        return VLLMPolicy(args.server, None, sampling, mode="chat"), f"vLLM servers {args.server} (chat mode)"
+            policy = VLLMPolicy(args.server, args.model, sampling, logprobs_mode=mode)
+            return policy, f"vLLM servers {args.server} (tokenizer {args.model})"
+        policy = VLLMPolicy(args.server, None, sampling, mode="chat", logprobs_mode=mode)
+        return policy, f"vLLM servers {args.server} (chat mode)"
     from agent_gym.policy import TransformersPolicy
 
     if args.model:
-        return TransformersPolicy(args.model, sampling=sampling), f"local model {args.model}"
+        return TransformersPolicy(args.model, sampling=sampling, logprobs_mode=mode), f"local model {args.model}"
     from agent_gym.models import default_model_path
 
     path = default_model_path()
-    return TransformersPolicy(str(path), sampling=sampling), f"embedded default model ({path.name})"
+    policy = TransformersPolicy(str(path), sampling=sampling, logprobs_mode=mode)
+    return policy, f"embedded default model ({path.name})"
+
+
+def sampling_text(sampling: Any, logprobs_mode: str) -> str:
+    """The summary's ``sampling`` line, e.g. ``"full distribution, temperature 1, raw_logprobs"``."""
+    return f"{sampling.truncation_text()}, temperature {sampling.temperature:g}, {logprobs_mode}"
 
 
 def summarize(trajectories: Sequence[StepTrajectory], wall_time: float) -> dict[str, Any]:
@@ -124,7 +175,11 @@ def summarize(trajectories: Sequence[StepTrajectory], wall_time: float) -> dict[
 
 
 def format_summary(summary: dict[str, Any]) -> str:
-    """Render :func:`summarize` output as an aligned two-column table."""
+    """Render :func:`summarize` output as an aligned two-column table.
+
+    A ``"sampling"`` entry (added by ``agent-gym rollout``, see :func:`sampling_text`) becomes
+    the last row.
+    """
     busy = summary["env_time"] + summary["llm_time"]
     env_share = summary["env_time"] / busy if busy > 0 else 0.0
     rows = [
@@ -139,6 +194,8 @@ def format_summary(summary: dict[str, Any]) -> str:
         ("wall time", f"{summary['wall_time']:.2f}s"),
         ("statuses", ", ".join(f"{k or '?'}={v}" for k, v in sorted(summary["statuses"].items())) or "-"),
     ]
+    if summary.get("sampling"):
+        rows.append(("sampling", str(summary["sampling"])))
     width = max(len(name) for name, _ in rows)
     line = "-" * (width + 3 + max(len(value) for _, value in rows))
     return "\n".join([line, *(f"{name:<{width}} | {value}" for name, value in rows), line])
@@ -148,6 +205,12 @@ def _check_args(args: argparse.Namespace) -> str | None:
     for name in ("episodes", "samples_per_task", "n_parallel", "max_tokens"):
         if getattr(args, name) < 1:
             return f"--{name.replace('_', '-')}: expected an int >= 1, got {getattr(args, name)}"
+    try:
+        build_sampling(args)
+    except ValueError as exc:  # a pydantic ValidationError: its message names the field and its range
+        errors = getattr(exc, "errors", None)
+        detail = str(errors()[0].get("msg", exc)) if callable(errors) and errors() else str(exc)
+        return detail.removeprefix("Value error, ")
     if args.max_steps is not None and args.max_steps < 1:
         return f"--max-steps: expected an int >= 1, got {args.max_steps}"
     if Path(args.out).suffix.lower() not in (".jsonl", ".parquet"):
@@ -303,7 +366,9 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
             writer.close()
             _close_policy(policy)
     wall = time.perf_counter() - started
-    print(format_summary(summarize(finished, wall)), file=out)
+    summary = summarize(finished, wall)
+    summary["sampling"] = sampling_text(policy.sampling, getattr(args, "logprobs_mode", "raw_logprobs"))
+    print(format_summary(summary), file=out)
     if stop.exit_code is not None:
         print(f"interrupted: {len(finished)} finished episodes written to {args.out}", file=out, flush=True)
         return stop.exit_code

@@ -16,7 +16,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "serve",
         help="run the reference OpenAI-compatible server (vLLM dialect) on transformers",
         description="Reference OpenAI-compatible server (vLLM dialect) on transformers, for CPU "
-        "development and tests. Without --model it serves agent_gym's built-in tiny model.",
+        "development and tests. Without --model it serves agent_gym's built-in tiny model. Logprobs are raw "
+        "(the model's log-softmax before temperature and truncation) unless --logprobs-mode processed_logprobs, "
+        "as in vLLM.",
     )
     add_server_arguments(parser)
     parser.set_defaults(func=run)

@@ -7,6 +7,12 @@
 ``stop``, ``stop_token_ids`` and ``repetition_penalty``. Out-of-range values raise
 a ``pydantic.ValidationError`` (a ``ValueError``) whose message names the field
 and its allowed range.
+
+:meth:`SamplingParams.record` gives what a trajectory stores about how its ids were
+sampled (with the logprobs mode, see :data:`LOGPROBS_MODES`), and
+:attr:`SamplingParams.truncates` says whether top-k / top-p / min-p cut the
+distribution, which makes the samples off-policy for a trainer that scores the full
+distribution.
 """
 
 from __future__ import annotations
@@ -16,7 +22,36 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
-__all__ = ["SAMPLING_RANGES", "SamplingParams"]
+__all__ = ["DISTRIBUTION_FIELDS", "LOGPROBS_MODES", "SAMPLING_RANGES", "SamplingParams", "check_logprobs_mode"]
+
+#: The logprob modes, named as vLLM's ``--logprobs-mode`` values (the first is vLLM's default):
+#: ``raw_logprobs`` is the log-softmax of the model's logits before penalties, temperature and
+#: top-k/top-p/min-p; ``processed_logprobs`` is the log-softmax after them.
+LOGPROBS_MODES = ("raw_logprobs", "processed_logprobs")
+
+#: The sampling fields that change the distribution the ids are drawn from (recorded with
+#: every trajectory by :meth:`SamplingParams.record`).
+DISTRIBUTION_FIELDS = (
+    "temperature",
+    "top_k",
+    "top_p",
+    "min_p",
+    "repetition_penalty",
+    "frequency_penalty",
+    "presence_penalty",
+    "min_tokens",
+)
+
+
+def check_logprobs_mode(value: str, name: str = "logprobs_mode") -> str:
+    """Return ``value`` if it is one of :data:`LOGPROBS_MODES`.
+
+    Raises:
+        ValueError: Any other value.
+    """
+    if value not in LOGPROBS_MODES:
+        raise ValueError(f"{name}: expected one of {', '.join(LOGPROBS_MODES)}, got {value!r}")
+    return value
 
 #: Allowed closed ranges of the numeric fields, ``None`` meaning unbounded on that side.
 SAMPLING_RANGES: dict[str, tuple[float | None, float | None]] = {
@@ -73,6 +108,13 @@ class SamplingParams(BaseModel):
         stop: Stop strings (kept in the output).
         stop_token_ids: Extra ids that end a turn (kept in the output).
         repetition_penalty: Multiplicative penalty (> 0; 1 is off).
+        truncation_ok: Set True to say that truncated sampling (``top_k`` > 0, ``top_p`` < 1
+            or ``min_p`` > 0) is intended: ``collect`` then does not warn that the samples are
+            off-policy for a trainer scoring the full distribution. Never sent to a server.
+
+    The seed API's defaults truncate (``top_k=50``). For on-policy training samples pass
+    ``top_k=-1`` (``top_p`` 1 and ``min_p`` 0 are the defaults), as ``agent-gym rollout``
+    does unless told otherwise.
 
     Example:
         >>> SamplingParams(temperature=1.0, max_tokens=256).to_request()["max_tokens"]
@@ -96,6 +138,7 @@ class SamplingParams(BaseModel):
     stop: list[str] = []
     stop_token_ids: list[int] = []
     repetition_penalty: float = 1.0
+    truncation_ok: bool = False
 
     @field_validator(*SAMPLING_RANGES, mode="after")
     @classmethod
@@ -167,6 +210,35 @@ class SamplingParams(BaseModel):
         if isinstance(value, dict):
             return cls(**value)
         raise TypeError(f"sampling: expected SamplingParams, dict or None, got {type(value).__name__}")
+
+    @property
+    def truncates(self) -> bool:
+        """Whether top-k, top-p or min-p cut the distribution (off-policy for a full-distribution trainer)."""
+        return self.top_k > 0 or self.top_p < 1.0 or self.min_p > 0.0
+
+    def truncation_text(self) -> str:
+        """``"full distribution"``, or the truncation used (e.g. ``"truncated (top_k=50)"``)."""
+        if not self.truncates:
+            return "full distribution"
+        parts = [f"top_k={self.top_k}" if self.top_k > 0 else "", f"top_p={self.top_p:g}" if self.top_p < 1.0 else "",
+                 f"min_p={self.min_p:g}" if self.min_p > 0.0 else ""]
+        return f"truncated ({', '.join(p for p in parts if p)})"
+
+    def record(self, logprobs_mode: str) -> dict[str, Any]:
+        """What a trajectory records about its sampling: ``logprobs_mode`` and :data:`DISTRIBUTION_FIELDS`.
+
+        Args:
+            logprobs_mode: One of :data:`LOGPROBS_MODES`, the mode of the logprobs the
+                policy returns (for ``VLLMPolicy``, the server's ``--logprobs-mode``).
+
+        Example:
+            >>> SamplingParams(top_k=-1).record("raw_logprobs")["top_k"]
+            -1
+        """
+        out: dict[str, Any] = {"logprobs_mode": check_logprobs_mode(logprobs_mode)}
+        for name in DISTRIBUTION_FIELDS:
+            out[name] = getattr(self, name)
+        return out
 
     def request_seed(self, session_id: str, turn: int) -> int | None:
         """The seed of turn ``turn`` of session ``session_id``; None when ``seed`` is None.

@@ -419,8 +419,11 @@ class TransformersPolicy(TokenPolicyBase):
         budget = self._max_tokens(len(plan.prompt_ids), plan.response_length, self.max_model_len)
         if budget <= 0:
             why = f"prompt of {len(plan.prompt_ids)} ids leaves no room to sample"
-            return self._truncated(plan.prompt_ids, plan.new_segment, start, why)
-        seed = self._next_seed(session_id)
-        future = self._batcher().submit(plan.prompt_ids, budget, seed)
-        ids, logprobs, finish = await asyncio.wrap_future(future)
-        return self._commit_turn(plan, ids, logprobs, finish, start, stop_ids=self.stop_ids)
+            out = self._truncated(plan.prompt_ids, plan.new_segment, start, why)
+        else:
+            seed = self._next_seed(session_id)
+            future = self._batcher().submit(plan.prompt_ids, budget, seed)
+            ids, logprobs, finish = await asyncio.wrap_future(future)
+            out = self._commit_turn(plan, ids, logprobs, finish, start, stop_ids=self.stop_ids)
+        out.sampling = self.sampling.record(self.logprobs_mode)  # the mode and what shaped the distribution
+        return out

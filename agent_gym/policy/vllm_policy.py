@@ -8,6 +8,12 @@ request streamed and yields the sampled text and ids as they arrive. A chat mode
 serves servers that cannot take token ids; its outputs are marked ``retokenized``
 unless the server returned token ids.
 
+Every turn records its sampling (``PolicyOutput.sampling``): the policy's
+:class:`~agent_gym.policy.sampling.SamplingParams` and the ``logprobs_mode`` the policy is
+told the server runs with (vLLM's ``--logprobs-mode``, ``raw_logprobs`` by default), so a
+trajectory says whether its logprobs are the model's raw log-softmax or the processed
+distribution.
+
 This module holds the turn logic (request bodies, reading the answers); the HTTP side
 (session-affine routing, retries, failover, ``/v1/models``) is
 :class:`~agent_gym.policy.vllm_client.VLLMClient`, and the steps shared with
@@ -31,7 +37,7 @@ from agent_gym.errors import ServerError
 from agent_gym.policy.base import TokenPolicyBase
 from agent_gym.policy.chat_tokens import ChatTokenBuilder, _normalize
 from agent_gym.policy.routing import SessionRouter
-from agent_gym.policy.sampling import SamplingParams
+from agent_gym.policy.sampling import SamplingParams, check_logprobs_mode
 from agent_gym.policy.vllm_client import StreamInterrupted, VLLMClient
 from agent_gym.policy.vllm_protocol import PromptTooLong, map_finish_reason, parse_completion_choice
 from agent_gym.types import FinishReason, Message, PolicyOutput
@@ -78,6 +84,11 @@ class VLLMPolicy(TokenPolicyBase):
         model: Model name to send; when None the server's first model is used.
         chat_template_kwargs: Extra chat template variables (e.g. ``{"enable_thinking": False}``).
         api_key: Sent as a bearer token when given.
+        logprobs_mode: The ``--logprobs-mode`` the servers run with: ``"raw_logprobs"``
+            (vLLM's default: the log-softmax of the model's logits before temperature,
+            penalties and top-k/top-p/min-p) or ``"processed_logprobs"`` (after them). The
+            server decides what it returns; this names it in each turn's ``sampling`` record
+            (and so in the trajectories).
 
     ``tools`` given to a turn stay with the session: a later turn called with ``tools=None``
     renders the same tools, ``tools=[]`` removes them.
@@ -114,8 +125,10 @@ class VLLMPolicy(TokenPolicyBase):
         model: str | None = None,
         chat_template_kwargs: dict[str, Any] | None = None,
         api_key: str | None = None,
+        logprobs_mode: str = "raw_logprobs",
     ) -> None:
         super().__init__()
+        self.logprobs_mode = check_logprobs_mode(logprobs_mode)
         if mode not in ("tokens", "chat"):
             raise ValueError(f"mode: expected 'tokens' or 'chat', got {mode!r}")
         self.client = VLLMClient(
@@ -179,6 +192,7 @@ class VLLMPolicy(TokenPolicyBase):
             model=model,
             chat_template_kwargs=self.chat_template_kwargs,
             api_key=api_key,
+            logprobs_mode=logprobs_mode,
         )
 
     # ------------------------------------------------------------------ client settings
@@ -266,13 +280,18 @@ class VLLMPolicy(TokenPolicyBase):
         start = time.perf_counter()
         tools = self._session_tools(session_id, tools)
         if self.mode == "chat":
-            return await self._chat_turn(messages, session_id, tools, start)
+            return self._stamped(await self._chat_turn(messages, session_id, tools, start))
         plan, make_body = self._token_request(messages, session_id, tools, stream=False)
         try:
             data, server = await self._post(session_id, "/v1/completions", make_body)
         except PromptTooLong as exc:
-            return self._truncated(plan.prompt_ids, plan.new_segment, start, str(exc))
-        return self._token_output(plan, data["choices"][0], server, start)
+            return self._stamped(self._truncated(plan.prompt_ids, plan.new_segment, start, str(exc)))
+        return self._stamped(self._token_output(plan, data["choices"][0], server, start))
+
+    def _stamped(self, out: PolicyOutput) -> PolicyOutput:
+        """``out`` with this policy's sampling record (``PolicyOutput.sampling``)."""
+        out.sampling = self.sampling.record(self.logprobs_mode)
+        return out
 
     async def astream(
         self, messages: Sequence[Message], *, session_id: str, tools: list[dict] | None = None
@@ -335,7 +354,8 @@ class VLLMPolicy(TokenPolicyBase):
                 if text or token_ids:
                     yield StreamEvent(text=text, token_ids=token_ids or [], logprobs=logprobs if token_ids else None)
         except PromptTooLong as exc:
-            yield StreamEvent(output=self._truncated(plan.prompt_ids, plan.new_segment, start, str(exc)))
+            yield StreamEvent(output=self._stamped(self._truncated(plan.prompt_ids, plan.new_segment, start,
+                                                                   str(exc))))
             return
         except ServerError as exc:
             if server is None:  # nothing was handed on: the caller sees the failure as aact would
@@ -345,7 +365,7 @@ class VLLMPolicy(TokenPolicyBase):
             broken = f"server {server}: the stream ended without a finish_reason"
         if broken is not None:
             token_ids = ids if ids_ok else self.tokenizer.encode("".join(texts), add_special_tokens=False)
-            yield StreamEvent(output=PolicyOutput(
+            yield StreamEvent(output=self._stamped(PolicyOutput(
                 text=self.tokenizer.decode(token_ids, skip_special_tokens=False),
                 prompt_token_ids=list(plan.prompt_ids),
                 token_ids=token_ids,
@@ -356,13 +376,13 @@ class VLLMPolicy(TokenPolicyBase):
                 new_segment=plan.new_segment,
                 server=server,
                 error=broken if broken.startswith("server ") else f"server {server}: {broken}",
-            ))
+            )))
             return
         whole: dict[str, Any] = {"text": "".join(texts), "finish_reason": finish, "stop_reason": stop_reason,
                                  "token_ids": ids if ids_ok else None}
         if lps_ok and self.sampling.logprobs is not None:
             whole["logprobs"] = {"token_logprobs": lps}
-        yield StreamEvent(output=self._token_output(plan, whole, server, start))
+        yield StreamEvent(output=self._stamped(self._token_output(plan, whole, server, start)))
 
     def _token_request(
         self, messages: Sequence[Message], session_id: str, tools: list[dict] | None, *, stream: bool

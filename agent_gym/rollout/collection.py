@@ -4,10 +4,17 @@ Both plan the episodes (:func:`~agent_gym.rollout.planning.plan_episodes`) and r
 them on the backend the options name: the
 :class:`~agent_gym.rollout.local_runner.LocalRunner` on this process, or Ray
 actors (:mod:`agent_gym.rollout.ray_backend`, imported only when asked for).
+
+A collection cannot change how the policy samples. When the policy's
+``SamplingParams`` truncate the distribution (``top_k`` > 0, ``top_p`` < 1 or
+``min_p`` > 0), each call logs one warning: such samples are off-policy for a trainer
+that scores the full distribution. ``SamplingParams(..., truncation_ok=True)`` says the
+truncation is intended and silences it.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,7 +24,33 @@ from agent_gym.rollout.planning import plan_episodes
 from agent_gym.rollout.sync import run_sync
 from agent_gym.types import StepTrajectory
 
-__all__ = ["collect", "collect_async"]
+__all__ = ["collect", "collect_async", "warn_if_truncated"]
+
+logger = logging.getLogger(__name__)
+
+
+def warn_if_truncated(policy: Any) -> bool:
+    """Log one warning when ``policy`` samples from a truncated distribution without opting in.
+
+    Args:
+        policy: A policy; its ``sampling`` (a ``SamplingParams``) is read when it has one
+            (a policy factory or a policy without it is not checked).
+
+    Returns:
+        Whether a warning was logged.
+    """
+    from agent_gym.policy.sampling import SamplingParams
+
+    sampling = getattr(policy, "sampling", None)
+    if not isinstance(sampling, SamplingParams) or not sampling.truncates or sampling.truncation_ok:
+        return False
+    logger.warning(
+        "the policy samples from a %s distribution: truncated sampling is off-policy for a trainer scoring "
+        "the full distribution; pass top_k=-1, top_p=1.0, min_p=0.0 for on-policy samples, or "
+        "SamplingParams(..., truncation_ok=True) if the truncation is intended",
+        sampling.truncation_text(),
+    )
+    return True
 
 
 async def collect_async(
@@ -36,6 +69,8 @@ async def collect_async(
     """
     opts = RolloutOptions.build(options, where="collect_async", **changes)
     specs = plan_episodes(tasks, num_episodes, opts.samples_per_task, opts.seed)
+    if specs:
+        warn_if_truncated(policy)
     if opts.backend == "ray":
         from agent_gym.rollout.ray_backend import collect_ray
 
@@ -65,6 +100,12 @@ def collect(
     with a trajectory and a status: a policy exception gives ``POLICY_ERROR``, an
     env exception ``ENV_ERROR`` and a run past ``episode_timeout`` ``TIMEOUT``,
     for that episode only. Works inside a running event loop (e.g. Jupyter).
+
+    The policy samples as its ``SamplingParams`` say. When they truncate the
+    distribution (``top_k`` > 0, ``top_p`` < 1 or ``min_p`` > 0; the seed API's
+    defaults have ``top_k=50``) the call logs one warning, since truncated samples are
+    off-policy for a trainer scoring the full distribution, unless the params have
+    ``truncation_ok=True``.
 
     Args:
         env: A registered env id (``"agent_gym/ToolUse-v0"``), a zero-argument env

@@ -6,11 +6,14 @@ their sequences into one batch and decodes them together with a KV cache (static
 so concurrent HTTP requests never block the event loop or each other's I/O.
 
 Sampling follows vLLM: logits in float32; repetition/frequency/presence penalties; then
-temperature, top-k, top-p and min-p; the reported logprobs are the *processed* logprobs
-(log-softmax of the logits after those steps), so at temperature 1 without truncation they
-equal the model's own log-softmax and re-scoring reproduces them. Temperature 0 is greedy
-(its logprobs are the raw log-softmax). Generation stops on an EOS id (tokenizer or
-generation config), a ``stop_token_ids`` id, a stop string, or ``max_tokens``.
+temperature, top-k, top-p and min-p (the shared chooser of :mod:`agent_gym.policy.logits`).
+The reported logprobs follow ``logprobs_mode``, named as vLLM's ``--logprobs-mode``:
+``"raw_logprobs"`` (the default, as vLLM) is the log-softmax of the model's logits before
+penalties, temperature and truncation, what a plain forward pass re-scoring the ids gives;
+``"processed_logprobs"`` is the log-softmax of the distribution the id was drawn from
+(after them; at temperature 0, after the penalties only). Top logprobs follow the same mode.
+Generation stops on an EOS id (tokenizer or generation config), a ``stop_token_ids`` id, a
+stop string, or ``max_tokens``.
 
 :class:`FakeEngine` returns a fixed token sequence without any model (for benchmarks and
 fault tests).
@@ -30,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_gym.policy.logits import Penalties, draw_token
+from agent_gym.policy.sampling import check_logprobs_mode
 
 __all__ = ["FakeEngine", "GenRequest", "SeqResult", "TransformersEngine"]
 
@@ -74,7 +78,7 @@ class SeqResult:
 
     Attributes:
         token_ids: Sampled ids, including the final EOS/stop token when one ended the sample.
-        logprobs: Processed logprob of each sampled id.
+        logprobs: Logprob of each sampled id (raw or processed, the engine's ``logprobs_mode``).
         top_logprobs: Per position, ``[(id, logprob), ...]`` of the most likely ids (may be empty).
         text: Decoded output text (stop string / stop token text removed unless asked to keep it).
         finish_reason: ``"stop"`` or ``"length"``.
@@ -140,6 +144,8 @@ class TransformersEngine:
         max_batch: Maximum number of sequences decoded together.
         dtype: Torch dtype name of the weights (default ``"float32"``).
         device: Torch device (default ``"cpu"``).
+        logprobs_mode: ``"raw_logprobs"`` (default, as vLLM) or ``"processed_logprobs"``
+            (see the module docs).
     """
 
     def __init__(
@@ -150,10 +156,12 @@ class TransformersEngine:
         max_batch: int = 64,
         dtype: str = "float32",
         device: str = "cpu",
+        logprobs_mode: str = "raw_logprobs",
     ) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        self.logprobs_mode = check_logprobs_mode(logprobs_mode)
         self.model_path = model_path
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype)).to(device).eval()
@@ -288,8 +296,9 @@ class TransformersEngine:
         banned: set[int] = set()
         if len(s.out) < req.min_tokens:
             banned = set(req.stop_token_ids) | (set() if req.ignore_eos else self.eos_ids)
+        raw = logits[: self.vocab_size].float()
         token, logp = draw_token(
-            s.penalties.apply(logits[: self.vocab_size].float().clone()),
+            s.penalties.apply(raw.clone()),
             temperature=req.temperature,
             top_k=req.top_k,
             top_p=req.top_p,
@@ -297,6 +306,8 @@ class TransformersEngine:
             generator=s.gen,
             banned=banned,
         )
+        if self.logprobs_mode == "raw_logprobs":
+            logp = torch.log_softmax(raw, dim=-1)
         s.penalties.add(token)
         s.out.append(token)
         s.lps.append(float(logp[token]))
@@ -335,9 +346,9 @@ class FakeEngine:
 
     Every sample is ``num_tokens - 1`` copies of ``token_id`` followed by the EOS id (cut to
     ``max_tokens``, finish reason ``"length"``, when that is shorter), each with logprob
-    ``-0.5``, after ``latency_ms`` of non-blocking sleep, then ``token_latency_ms`` per token
-    (the ids are passed to ``GenRequest.on_token`` one by one, so a streamed answer arrives
-    token by token). There is no concurrency limit.
+    ``-0.5`` (in either ``logprobs_mode``), after ``latency_ms`` of non-blocking sleep, then
+    ``token_latency_ms`` per token (the ids are passed to ``GenRequest.on_token`` one by one,
+    so a streamed answer arrives token by token). There is no concurrency limit.
 
     Args:
         tokenizer: Tokenizer used for chat templates, ``/tokenize`` and decoding.
@@ -346,6 +357,7 @@ class FakeEngine:
         max_model_len: Context length reported and enforced.
         token_id: The repeated id (defaults to the id of ``" ok"``'s first token).
         token_latency_ms: Delay of each token after the first delay.
+        logprobs_mode: The mode the server reports (the fixed logprob does not depend on it).
     """
 
     LOGPROB = -0.5
@@ -359,7 +371,9 @@ class FakeEngine:
         max_model_len: int = 32768,
         token_id: int | None = None,
         token_latency_ms: float = 0.0,
+        logprobs_mode: str = "raw_logprobs",
     ) -> None:
+        self.logprobs_mode = check_logprobs_mode(logprobs_mode)
         if num_tokens < 1:
             raise ValueError(f"expected num_tokens >= 1, got {num_tokens}")
         self.tokenizer = tokenizer

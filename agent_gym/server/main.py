@@ -7,6 +7,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from agent_gym.policy.sampling import LOGPROBS_MODES
 from agent_gym.server.app import Faults, create_app
 
 __all__ = ["add_server_arguments", "build_app", "main", "serve"]
@@ -29,6 +30,13 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
     parser.add_argument("--max-batch", type=int, default=64, help="most sequences decoded together")
+    parser.add_argument(
+        "--logprobs-mode",
+        default="raw_logprobs",
+        choices=list(LOGPROBS_MODES),
+        help="logprobs returned, as vLLM's flag: raw_logprobs (default) is the log-softmax of the model's logits "
+        "before temperature, penalties and top-k/top-p/min-p; processed_logprobs is the log-softmax after them",
+    )
     parser.add_argument("--log-level", default="warning", help="uvicorn log level (default warning)")
     test = parser.add_argument_group("testing aids (fake answers and fault injection; never in real use)")
     test.add_argument(
@@ -101,6 +109,7 @@ def build_app(args: argparse.Namespace) -> Any:
             latency_ms=args.fake_latency_ms,
             token_latency_ms=args.fake_token_latency_ms,
             max_model_len=args.max_model_len or 32768,
+            logprobs_mode=args.logprobs_mode,
         )
         if args.model:
             engine.model_path = args.model
@@ -111,7 +120,12 @@ def build_app(args: argparse.Namespace) -> Any:
 
             model = str(default_model_path())
         engine = TransformersEngine(
-            model, max_model_len=args.max_model_len, max_batch=args.max_batch, dtype=args.dtype, device=args.device
+            model,
+            max_model_len=args.max_model_len,
+            max_batch=args.max_batch,
+            dtype=args.dtype,
+            device=args.device,
+            logprobs_mode=args.logprobs_mode,
         )
     return create_app(engine, served_model_name=args.served_model_name, faults=faults)
 

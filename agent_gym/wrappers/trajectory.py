@@ -50,6 +50,10 @@ class TrajectoryWrapper(gym.Wrapper):
     template and the response text re-tokenized; the trajectory then has
     ``retokenized=True``.
 
+    The trajectory's ``sampling`` is the ``PolicyOutput.sampling`` record of the
+    episode's first turn that has one (the ``logprobs_mode`` and the sampling
+    parameters that shaped the distribution); {} with string actions.
+
     Args:
         env: The environment (an agent_gym env, possibly already wrapped).
         gamma: Discount factor for ``mc_return``, in [0, 1].
@@ -105,6 +109,7 @@ class TrajectoryWrapper(gym.Wrapper):
         self._tools_in_prompt = False
         self._rollout_id = ""
         self._retokenized = False
+        self._sampling: dict[str, Any] = {}
         self._times = {"env_time": 0.0, "llm_time": 0.0, "reward_time": 0.0}
         self._start = time.perf_counter()
         self._finished: StepTrajectory | None = None
@@ -312,6 +317,8 @@ class TrajectoryWrapper(gym.Wrapper):
             self._times["llm_time"] += float(action.llm_time)
             if action.retokenized:
                 self._retokenized = True
+            if action.sampling and not self._sampling:
+                self._sampling = dict(action.sampling)
             if action.token_ids is not None and action.prompt_token_ids is not None:
                 new_segment = self._assembler.add_turn(
                     step_index,
@@ -374,6 +381,7 @@ class TrajectoryWrapper(gym.Wrapper):
             status=status.value,
             retokenized=self._retokenized,
             env_id=self._env_id,
+            sampling=dict(self._sampling),
             task=self._task,
             steps=list(self._steps),
             segments=segments,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import logging
 import signal
 import subprocess
 import sys
@@ -30,6 +31,29 @@ def test_rollout_to_parquet_against_a_server(start_server, tiny_model_dir, tmp_p
     assert sum(int(t.response_masks.sum()) for t in records) == 12 * 2 * 4
 
 
+@pytest.mark.parametrize(
+    "extra, line, top_k",
+    [([], "full distribution, temperature 1, raw_logprobs", -1),
+     (["--top-k", "5", "--min-p", "0.1", "--logprobs-mode", "processed_logprobs"],
+      "truncated (top_k=5, min_p=0.1), temperature 1, processed_logprobs", 5)],
+)
+def test_rollout_samples_the_full_distribution_unless_asked(start_server, tiny_model_dir, tmp_path, capsys, caplog,
+                                                            extra, line, top_k):
+    server = start_server(fake_tokens=4)
+    out = tmp_path / "s.jsonl"
+    with caplog.at_level(logging.WARNING, logger="agent_gym.rollout.collection"):
+        code = main(["rollout", "agent_gym/ToolUse-v0", "--server", str(server), "--model", str(tiny_model_dir),
+                     "--episodes", "2", "--max-steps", "1", "--max-tokens", "8", "--out", str(out), "--no-progress",
+                     *extra])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert any(row.startswith("sampling") and row.endswith(line) for row in printed.splitlines()), printed
+    assert not [r for r in caplog.records if "off-policy" in r.getMessage()]  # the default, or asked for
+    records = read_trajectories(out)
+    assert [t.sampling["top_k"] for t in records] == [top_k, top_k]
+    assert records[0].sampling["logprobs_mode"] == line.rsplit(", ", 1)[1]
+
+
 def test_rollout_with_the_embedded_default_model(tmp_path, capsys):
     out = tmp_path / "d.jsonl"
     code = main(["rollout", "agent_gym/ToolUse-v0", "--episodes", "1", "--max-steps", "1", "--max-tokens", "2",
@@ -45,6 +69,7 @@ def test_rollout_with_the_embedded_default_model(tmp_path, capsys):
         (["agent_gym/NoSuchEnv-v0"], "unknown env id"),
         (["agent_gym/ToolUse-v0", "--episodes", "0"], "--episodes"),
         (["agent_gym/ToolUse-v0", "--out", "x.csv"], ".jsonl or .parquet"),
+        (["agent_gym/ToolUse-v0", "--top-p", "1.5"], "top_p: expected a value in"),
     ],
 )
 def test_rollout_rejects_bad_arguments(argv, message, capsys):
