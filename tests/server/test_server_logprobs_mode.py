@@ -96,3 +96,43 @@ def test_logprobs_mode_flag():
     assert parser.parse_args(["--logprobs-mode", "processed_logprobs"]).logprobs_mode == "processed_logprobs"
     with pytest.raises(SystemExit):
         parser.parse_args(["--logprobs-mode", "processed"])
+
+
+@pytest.mark.parametrize("mode", ["raw_logprobs", "processed_logprobs"])
+def test_a_served_rollout_of_the_embedded_default_rescores(start_server, mode):
+    """Episodes sampled through the server (VLLMPolicy) re-score with a plain forward pass in both modes."""
+    from transformers import AutoModelForCausalLM
+
+    from agent_gym import collect
+    from agent_gym.models import default_model_path
+    from agent_gym.models.evaluate_tiny_agent import held_out_tasks
+    from agent_gym.policy import SamplingParams, VLLMPolicy
+
+    path = str(default_model_path())
+    server = start_server(model=path, logprobs_mode=mode)
+    sampling = SamplingParams(temperature=TEMPERATURE, top_k=TOP_K, max_tokens=48, seed=1, truncation_ok=True)
+    policy = VLLMPolicy([str(server)], path, sampling, logprobs_mode=mode)
+    try:
+        trajectories = collect("agent_gym/ToolUse-v0", policy, tasks=held_out_tasks(1), n_parallel=2,
+                               progress=False, max_steps=3)
+    finally:
+        policy.close()
+    model = AutoModelForCausalLM.from_pretrained(path).eval()
+    checked = 0
+    for t in trajectories:
+        assert t.sampling == sampling.record(mode)
+        if len(t.segments) > 1:  # one forward pass re-scores a single segment
+            continue
+        prompt, response = t.prompt_tokens.tolist(), t.response_tokens.tolist()
+        with torch.no_grad():
+            logits = model(torch.tensor([prompt + response])).logits[0, len(prompt) - 1 : -1].float()
+        if mode == "processed_logprobs":
+            logits = logits / TEMPERATURE
+            kth = torch.topk(logits, TOP_K, dim=-1).values[:, -1:]
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        logp = torch.log_softmax(logits, dim=-1).gather(1, torch.tensor(response)[:, None])[:, 0]
+        mask = t.response_masks.bool()
+        recorded = torch.as_tensor(t.response_logprobs, dtype=torch.float32)[mask]
+        assert torch.allclose(logp[mask], recorded, atol=1e-3), (logp[mask] - recorded).abs().max()
+        checked += int(mask.sum())
+    assert checked > 20
