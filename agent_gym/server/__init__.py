@@ -2,7 +2,8 @@
 
 Run it with ``python -m agent_gym.server --model PATH --port 8000`` or ``agent-gym serve``.
 It exists for CPU development and tests of clients (token-in completions with
-``return_token_ids``, processed logprobs, vLLM error bodies); it is not a production server.
+``return_token_ids``, raw or processed logprobs as vLLM's ``--logprobs-mode``, raw by default,
+vLLM error bodies); it is not a production server.
 
 Testing aids (never enable them in real use): ``--fake-tokens N [--fake-latency-ms M]`` answers
 without a model; ``--fail-first N --fail-status S``, ``--hang``/``--hang-after N``,
