@@ -13,7 +13,9 @@ Concurrent turns (``aact`` from many episodes, e.g. ``collect(..., n_parallel=8)
 decoded together: a worker thread takes every turn waiting at that moment, left-pads the
 prompts into one batch and decodes it with a KV cache (static batching; a finished sequence
 leaves the batch), so the event loop is never blocked and ``n_parallel`` speeds up local
-rollouts. The turn steps it shares with ``VLLMPolicy`` (tools per session, seeds, budget,
+rollouts. Each session's KV cache is kept between its turns: when a turn's prompt extends the
+ids the previous turn left in the cache (its prompt and sampled ids), only the new ids are
+encoded; otherwise the whole prompt is. The turn steps it shares with ``VLLMPolicy`` (tools per session, seeds, budget,
 decode and commit) come from :class:`~agent_gym.policy.base.TokenPolicyBase`.
 """
 
@@ -25,6 +27,7 @@ import queue
 import random
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any
@@ -83,10 +86,13 @@ def _sample(
 class _Row:
     """Decoding state of one sequence in a batch."""
 
-    __slots__ = ("budget", "finish", "generator", "logps", "out", "penalties", "prompt")
+    __slots__ = ("budget", "finish", "generator", "logps", "out", "past", "penalties", "prompt", "session", "start")
 
     def __init__(self, prompt: list[int], budget: int, generator: Any, penalties: Penalties) -> None:
         self.prompt = prompt
+        self.session: str | None = None
+        self.start = 0  # prompt ids already in ``past``
+        self.past: list[tuple[Any, Any]] | None = None  # per layer (keys, values), batch of 1
         self.budget = budget
         self.generator = generator
         self.penalties = penalties
@@ -107,7 +113,7 @@ class _Batcher:
         self.policy = policy
         self.max_batch = max_batch
         self.gather_s = gather_s
-        self._queue: queue.Queue[tuple[list[int], int, int | None, Future] | None] = queue.Queue()
+        self._queue: queue.Queue[tuple[list[int], int, int | None, Future, str | None] | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="agent-gym-transformers-batcher", daemon=True)
         self._thread.start()
 
@@ -115,9 +121,9 @@ class _Batcher:
     def alive(self) -> bool:
         return self._thread.is_alive()
 
-    def submit(self, prompt_ids: list[int], max_tokens: int, seed: int | None) -> Future:
+    def submit(self, prompt_ids: list[int], max_tokens: int, seed: int | None, session: str | None = None) -> Future:
         future: Future = Future()
-        self._queue.put((prompt_ids, max_tokens, seed, future))
+        self._queue.put((prompt_ids, max_tokens, seed, future, session))
         return future
 
     def close(self) -> None:
@@ -143,7 +149,7 @@ class _Batcher:
             if batch:
                 try:
                     results = self.policy.generate_batch([b[0] for b in batch], [b[1] for b in batch],
-                                                         [b[2] for b in batch])
+                                                         [b[2] for b in batch], sessions=[b[4] for b in batch])
                 except BaseException as exc:  # noqa: BLE001 - every waiting turn gets the error
                     for b in batch:
                         b[3].set_exception(exc)
@@ -169,6 +175,8 @@ class TransformersPolicy(TokenPolicyBase):
         chat_template_kwargs: Extra chat template variables.
         logprobs_mode: ``"raw_logprobs"`` (default, as vLLM) or ``"processed_logprobs"``.
         max_batch: Most concurrent turns decoded together.
+        reuse_kv: Keep each session's KV cache between its turns and encode only a turn's new
+            prompt ids (False: every turn encodes its whole prompt).
 
     ``tools`` given to a turn stay with the session: a later turn called with ``tools=None``
     renders the same tools, ``tools=[]`` removes them.
@@ -194,6 +202,7 @@ class TransformersPolicy(TokenPolicyBase):
         chat_template_kwargs: dict[str, Any] | None = None,
         logprobs_mode: str = "raw_logprobs",
         max_batch: int = 32,
+        reuse_kv: bool = True,
     ) -> None:
         super().__init__()
         import torch
@@ -248,6 +257,11 @@ class TransformersPolicy(TokenPolicyBase):
         self.max_batch = max_batch
         self._batcher_lock = threading.Lock()
         self._batcher_obj: _Batcher | None = None
+        self.reuse_kv = bool(reuse_kv)
+        # session id -> (ids whose keys/values are cached, per layer (keys, values)); most recent last
+        self._kv: OrderedDict[str, tuple[list[int], list[tuple[Any, Any]]]] = OrderedDict()
+        self._kv_lock = threading.Lock()
+        self._kv_max = max(64, 2 * max_batch)
         self._remember_config(
             model_or_path=given_model,
             # A tokenizer loaded from the model's path is loaded again from it; one found through
@@ -261,6 +275,7 @@ class TransformersPolicy(TokenPolicyBase):
             chat_template_kwargs=chat_template_kwargs,
             logprobs_mode=logprobs_mode,
             max_batch=max_batch,
+            reuse_kv=reuse_kv,
         )
 
     # ------------------------------------------------------------------ generation
@@ -279,7 +294,11 @@ class TransformersPolicy(TokenPolicyBase):
         return self.generate_batch([prompt_ids], [max_tokens], [seed])[0]
 
     def generate_batch(
-        self, prompts: Sequence[list[int]], max_tokens: Sequence[int], seeds: Sequence[int | None]
+        self,
+        prompts: Sequence[list[int]],
+        max_tokens: Sequence[int],
+        seeds: Sequence[int | None],
+        sessions: Sequence[str | None] | None = None,
     ) -> list[tuple[list[int], list[float], str]]:
         """Sample continuations of several prompts together (blocking).
 
@@ -292,6 +311,9 @@ class TransformersPolicy(TokenPolicyBase):
             prompts: Prompt ids per sequence.
             max_tokens: Most ids to sample per sequence.
             seeds: Seed per sequence (None: ``sampling.seed`` or a random one).
+            sessions: Session id per sequence (None: no session). With ``reuse_kv``, a
+                sequence whose prompt extends the ids its session's previous call left in the KV
+                cache encodes only the new ids, and leaves its own cache for the next call.
 
         Returns:
             ``(sampled ids, logprobs, finish_reason)`` per sequence, in order.
@@ -301,13 +323,26 @@ class TransformersPolicy(TokenPolicyBase):
         if not (len(prompts) == len(max_tokens) == len(seeds)):
             raise ValueError(f"expected as many max_tokens and seeds as prompts, got {len(prompts)} prompts, "
                              f"{len(max_tokens)} max_tokens and {len(seeds)} seeds")
+        if sessions is None:
+            sessions = [None] * len(prompts)
+        elif len(sessions) != len(prompts):
+            raise ValueError(f"expected as many sessions as prompts, got {len(sessions)} sessions "
+                             f"for {len(prompts)} prompts")
         sampling = self.sampling
         rows = []
-        for prompt, budget, seed in zip(prompts, max_tokens, seeds, strict=True):
+        for prompt, budget, seed, session in zip(prompts, max_tokens, seeds, sessions, strict=True):
             if seed is None:
                 seed = sampling.seed if sampling.seed is not None else self._rng.randrange(2**31)
-            rows.append(_Row(prompt, budget, torch.Generator(device="cpu").manual_seed(seed % 2**63),
-                             Penalties(sampling, self._vocab, prompt, ())))
+            row = _Row(list(prompt), budget, torch.Generator(device="cpu").manual_seed(seed % 2**63),
+                       Penalties(sampling, self._vocab, prompt, ()))
+            if self.reuse_kv and session is not None:
+                row.session = session
+                with self._kv_lock:
+                    entry = self._kv.pop(session, None)
+                # the prefix invariant: this prompt extends the ids cached for the session
+                if entry is not None and len(entry[0]) < len(row.prompt) and row.prompt[: len(entry[0])] == entry[0]:
+                    row.start, row.past = len(entry[0]), entry[1]
+            rows.append(row)
         with self._model_lock, torch.inference_mode():
             self._decode(rows)
         return [(r.out, r.logps, r.finish) for r in rows]
@@ -324,7 +359,9 @@ class TransformersPolicy(TokenPolicyBase):
             return
         width = max(len(r.prompt) for r in active)
         kwargs: dict[str, Any] = {}
-        if len(active) == 1:
+        if any(r.past is not None for r in active):
+            ids, mask, positions, kwargs = self._extend_inputs(active)
+        elif len(active) == 1:
             ids = torch.tensor([active[0].prompt], dtype=torch.long)
             mask = positions = None
         else:
@@ -356,6 +393,10 @@ class TransformersPolicy(TokenPolicyBase):
                 elif len(row.out) < row.budget:
                     keep.append(b)
                     next_ids.append(token)
+            if self.reuse_kv and len(keep) < len(active):
+                kept = set(keep)
+                self._save_kv([(b, row) for b, row in enumerate(active) if b not in kept and row.session is not None],
+                              cache, mask)
             if not keep:
                 return
             if len(keep) < len(active):
@@ -373,6 +414,72 @@ class TransformersPolicy(TokenPolicyBase):
                 kwargs["position_ids"] = positions.to(self.device)
             result = self.model(input_ids=step, use_cache=True, **kwargs)
 
+    def _extend_inputs(self, active: list[_Row]) -> tuple[Any, Any, Any, dict[str, Any]]:
+        """Inputs of a first step where some rows continue from their session's KV cache.
+
+        Row ``b`` has ``start`` ids cached and ``len(prompt) - start`` new ones. The batch cache
+        holds each row's keys/values right-aligned in ``past`` columns, the new ids are
+        right-aligned after it; the attention mask hides both paddings and the position ids
+        continue each row's own sequence.
+        """
+        import torch
+        from transformers import DynamicCache
+
+        batch = len(active)
+        past = max(r.start for r in active)
+        width = max(len(r.prompt) - r.start for r in active)
+        layers = next(r.past for r in active if r.past is not None)
+        ids = torch.full((batch, width), self._pad_id, dtype=torch.long)
+        mask = torch.zeros((batch, past + width), dtype=torch.long)
+        positions = torch.zeros((batch, width), dtype=torch.long)
+        for b, row in enumerate(active):
+            new = row.prompt[row.start:]
+            ids[b, width - len(new):] = torch.tensor(new, dtype=torch.long)
+            mask[b, past - row.start: past] = 1
+            mask[b, past + width - len(new):] = 1
+            positions[b, width - len(new):] = torch.arange(row.start, len(row.prompt))
+        cache = DynamicCache()
+        for index, (keys0, values0) in enumerate(layers):
+            if batch == 1:
+                keys, values = keys0, values0
+            else:
+                shape = (batch, keys0.shape[1], past, keys0.shape[3])
+                keys = keys0.new_zeros(shape)
+                values = values0.new_zeros(shape[:3] + (values0.shape[3],))
+                for b, row in enumerate(active):
+                    if row.past is not None:
+                        keys[b, :, past - row.start:] = row.past[index][0][0]
+                        values[b, :, past - row.start:] = row.past[index][1][0]
+            cache.update(keys, values, index)
+        kwargs: dict[str, Any] = {self._cache_kw: cache}
+        if batch == 1:
+            return ids, None, None, kwargs
+        kwargs["attention_mask"] = mask.to(self.device)
+        kwargs["position_ids"] = positions.to(self.device)
+        return ids, mask, positions, kwargs
+
+    def _save_kv(self, done: list[tuple[int, _Row]], cache: Any, mask: Any) -> None:
+        """Keep the cached keys/values of finished rows for their sessions' next turns."""
+        import torch
+
+        if not done:
+            return
+        layers = cache.layers
+        for b, row in done:
+            cached = row.prompt + row.out[:-1]  # the last sampled id was never fed to the model
+            if mask is None:
+                kv = [(layer.keys[b : b + 1].clone(), layer.values[b : b + 1].clone()) for layer in layers]
+            else:
+                where = torch.nonzero(mask[b], as_tuple=True)[0].to(self.device)
+                kv = [(layer.keys[b : b + 1].index_select(2, where), layer.values[b : b + 1].index_select(2, where))
+                      for layer in layers]
+            if kv[0][0].shape[2] != len(cached):
+                continue  # not the layout this cache was built for: the next turn encodes its whole prompt
+            with self._kv_lock:
+                self._kv[row.session] = (cached, kv)
+                while len(self._kv) > self._kv_max:
+                    self._kv.popitem(last=False)
+
     def update_weights(self, state_dict: Mapping[str, Any]) -> None:
         """Load new weights into the model in place (between sampling calls, never during one).
 
@@ -382,6 +489,8 @@ class TransformersPolicy(TokenPolicyBase):
         with self._model_lock:
             self.model.load_state_dict(dict(state_dict))
             self.model.eval()
+            with self._kv_lock:
+                self._kv.clear()
 
     def _hit_stop_string(self, out: list[int]) -> bool:
         longest = max(len(s) for s in self.sampling.stop)
@@ -403,9 +512,17 @@ class TransformersPolicy(TokenPolicyBase):
         if batcher is not None:
             batcher.close()
 
+    def close_session(self, session_id: str) -> None:
+        """Forget ``session_id``'s token state, seed count, tools and KV cache."""
+        super().close_session(session_id)
+        with self._kv_lock:
+            self._kv.pop(session_id, None)
+
     def close(self) -> None:
         """Stop the batching thread and the private event loop. The policy stays usable."""
         self._close_batcher()
+        with self._kv_lock:
+            self._kv.clear()
         super().close()
 
     async def aact(
@@ -422,7 +539,7 @@ class TransformersPolicy(TokenPolicyBase):
             out = self._truncated(plan.prompt_ids, plan.new_segment, start, why)
         else:
             seed = self._next_seed(session_id)
-            future = self._batcher().submit(plan.prompt_ids, budget, seed)
+            future = self._batcher().submit(plan.prompt_ids, budget, seed, session_id)
             ids, logprobs, finish = await asyncio.wrap_future(future)
             out = self._commit_turn(plan, ids, logprobs, finish, start, stop_ids=self.stop_ids)
         out.sampling = self.sampling.record(self.logprobs_mode)  # the mode and what shaped the distribution

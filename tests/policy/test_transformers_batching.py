@@ -34,9 +34,9 @@ def test_concurrent_episodes_share_batches(agent_dir):
     sizes: list[int] = []
     inner = policy.generate_batch
 
-    def recording(prompts, max_tokens, seeds):
+    def recording(prompts, max_tokens, seeds, sessions=None):
         sizes.append(len(prompts))
-        return inner(prompts, max_tokens, seeds)
+        return inner(prompts, max_tokens, seeds, sessions=sessions)
 
     policy.generate_batch = recording
     tasks = held_out_tasks(2)
