@@ -28,7 +28,7 @@ import random
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -81,6 +81,83 @@ def _sample(
         banned=banned,
     )
     return token, float(logp[token])
+
+
+def _cache_of(result: Any) -> Any:
+    cache = getattr(result, "cache", None)
+    return cache if cache is not None else result.past_key_values
+
+
+_LAYER_CLASS: Any = None
+
+
+def _growing_layer() -> Any:
+    """A cache layer that writes new keys/values into spare room instead of concatenating.
+
+    ``DynamicLayer`` copies the whole cache at every step (``torch.cat``); with a batch of
+    long prompts and a tiny model that copy costs more than the step itself. The values, and so
+    the sampled ids, are the same.
+    """
+    global _LAYER_CLASS
+    if _LAYER_CLASS is None:
+        from transformers.cache_utils import DynamicLayer
+
+        class GrowingLayer(DynamicLayer):
+            def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+                if not self.is_initialized:
+                    self.device = key_states.device
+                    self.is_initialized = True
+                    self._k = key_states.new_empty(key_states.shape[:2] + (0,) + key_states.shape[3:])
+                    self._v = value_states.new_empty(value_states.shape[:2] + (0,) + value_states.shape[3:])
+                    self._n = 0
+                end = self._n + key_states.shape[2]
+                if end > self._k.shape[2]:
+                    room = max(end + 64, 2 * self._k.shape[2])
+                    keys = self._k.new_empty(self._k.shape[:2] + (room,) + self._k.shape[3:])
+                    values = self._v.new_empty(self._v.shape[:2] + (room,) + self._v.shape[3:])
+                    keys[:, :, : self._n] = self._k[:, :, : self._n]
+                    values[:, :, : self._n] = self._v[:, :, : self._n]
+                    self._k, self._v = keys, values
+                self._k[:, :, self._n : end] = key_states
+                self._v[:, :, self._n : end] = value_states
+                self._n = end
+                self.keys, self.values = self._k[:, :, :end], self._v[:, :, :end]
+                return self.keys, self.values
+
+        _LAYER_CLASS = GrowingLayer
+    return _LAYER_CLASS()
+
+
+def _as_cache(layers: Sequence[tuple[Any, Any]]) -> Any:
+    """A ``DynamicCache`` holding per-layer ``(keys, values)``, with room to grow in place."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache()
+    for keys, values in layers:
+        layer = _growing_layer()
+        layer.update(keys, values)
+        cache.layers.append(layer)
+    return cache
+
+
+def _join(layers: list[tuple[Any, Any]], mask: Any, kv: list[tuple[Any, Any]]) -> tuple[list[tuple[Any, Any]], Any]:
+    """Append one sequence's KV cache (batch of 1, every column used) to a left-padded batch cache."""
+    import torch
+    import torch.nn.functional as F
+
+    width = kv[0][0].shape[2]
+    row_mask = torch.ones((1, width), dtype=torch.long)
+    if mask is None:
+        return list(kv), row_mask
+    have = mask.shape[1]
+    if width > have:
+        layers = [(F.pad(k, (0, 0, width - have, 0)), F.pad(v, (0, 0, width - have, 0))) for k, v in layers]
+        mask = F.pad(mask, (width - have, 0))
+    elif width < have:
+        kv = [(F.pad(k, (0, 0, have - width, 0)), F.pad(v, (0, 0, have - width, 0))) for k, v in kv]
+        row_mask = F.pad(row_mask, (have - width, 0))
+    layers = [(torch.cat([k, k1]), torch.cat([v, v1])) for (k, v), (k1, v1) in zip(layers, kv, strict=True)]
+    return layers, torch.cat([mask, row_mask])
 
 
 class _Row:
@@ -145,19 +222,52 @@ class _Batcher:
                     closing = True
                     break
                 batch.append(nxt)
-            batch = [b for b in batch if b[3].set_running_or_notify_cancel()]
-            if batch:
-                try:
-                    results = self.policy.generate_batch([b[0] for b in batch], [b[1] for b in batch],
-                                                         [b[2] for b in batch], sessions=[b[4] for b in batch])
-                except BaseException as exc:  # noqa: BLE001 - every waiting turn gets the error
-                    for b in batch:
-                        b[3].set_exception(exc)
-                else:
-                    for b, res in zip(batch, results, strict=True):
-                        b[3].set_result(res)
+            if self._serve(batch):
+                closing = True
             if closing:
                 return
+
+    def _serve(self, batch: list[tuple[list[int], int, int | None, Future, str | None]]) -> bool:
+        """Decode ``batch`` and the turns that arrive meanwhile; True when ``close`` was called."""
+        import torch
+
+        closing = False
+        futures: dict[int, Future] = {}
+
+        def rows_of(items: list[tuple[list[int], int, int | None, Future, str | None]]) -> list[_Row]:
+            rows = []
+            for prompt, budget, seed, future, session in items:
+                if future.set_running_or_notify_cancel():
+                    row = self.policy._make_row(prompt, budget, seed, session)
+                    futures[id(row)] = future
+                    rows.append(row)
+            return rows
+
+        def admit(room: int) -> list[_Row]:
+            nonlocal closing
+            items = []
+            while not closing and len(items) < room:
+                try:
+                    nxt = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    closing = True
+                else:
+                    items.append(nxt)
+            return rows_of(items)
+
+        def finished(row: _Row) -> None:
+            futures.pop(id(row)).set_result((row.out, row.logps, row.finish))
+
+        try:
+            rows = rows_of(batch)
+            with self.policy._model_lock, torch.inference_mode():
+                self.policy._run_rows(rows, admit, finished)
+        except BaseException as exc:  # noqa: BLE001 - every waiting turn gets the error
+            for future in futures.values():
+                future.set_exception(exc)
+        return closing
 
 
 class TransformersPolicy(TokenPolicyBase):
@@ -302,10 +412,10 @@ class TransformersPolicy(TokenPolicyBase):
     ) -> list[tuple[list[int], list[float], str]]:
         """Sample continuations of several prompts together (blocking).
 
-        The prompts are left-padded into one batch and decoded with a shared KV cache; a
-        finished sequence leaves the batch. Each sequence draws from its own generator
-        seeded like :meth:`generate_ids`, so a sequence samples the same ids alone or in a batch
-        (up to floating-point differences of batched matrix products).
+        Each prompt is encoded alone, then the sequences are decoded as one left-padded batch
+        with a shared KV cache; a finished sequence leaves the batch. Each sequence draws from
+        its own generator seeded like :meth:`generate_ids`, so a sequence samples the same ids
+        alone or in a batch (up to floating-point differences of batched matrix products).
 
         Args:
             prompts: Prompt ids per sequence.
@@ -328,58 +438,83 @@ class TransformersPolicy(TokenPolicyBase):
         elif len(sessions) != len(prompts):
             raise ValueError(f"expected as many sessions as prompts, got {len(sessions)} sessions "
                              f"for {len(prompts)} prompts")
-        sampling = self.sampling
-        rows = []
-        for prompt, budget, seed, session in zip(prompts, max_tokens, seeds, sessions, strict=True):
-            if seed is None:
-                seed = sampling.seed if sampling.seed is not None else self._rng.randrange(2**31)
-            row = _Row(list(prompt), budget, torch.Generator(device="cpu").manual_seed(seed % 2**63),
-                       Penalties(sampling, self._vocab, prompt, ()))
-            if self.reuse_kv and session is not None:
-                row.session = session
-                with self._kv_lock:
-                    entry = self._kv.pop(session, None)
-                # the prefix invariant: this prompt extends the ids cached for the session
-                if entry is not None and len(entry[0]) < len(row.prompt) and row.prompt[: len(entry[0])] == entry[0]:
-                    row.start, row.past = len(entry[0]), entry[1]
-            rows.append(row)
+        rows = [self._make_row(p, n, s, sid) for p, n, s, sid in zip(prompts, max_tokens, seeds, sessions, strict=True)]
         with self._model_lock, torch.inference_mode():
-            self._decode(rows)
+            self._run_rows(rows)
         return [(r.out, r.logps, r.finish) for r in rows]
 
-    def _decode(self, rows: list[_Row]) -> None:
-        """Decode ``rows`` together until each stops or reaches its budget."""
+    def _make_row(self, prompt: Sequence[int], budget: int, seed: int | None, session: str | None) -> _Row:
+        import torch
+
+        sampling = self.sampling
+        if seed is None:
+            seed = sampling.seed if sampling.seed is not None else self._rng.randrange(2**31)
+        row = _Row(list(prompt), budget, torch.Generator(device="cpu").manual_seed(seed % 2**63),
+                   Penalties(sampling, self._vocab, prompt, ()))
+        if self.reuse_kv and session is not None:
+            row.session = session
+            with self._kv_lock:
+                entry = self._kv.pop(session, None)
+            # the prefix invariant: this prompt extends the ids cached for the session
+            if entry is not None and len(entry[0]) < len(row.prompt) and row.prompt[: len(entry[0])] == entry[0]:
+                row.start, row.past = len(entry[0]), entry[1]
+        return row
+
+    def _prefill(self, row: _Row) -> tuple[Any, list[tuple[Any, Any]]]:
+        """Encode a row's uncached prompt ids alone; return its next-token logits and KV cache."""
+        import torch
+
+        kwargs: dict[str, Any] = {}
+        if row.past is not None:
+            kwargs[self._cache_kw] = _as_cache(row.past)
+            kwargs["position_ids"] = torch.arange(row.start, len(row.prompt), device=self.device)[None]
+        ids = torch.tensor([row.prompt[row.start:]], dtype=torch.long, device=self.device)
+        result = self.model(input_ids=ids, use_cache=True, **self._keep_last, **kwargs)
+        row.past = None
+        logits = result.logits[0, -1, : self._vocab].to("cpu", torch.float32)
+        return logits, [(layer.keys, layer.values) for layer in _cache_of(result).layers]
+
+    def _run_rows(
+        self,
+        rows: list[_Row],
+        admit: Callable[[int], list[_Row]] | None = None,
+        finished: Callable[[_Row], None] | None = None,
+    ) -> None:
+        """Decode ``rows`` (and rows ``admit`` hands over between steps) until each stops.
+
+        Continuous batching: before every decode step ``admit(room)`` may add up to ``room``
+        new rows; each is encoded alone and joins the batch cache (left-padded). A row that
+        stops or reaches its budget leaves the batch, leaves its KV cache for its session's
+        next turn and is passed to ``finished``.
+        """
         import torch
 
         sampling = self.sampling
         stop_ids = sorted(self.stop_ids)
         raw = self.logprobs_mode == "raw_logprobs"
-        active = [r for r in rows if r.budget > 0]
-        if not active:
-            return
-        width = max(len(r.prompt) for r in active)
-        kwargs: dict[str, Any] = {}
-        if any(r.past is not None for r in active):
-            ids, mask, positions, kwargs = self._extend_inputs(active)
-        elif len(active) == 1:
-            ids = torch.tensor([active[0].prompt], dtype=torch.long)
-            mask = positions = None
-        else:
-            ids = torch.full((len(active), width), self._pad_id, dtype=torch.long)
-            mask = torch.zeros((len(active), width), dtype=torch.long)
-            for b, row in enumerate(active):
-                ids[b, width - len(row.prompt):] = torch.tensor(row.prompt, dtype=torch.long)
-                mask[b, width - len(row.prompt):] = 1
-            positions = (mask.cumsum(-1) - 1).clamp(min=0)
-            kwargs = {"attention_mask": mask.to(self.device), "position_ids": positions.to(self.device)}
-        result = self.model(input_ids=ids.to(self.device), use_cache=True, **self._keep_last, **kwargs)
+        layers: list[tuple[Any, Any]] = []
+        cache: Any = None  # ``layers`` as a model cache, rebuilt when rows join or leave
+        mask: Any = None
+        active: list[_Row] = []
+        logits: list[Any] = []
+        pending = list(rows)
         while True:
-            cache = getattr(result, "cache", None)
-            if cache is None:
-                cache = getattr(result, "past_key_values", None)
-            logits = result.logits[:, -1, : self._vocab].to("cpu", torch.float32)
+            if admit is not None and len(active) + len(pending) < self.max_batch:
+                pending.extend(admit(self.max_batch - len(active) - len(pending)))
+            for row in pending:
+                if row.budget <= 0:
+                    if finished is not None:
+                        finished(row)
+                    continue
+                row_logits, kv = self._prefill(row)
+                layers, mask = _join(layers, mask, kv)
+                cache = None
+                active.append(row)
+                logits.append(row_logits)
+            pending = []
+            if not active:
+                return
             keep: list[int] = []
-            next_ids: list[int] = []
             for b, row in enumerate(active):
                 banned = stop_ids if len(row.out) < sampling.min_tokens else ()
                 token, logp = _sample(logits[b], sampling, row.penalties, banned, row.generator)
@@ -392,89 +527,50 @@ class TransformersPolicy(TokenPolicyBase):
                     row.finish = FinishReason.STOP
                 elif len(row.out) < row.budget:
                     keep.append(b)
-                    next_ids.append(token)
-            if self.reuse_kv and len(keep) < len(active):
-                kept = set(keep)
-                self._save_kv([(b, row) for b, row in enumerate(active) if b not in kept and row.session is not None],
-                              cache, mask)
-            if not keep:
-                return
             if len(keep) < len(active):
-                index = torch.tensor(keep, dtype=torch.long)
-                cache.batch_select_indices(index.to(self.device))
+                kept = set(keep)
+                done = [(b, row) for b, row in enumerate(active) if b not in kept]
+                if self.reuse_kv:
+                    self._save_kv([(b, row) for b, row in done if row.session is not None], layers, mask)
+                if finished is not None:
+                    for _, row in done:
+                        finished(row)
                 active = [active[b] for b in keep]
-                if mask is not None and positions is not None:
-                    mask, positions = mask[index], positions[index]
-            step = torch.tensor([[t] for t in next_ids], dtype=torch.long, device=self.device)
-            kwargs = {self._cache_kw: cache}
-            if mask is not None and positions is not None:
-                mask = torch.cat([mask, torch.ones((len(active), 1), dtype=torch.long)], dim=1)
-                positions = positions[:, -1:] + 1
+                cache = None
+                if not active:
+                    layers, mask, logits = [], None, []
+                    continue
+                index = torch.tensor(keep, dtype=torch.long)
+                mask = mask[index]
+                first = int(torch.nonzero(mask.sum(0), as_tuple=True)[0][0])  # drop columns no row uses
+                mask = mask[:, first:]
+                dev_index = index.to(self.device)
+                layers = [(k.index_select(0, dev_index)[:, :, first:], v.index_select(0, dev_index)[:, :, first:])
+                          for k, v in layers]
+            step = torch.tensor([[row.out[-1]] for row in active], dtype=torch.long, device=self.device)
+            mask = torch.cat([mask, torch.ones((len(active), 1), dtype=torch.long)], dim=1)
+            if cache is None:
+                cache = _as_cache(layers)
+            kwargs: dict[str, Any] = {self._cache_kw: cache}
+            if len(active) > 1 or not bool(mask.all()):
+                positions = torch.tensor([[len(row.prompt) + len(row.out) - 1] for row in active], dtype=torch.long)
                 kwargs["attention_mask"] = mask.to(self.device)
                 kwargs["position_ids"] = positions.to(self.device)
             result = self.model(input_ids=step, use_cache=True, **kwargs)
+            cache = _cache_of(result)
+            layers = [(layer.keys, layer.values) for layer in cache.layers]
+            logits = list(result.logits[:, -1, : self._vocab].to("cpu", torch.float32).unbind(0))
 
-    def _extend_inputs(self, active: list[_Row]) -> tuple[Any, Any, Any, dict[str, Any]]:
-        """Inputs of a first step where some rows continue from their session's KV cache.
-
-        Row ``b`` has ``start`` ids cached and ``len(prompt) - start`` new ones. The batch cache
-        holds each row's keys/values right-aligned in ``past`` columns, the new ids are
-        right-aligned after it; the attention mask hides both paddings and the position ids
-        continue each row's own sequence.
-        """
-        import torch
-        from transformers import DynamicCache
-
-        batch = len(active)
-        past = max(r.start for r in active)
-        width = max(len(r.prompt) - r.start for r in active)
-        layers = next(r.past for r in active if r.past is not None)
-        ids = torch.full((batch, width), self._pad_id, dtype=torch.long)
-        mask = torch.zeros((batch, past + width), dtype=torch.long)
-        positions = torch.zeros((batch, width), dtype=torch.long)
-        for b, row in enumerate(active):
-            new = row.prompt[row.start:]
-            ids[b, width - len(new):] = torch.tensor(new, dtype=torch.long)
-            mask[b, past - row.start: past] = 1
-            mask[b, past + width - len(new):] = 1
-            positions[b, width - len(new):] = torch.arange(row.start, len(row.prompt))
-        cache = DynamicCache()
-        for index, (keys0, values0) in enumerate(layers):
-            if batch == 1:
-                keys, values = keys0, values0
-            else:
-                shape = (batch, keys0.shape[1], past, keys0.shape[3])
-                keys = keys0.new_zeros(shape)
-                values = values0.new_zeros(shape[:3] + (values0.shape[3],))
-                for b, row in enumerate(active):
-                    if row.past is not None:
-                        keys[b, :, past - row.start:] = row.past[index][0][0]
-                        values[b, :, past - row.start:] = row.past[index][1][0]
-            cache.update(keys, values, index)
-        kwargs: dict[str, Any] = {self._cache_kw: cache}
-        if batch == 1:
-            return ids, None, None, kwargs
-        kwargs["attention_mask"] = mask.to(self.device)
-        kwargs["position_ids"] = positions.to(self.device)
-        return ids, mask, positions, kwargs
-
-    def _save_kv(self, done: list[tuple[int, _Row]], cache: Any, mask: Any) -> None:
+    def _save_kv(self, done: list[tuple[int, _Row]], layers: list[tuple[Any, Any]], mask: Any) -> None:
         """Keep the cached keys/values of finished rows for their sessions' next turns."""
         import torch
 
-        if not done:
-            return
-        layers = cache.layers
         for b, row in done:
             cached = row.prompt + row.out[:-1]  # the last sampled id was never fed to the model
-            if mask is None:
-                kv = [(layer.keys[b : b + 1].clone(), layer.values[b : b + 1].clone()) for layer in layers]
-            else:
-                where = torch.nonzero(mask[b], as_tuple=True)[0].to(self.device)
-                kv = [(layer.keys[b : b + 1].index_select(2, where), layer.values[b : b + 1].index_select(2, where))
-                      for layer in layers]
-            if kv[0][0].shape[2] != len(cached):
-                continue  # not the layout this cache was built for: the next turn encodes its whole prompt
+            where = torch.nonzero(mask[b], as_tuple=True)[0].to(self.device)
+            if where.numel() != len(cached):
+                continue  # not the layout expected: the next turn encodes its whole prompt
+            kv = [(k[b : b + 1].index_select(2, where), v[b : b + 1].index_select(2, where)) for k, v in layers]
             with self._kv_lock:
                 self._kv[row.session] = (cached, kv)
                 while len(self._kv) > self._kv_max:

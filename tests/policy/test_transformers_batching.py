@@ -29,24 +29,84 @@ def test_a_batch_samples_what_each_prompt_samples_alone(agent_dir):
     assert [len(ids) <= n for (ids, _, _), n in zip(together, budgets, strict=True)] == [True] * 3
 
 
+def test_turns_joining_a_running_batch_sample_what_they_sample_alone(agent_dir):
+    policy = TransformersPolicy(agent_dir, sampling=SamplingParams(temperature=1.0, top_k=-1, seed=3))
+    tok = policy.tokenizer
+    texts = ("Compute 12 + 30.", "<|im_start|>user\nHi", "What day is 2020-01-01?", "a b c d e f g h i j k l m n o p")
+    prompts = [tok.encode(text) for text in texts]
+    budgets = [1, 9, 20, 14]  # the first leaves the batch empty before the others arrive
+    alone = [policy.generate_ids(p, n, seed=s) for s, (p, n) in enumerate(zip(prompts, budgets, strict=True))]
+    rows = [policy._make_row(p, n, s, None) for s, (p, n) in enumerate(zip(prompts, budgets, strict=True))]
+    waiting = rows[1:]
+    done = []
+
+    def admit(room):
+        return [waiting.pop(0)] if waiting and room and done else []
+
+    with torch.inference_mode():
+        policy._run_rows(rows[:1], admit, done.append)
+    assert sorted(map(id, done)) == sorted(map(id, rows))
+    for row, (ids, logps, finish) in zip(rows, alone, strict=True):
+        assert row.out == ids and row.finish == finish
+        assert max(abs(a - b) for a, b in zip(row.logps, logps, strict=True)) < 1e-4
+
+
 def test_concurrent_episodes_share_batches(agent_dir):
     policy = TransformersPolicy(agent_dir, sampling=SamplingParams(temperature=0.0, max_tokens=64, seed=0))
     sizes: list[int] = []
-    inner = policy.generate_batch
+    forward = policy.model.forward
 
-    def recording(prompts, max_tokens, seeds, sessions=None):
-        sizes.append(len(prompts))
-        return inner(prompts, max_tokens, seeds, sessions=sessions)
+    def recording(*args, **kwargs):
+        sizes.append(int(kwargs["input_ids"].shape[0]))
+        return forward(*args, **kwargs)
 
-    policy.generate_batch = recording
+    policy.model.forward = recording
     tasks = held_out_tasks(2)
     batched = collect("agent_gym/ToolUse-v0", policy, tasks=tasks, n_parallel=8, progress=False, max_steps=4)
     assert max(sizes) > 1
-    sizes.clear()
-    policy.generate_batch = inner
+    policy.model.forward = forward
     alone = collect("agent_gym/ToolUse-v0", policy, tasks=tasks, n_parallel=1, progress=False, max_steps=4)
     policy.close()
     assert [t.response_tokens.tolist() for t in batched] == [t.response_tokens.tolist() for t in alone]
+
+
+def test_turns_reuse_their_session_kv_cache_and_sample_the_same_ids(agent_dir):
+    sampling = SamplingParams(temperature=1.0, top_k=-1, max_tokens=48, seed=5)
+    tasks = held_out_tasks(2)
+    results = {}
+    for reuse in (False, True):
+        policy = TransformersPolicy(agent_dir, sampling=sampling, reuse_kv=reuse)
+        encoded: list[int] = []
+        forward = policy.model.forward
+
+        def counting(*args, _forward=forward, _encoded=encoded, **kwargs):
+            _encoded.append(int(kwargs["input_ids"].shape[1]))
+            return _forward(*args, **kwargs)
+
+        policy.model.forward = counting
+        trajectories = collect("agent_gym/ToolUse-v0", policy, tasks=tasks, n_parallel=4, progress=False,
+                               max_steps=4)
+        policy.close()
+        results[reuse] = ([t.response_tokens.tolist() for t in trajectories], sum(n for n in encoded if n > 1))
+    assert results[True][0] == results[False][0]
+    assert sum(len(t) for t in results[True][0]) > 50
+    assert results[True][1] < 0.8 * results[False][1]  # later turns encode only their new prompt ids
+
+
+def test_a_prompt_that_does_not_extend_the_cached_ids_is_encoded_whole(agent_dir):
+    sampling = SamplingParams(temperature=1.0, top_k=-1, seed=2)
+    policy = TransformersPolicy(agent_dir, sampling=sampling)
+    plain = TransformersPolicy(agent_dir, sampling=sampling, reuse_kv=False)
+    tok = policy.tokenizer
+    first, other = tok.encode("Compute 12 + 30."), tok.encode("What day is 2020-01-01?")
+    [(ids, _, _)] = policy.generate_batch([first], [6], [1], sessions=["s"])
+    follow = first + ids + tok.encode(" and then?")
+    for prompt, seed in ((follow, 2), (other, 3)):  # the first extends the cached ids, the second does not
+        [(ids_a, lps_a, fin_a)] = policy.generate_batch([prompt], [8], [seed], sessions=["s"])
+        [(ids_b, lps_b, fin_b)] = plain.generate_batch([prompt], [8], [seed])
+        assert ids_a == ids_b and fin_a == fin_b
+        assert max(abs(a - b) for a, b in zip(lps_a, lps_b, strict=True)) < 1e-4
+    assert policy._kv["s"][0] == other + ids_a[:-1]
 
 
 def _rescore(model, trajectory, temperature: float, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
