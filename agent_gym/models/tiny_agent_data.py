@@ -18,8 +18,9 @@
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agent_gym.models.chat_template import TINY_AGENT_CHAT_TEMPLATE
@@ -31,6 +32,7 @@ __all__ = [
     "oracle_conversations",
     "train_tokenizer",
     "training_tasks",
+    "value_spans",
 ]
 
 #: Special tokens (skipped by ``decode(..., skip_special_tokens=True)``), ids 0, 1, 2.
@@ -51,12 +53,44 @@ class Conversation:
         family: The task's family.
         input_ids: Token ids of the whole conversation, as the policy saw and sampled them.
         loss_mask: 1 on ids the assistant produced (end-of-turn ids included), else 0.
+        value_mask: 1 on assistant ids that carry the task's values (tool-call arguments and
+            the answer: what is copied from the question or a tool's result), else 0; empty
+            means none are marked.
     """
 
     task_id: str
     family: str
     input_ids: list[int]
     loss_mask: list[int]
+    value_mask: list[int] = field(default_factory=list)
+
+
+_ARGUMENTS = re.compile(r'"arguments":\s*(\{.*?\})\}\s*</tool_call>', re.S)
+_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
+
+
+def value_spans(text: str) -> list[tuple[int, int]]:
+    """Character spans of the values in an assistant turn.
+
+    The values are each tool call's arguments object and the answer's content.
+    """
+    spans = [m.span(1) for m in _ARGUMENTS.finditer(text)]
+    return spans + [m.span(1) for m in _ANSWER.finditer(text)]
+
+
+def _value_flags(tokenizer: Any, text: str, ids: list[int]) -> list[int]:
+    """1 for each of ``ids`` (``text``'s ids plus an end-of-turn id) inside a value span."""
+    spans = value_spans(text)
+    flags = [0] * len(ids)
+    if not spans:
+        return flags
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    if list(enc["input_ids"]) != ids[: len(enc["input_ids"])]:
+        return flags
+    for i, (a, b) in enumerate(enc["offset_mapping"]):
+        if any(a < end and b > start for start, end in spans):
+            flags[i] = 1
+    return flags
 
 
 def training_tasks(seeds: Sequence[int], per_family: int = 120) -> list[dict[str, Any]]:
@@ -119,7 +153,7 @@ def oracle_conversations(
             obs, info = env.reset(seed=n, options={"task": task})
             tools = None if info.get("tools_in_prompt") else (info.get("tools") or None)
             session = f"oracle-{n}"
-            turns: list[tuple[int, list[int]]] = []
+            turns: list[tuple[int, list[int], list[int]]] = []
             prompt: list[int] = []
             previous: list[int] = []
             done, reward = False, 0.0
@@ -131,7 +165,7 @@ def oracle_conversations(
                 prompt = list(plan.prompt_ids)
                 if prompt[: len(previous)] != previous:
                     raise RuntimeError(f"task {task.get('id')}: a turn's prompt does not extend the previous one")
-                turns.append((len(prompt), ids))
+                turns.append((len(prompt), ids, _value_flags(tokenizer, text, ids)))
                 previous = prompt + ids
                 obs, reward, terminated, truncated, info = env.step(text)
                 done = terminated or truncated
@@ -140,11 +174,13 @@ def oracle_conversations(
                 continue
             input_ids = prompt + turns[-1][1]
             mask = [0] * len(input_ids)
-            for start, ids in turns:
+            values = [0] * len(input_ids)
+            for start, ids, flags in turns:
                 if input_ids[start : start + len(ids)] != ids:
                     raise RuntimeError(f"task {task.get('id')}: sampled ids are not in the final conversation")
                 mask[start : start + len(ids)] = [1] * len(ids)
-            out.append(Conversation(str(task.get("id")), str(task.get("family", "")), input_ids, mask))
+                values[start : start + len(ids)] = flags
+            out.append(Conversation(str(task.get("id")), str(task.get("family", "")), input_ids, mask, values))
     finally:
         env.close()
     return out

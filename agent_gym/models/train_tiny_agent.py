@@ -8,7 +8,10 @@ The recipe, all from fixed seeds:
    trained on the rendered oracle conversations;
 3. the oracle's conversations rendered through ``ChatTokenBuilder`` exactly as a policy
    renders them at rollout time;
-4. a small Qwen2-architecture causal LM trained with AdamW on the assistant's ids only.
+4. a small Qwen2-architecture causal LM trained with AdamW on the assistant's ids only;
+   ``--value-weight`` weighs the ids that carry the task's values (tool-call arguments and
+   answers, which the model must copy from the question or a tool's result) more than the
+   protocol boilerplate it already predicts.
 
 The system prompt and tool list are the same in every conversation, so each batch runs that
 shared prefix once and the rest of every conversation attends to its (expanded) KV cache:
@@ -70,6 +73,9 @@ class TrainConfig:
         seed: int = 0,
         threads: int | None = None,
         init_from: str | None = None,
+        value_weight: float = 1.0,
+        schedule: str = "cosine",
+        max_seconds: float = 0.0,
     ) -> None:
         self.task_seeds = [int(s) for s in task_seeds]
         self.per_family = per_family
@@ -87,6 +93,13 @@ class TrainConfig:
         self.seed = seed
         self.threads = threads
         self.init_from = init_from
+        if value_weight <= 0:
+            raise ValueError(f"value_weight: expected a positive number, got {value_weight}")
+        if schedule not in ("cosine", "constant"):
+            raise ValueError(f"schedule: expected 'cosine' or 'constant', got {schedule!r}")
+        self.value_weight = float(value_weight)
+        self.schedule = schedule
+        self.max_seconds = float(max_seconds)
 
     def as_dict(self) -> dict[str, Any]:
         """The settings as a JSON-ready dict."""
@@ -143,8 +156,14 @@ def _cache_keyword(model: Any) -> str:
     return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 
-def _batch_loss(model: Any, prefix: Any, batch: list[Conversation], start: int, pad_id: int) -> Any:
-    """Mean cross-entropy over the assistant ids of ``batch`` (prefix run once, cache expanded)."""
+def _batch_loss(
+    model: Any, prefix: Any, batch: list[Conversation], start: int, pad_id: int, value_weight: float = 1.0
+) -> Any:
+    """Weighted mean cross-entropy over the assistant ids of ``batch`` (prefix run once, cache expanded).
+
+    Ids in a conversation's ``value_mask`` (tool-call arguments, answers) weigh ``value_weight``,
+    the other assistant ids 1.
+    """
     import torch
     import torch.nn.functional as F
 
@@ -154,7 +173,10 @@ def _batch_loss(model: Any, prefix: Any, batch: list[Conversation], start: int, 
     for row, conv in enumerate(batch):
         tail = conv.input_ids[start:]
         ids[row, : len(tail)] = torch.tensor(tail)
-        mask[row, : len(tail)] = torch.tensor(conv.loss_mask[start:], dtype=torch.float32)
+        weights = [float(m) for m in conv.loss_mask[start:]]
+        if value_weight != 1.0 and conv.value_mask:
+            weights = [w * (value_weight if v else 1.0) for w, v in zip(weights, conv.value_mask[start:], strict=True)]
+        mask[row, : len(tail)] = torch.tensor(weights, dtype=torch.float32)
     kwargs: dict[str, Any] = {}
     if start > 0:
         out = model(input_ids=prefix, use_cache=True)
@@ -188,6 +210,8 @@ def _length_bucketed_batches(conversations: Sequence[Conversation], size: int, r
 def _lr_at(step: int, config: TrainConfig) -> float:
     if step < config.warmup:
         return config.lr * (step + 1) / config.warmup
+    if config.schedule == "constant":
+        return config.lr
     progress = (step - config.warmup) / max(1, config.steps - config.warmup)
     return config.lr * (0.05 + 0.95 * 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0))))
 
@@ -248,13 +272,18 @@ def train_tiny_agent(out: str | Path, config: TrainConfig | None = None, *, log:
     model.train()
     train_start = time.perf_counter()
     cpu_start = time.process_time()
+    steps_done = 0
     for step in range(config.steps):
+        if config.max_seconds and time.perf_counter() - train_start > config.max_seconds:
+            say(f"stopping at step {step}: --max-seconds {config.max_seconds:g} reached")
+            break
+        steps_done = step + 1
         if not batches:
             batches = _length_bucketed_batches(conversations, config.batch_size, order_rng)
         batch = [conversations[i] for i in batches.pop()]
         for group in optimizer.param_groups:
             group["lr"] = _lr_at(step, config)
-        loss = _batch_loss(model, prefix, batch, prefix_len, pad_id)
+        loss = _batch_loss(model, prefix, batch, prefix_len, pad_id, config.value_weight)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -281,6 +310,7 @@ def train_tiny_agent(out: str | Path, config: TrainConfig | None = None, *, log:
         "shared_prefix_ids": prefix_len,
         "vocab_size": len(tokenizer),
         "parameters": params,
+        "steps_done": steps_done,
         "final_loss": sum(losses[-50:]) / max(1, len(losses[-50:])),
         "loss_every_25_steps": [round(sum(losses[i:i + 25]) / len(losses[i:i + 25]), 4)
                                 for i in range(0, len(losses), 25)],
@@ -326,6 +356,12 @@ def _parser() -> argparse.ArgumentParser:
                                 help="comma-separated task generator seeds (not 0, the held-out set)")
         elif key == "threads":
             parser.add_argument(flag, type=int, default=None, help="torch threads (default: torch's choice)")
+        elif key == "schedule":
+            parser.add_argument(flag, choices=("cosine", "constant"), default=value,
+                                help="learning rate after warmup: cosine decay to 5%% or constant (default cosine)")
+        elif key == "max_seconds":
+            parser.add_argument(flag, type=float, default=value,
+                                help="stop training after this many seconds and save (default 0: no limit)")
         elif key == "init_from":
             parser.add_argument(flag, default=None,
                                 help="continue training this model directory (its tokenizer and weights)")

@@ -150,3 +150,47 @@ def test_shipped_model_is_small_and_complete():
     record = json.loads((path / "training.json").read_text())
     assert record["command"].startswith("python -m agent_gym.models.train_tiny_agent")
     assert 0 not in record["config"]["task_seeds"]
+
+
+def test_value_mask_marks_arguments_and_answers(small_tasks, agent_tokenizer):
+    from agent_gym.models.tiny_agent_data import value_spans
+
+    text = '<tool_call>{"name": "date_add", "arguments": {"date": "2001-02-03", "days": 7}}</tool_call>'
+    (start, end), = value_spans(text)
+    assert text[start:end] == '{"date": "2001-02-03", "days": 7}'
+    answer = "<answer>2.65</answer>"
+    assert [answer[a:b] for a, b in value_spans(answer)] == ["2.65"]
+    convs = oracle_conversations(small_tasks, agent_tokenizer)
+    for conv in convs:
+        assert len(conv.value_mask) == len(conv.input_ids)
+        assert all(m for m, v in zip(conv.loss_mask, conv.value_mask, strict=True) if v)
+        marked = agent_tokenizer.decode([i for i, v in zip(conv.input_ids, conv.value_mask, strict=True) if v])
+        assert any(ch.isdigit() for ch in marked) and "<tool_call>" not in marked and "name" not in marked
+
+
+def test_value_weight_changes_the_loss_only_through_value_ids(small_tasks, agent_tokenizer):
+    from agent_gym.models.train_tiny_agent import build_agent_model
+
+    convs = oracle_conversations(small_tasks, agent_tokenizer)[:4]
+    model = build_agent_model(agent_tokenizer, TrainConfig(hidden_size=32, num_layers=1, intermediate_size=64))
+    pad = agent_tokenizer.pad_token_id
+    prefix = torch.tensor([[pad]])
+    with torch.no_grad():
+        plain = float(_batch_loss(model, prefix, convs, 0, pad))
+        weighted = float(_batch_loss(model, prefix, convs, 0, pad, value_weight=3.0))
+        values_only = [type(c)(c.task_id, c.family, c.input_ids, c.value_mask, c.value_mask) for c in convs]
+        value_loss = float(_batch_loss(model, prefix, values_only, 0, pad))
+        rest = [type(c)(c.task_id, c.family, c.input_ids,
+                        [m - v for m, v in zip(c.loss_mask, c.value_mask, strict=True)]) for c in convs]
+        rest_loss = float(_batch_loss(model, prefix, rest, 0, pad))
+    n_value = sum(sum(c.value_mask) for c in convs)
+    n_rest = sum(sum(c.loss_mask) for c in convs) - n_value
+    assert abs(plain - (value_loss * n_value + rest_loss * n_rest) / (n_value + n_rest)) < 1e-4
+    assert abs(weighted - (3 * value_loss * n_value + rest_loss * n_rest) / (3 * n_value + n_rest)) < 1e-4
+
+
+def test_config_rejects_bad_schedule_and_weight():
+    with pytest.raises(ValueError, match="schedule"):
+        TrainConfig(schedule="linear")
+    with pytest.raises(ValueError, match="value_weight"):
+        TrainConfig(value_weight=0)
