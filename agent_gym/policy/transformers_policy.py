@@ -41,6 +41,9 @@ from agent_gym.types import FinishReason, Message, PolicyOutput
 
 __all__ = ["LOGPROBS_MODES", "TransformersPolicy", "sample_next"]
 
+#: Prompt heads are encoded and shared in chunks of this many ids.
+_CHUNK = 64
+
 #: The logprob modes, named as vLLM's ``--logprobs-mode`` values.
 LOGPROBS_MODES = ("raw_logprobs", "processed_logprobs")
 
@@ -372,6 +375,8 @@ class TransformersPolicy(TokenPolicyBase):
         self._kv: OrderedDict[str, tuple[list[int], list[tuple[Any, Any]]]] = OrderedDict()
         self._kv_lock = threading.Lock()
         self._kv_max = max(64, 2 * max_batch)
+        # ids before a chunk boundary -> per layer (keys, values) (see _prefix_chunks)
+        self._chunks: OrderedDict[tuple[int, ...], list[tuple[Any, Any]]] = OrderedDict()
         self._remember_config(
             model_or_path=given_model,
             # A tokenizer loaded from the model's path is loaded again from it; one found through
@@ -464,6 +469,8 @@ class TransformersPolicy(TokenPolicyBase):
         """Encode a row's uncached prompt ids alone; return its next-token logits and KV cache."""
         import torch
 
+        if row.past is None and self.reuse_kv:
+            self._prefix_chunks(row)
         kwargs: dict[str, Any] = {}
         if row.past is not None:
             kwargs[self._cache_kw] = _as_cache(row.past)
@@ -473,6 +480,44 @@ class TransformersPolicy(TokenPolicyBase):
         row.past = None
         logits = result.logits[0, -1, : self._vocab].to("cpu", torch.float32)
         return logits, [(layer.keys, layer.values) for layer in _cache_of(result).layers]
+
+    def _prefix_chunks(self, row: _Row) -> None:
+        """Encode a new prompt's head in ``_CHUNK``-id chunks, sharing them between prompts.
+
+        The keys/values after each chunk boundary are kept, keyed by the ids before it, so
+        prompts that start alike (the system prompt and tool list of one env) encode that head
+        once. Every prompt is always encoded chunk by chunk, cached or not, so its values do not
+        depend on which prompts came before.
+        """
+        import torch
+
+        prompt = row.prompt
+        bounds = list(range(_CHUNK, len(prompt), _CHUNK))
+        start, past = 0, None
+        with self._kv_lock:
+            for bound in reversed(bounds):
+                key = tuple(prompt[:bound])
+                hit = self._chunks.get(key)
+                if hit is not None:
+                    self._chunks.move_to_end(key)
+                    start, past = bound, hit
+                    break
+        for bound in bounds:
+            if bound <= start:
+                continue
+            kwargs: dict[str, Any] = {}
+            if past is not None:
+                kwargs[self._cache_kw] = _as_cache(past)
+            ids = torch.tensor([prompt[start:bound]], dtype=torch.long, device=self.device)
+            positions = torch.arange(start, bound, device=self.device)[None]
+            result = self.model(input_ids=ids, position_ids=positions, use_cache=True, **self._keep_last, **kwargs)
+            past = [(layer.keys, layer.values) for layer in _cache_of(result).layers]
+            start = bound
+            with self._kv_lock:
+                self._chunks[tuple(prompt[:bound])] = past
+                while len(self._chunks) > self._kv_max:
+                    self._chunks.popitem(last=False)
+        row.start, row.past = start, past
 
     def _run_rows(
         self,
@@ -587,6 +632,7 @@ class TransformersPolicy(TokenPolicyBase):
             self.model.eval()
             with self._kv_lock:
                 self._kv.clear()
+                self._chunks.clear()
 
     def _hit_stop_string(self, out: list[int]) -> bool:
         longest = max(len(s) for s in self.sampling.stop)

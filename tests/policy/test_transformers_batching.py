@@ -109,6 +109,32 @@ def test_a_prompt_that_does_not_extend_the_cached_ids_is_encoded_whole(agent_dir
     assert policy._kv["s"][0] == other + ids_a[:-1]
 
 
+def test_shared_prompt_heads_are_encoded_once_with_the_same_values(agent_dir):
+    sampling = SamplingParams(temperature=1.0, top_k=-1, seed=4)
+    tok = TransformersPolicy(agent_dir, sampling=sampling).tokenizer
+    head = tok.encode("<|im_start|>system\nYou are a careful assistant with tools. " * 12)
+    assert len(head) > 130
+    prompts = [head + tok.encode(f"<|im_start|>user\nCompute {n} + 7.") for n in (11, 250)]
+    fresh = [TransformersPolicy(agent_dir, sampling=sampling).generate_ids(p, 10, seed=9) for p in prompts]
+    shared = TransformersPolicy(agent_dir, sampling=sampling)
+    encoded: list[int] = []
+    forward = shared.model.forward
+
+    def counting(*args, **kwargs):
+        encoded.append(int(kwargs["input_ids"].shape[1]))
+        return forward(*args, **kwargs)
+
+    shared.model.forward = counting
+    again = []
+    counts = []
+    for p in prompts:
+        encoded.clear()
+        again.append(shared.generate_ids(p, 10, seed=9))
+        counts.append(sum(n for n in encoded if n > 1))
+    assert again == fresh  # the same values, bit for bit, whether the head was cached or not
+    assert counts[0] >= len(head) - 64 and counts[1] < 64 + 20  # the second prompt encoded only its tail
+
+
 def _rescore(model, trajectory, temperature: float, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
     prompt = trajectory.prompt_tokens.tolist()
     response = trajectory.response_tokens.tolist()
