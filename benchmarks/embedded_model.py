@@ -1,11 +1,12 @@
 """Embedded default model benchmark: local batched generation and the reference server.
 
-Run:  python benchmarks/embedded_model.py [--episodes 32] [--sizes 1,8,32] [--repeats 1] [--no-server]
+Run:  python benchmarks/embedded_model.py [--episodes 32] [--sizes 1,8,32] [--repeats 1] [--no-server] [--no-reuse-kv]
 
 (a) ``TransformersPolicy`` on the embedded default (``default_model_path()``): episodes/s and
     sampled tokens/s of ``--episodes`` held-out ToolUse-v0 episodes (8 per family) at each
     ``n_parallel``, temperature 1.0, full distribution. Concurrent turns are decoded as one
     batch, so ``n_parallel`` > 1 is faster; the ratio to ``n_parallel`` 1 is printed.
+    ``--no-reuse-kv`` encodes every turn's whole prompt (``TransformersPolicy(reuse_kv=False)``).
 (b) The same through ``agent-gym serve``'s reference server (its own process, batched
     decoding) with ``VLLMPolicy`` in token mode.
 (c) The training script's wall time, as recorded in the shipped model's ``training.json``.
@@ -90,6 +91,8 @@ def main() -> None:
     parser.add_argument("--sizes", default="1,8,32")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--no-server", action="store_true", help="skip (b)")
+    parser.add_argument("--no-reuse-kv", action="store_true",
+                        help="(a) encodes every turn's whole prompt: no session or prompt-head KV cache")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON at the end")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -98,7 +101,8 @@ def main() -> None:
     sampling = SamplingParams(temperature=1.0, top_k=-1, top_p=1.0, min_p=0.0, max_tokens=128, seed=0)
     report: dict[str, Any] = {}
     report["transformers_policy"] = bench(
-        "a: TransformersPolicy, embedded default", lambda: TransformersPolicy(model, sampling=sampling),
+        "a: TransformersPolicy, embedded default",
+        lambda: TransformersPolicy(model, sampling=sampling, reuse_kv=not args.no_reuse_kv),
         tasks, sizes, args.repeats)
     if not args.no_server:
         proc, url = start_server(model)
