@@ -10,12 +10,15 @@ model's logits before penalties, temperature and top-k/top-p/min-p; ``"processed
 is the log-softmax after them (the distribution the id was drawn from).
 
 Concurrent turns (``aact`` from many episodes, e.g. ``collect(..., n_parallel=8)``) are
-decoded together: a worker thread takes every turn waiting at that moment, left-pads the
-prompts into one batch and decodes it with a KV cache (static batching; a finished sequence
-leaves the batch), so the event loop is never blocked and ``n_parallel`` speeds up local
-rollouts. Each session's KV cache is kept between its turns: when a turn's prompt extends the
-ids the previous turn left in the cache (its prompt and sampled ids), only the new ids are
-encoded; otherwise the whole prompt is. The turn steps it shares with ``VLLMPolicy`` (tools per session, seeds, budget,
+decoded together: a worker thread keeps one left-padded batch with a KV cache (continuous
+batching: a turn that arrives joins the batch between decode steps, a finished sequence leaves
+it), so the event loop is never blocked and ``n_parallel`` speeds up local rollouts. With
+``reuse_kv`` (the default) little is encoded twice: each session keeps its KV cache between
+turns, and a turn whose prompt extends the ids the previous turn left in the cache (its prompt
+and sampled ids) encodes only the new ids; a new prompt is encoded in chunks of ``_CHUNK`` ids
+whose keys/values are shared with prompts that start alike (an env's system prompt and tools).
+A prompt is always encoded chunk by chunk, so its values do not depend on what was cached.
+The turn steps it shares with ``VLLMPolicy`` (tools per session, seeds, budget,
 decode and commit) come from :class:`~agent_gym.policy.base.TokenPolicyBase`.
 """
 
@@ -182,11 +185,11 @@ class _Row:
 
 
 class _Batcher:
-    """A worker thread that decodes the turns waiting at each moment as one batch.
+    """A worker thread that decodes the waiting turns as one batch, admitting new ones as they come.
 
     After the first waiting turn it keeps collecting for as long as new turns keep arriving
     within ``gather_s`` (turns of episodes whose environment step is just finishing), up to
-    ``max_batch`` sequences.
+    ``max_batch`` sequences; while that batch decodes, turns that arrive join it.
     """
 
     def __init__(self, policy: TransformersPolicy, max_batch: int, gather_s: float = 0.004) -> None:
@@ -289,7 +292,8 @@ class TransformersPolicy(TokenPolicyBase):
         logprobs_mode: ``"raw_logprobs"`` (default, as vLLM) or ``"processed_logprobs"``.
         max_batch: Most concurrent turns decoded together.
         reuse_kv: Keep each session's KV cache between its turns and encode only a turn's new
-            prompt ids (False: every turn encodes its whole prompt).
+            prompt ids, and share the keys/values of prompt heads between prompts (False: every
+            turn encodes its whole prompt in one pass, as a plain forward pass does).
 
     ``tools`` given to a turn stay with the session: a later turn called with ``tools=None``
     renders the same tools, ``tools=[]`` removes them.
