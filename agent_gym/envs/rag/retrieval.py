@@ -12,6 +12,7 @@ so every env instance in that process shares it.
 
 from __future__ import annotations
 
+import abc
 import hashlib
 import json
 import os
@@ -253,7 +254,7 @@ def _top_k(scores: np.ndarray, k: int) -> np.ndarray:
     return _top_k_rows(np.asarray(scores)[None, :], k)[0]
 
 
-class LocalRetriever:
+class LocalRetriever(abc.ABC):
     """Base of the in-process retrievers: a corpus, hits with snippets, pickling as settings.
 
     Subclasses implement ``_scores_batch(queries) -> list[(indices, scores)]`` and list
@@ -284,8 +285,9 @@ class LocalRetriever:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({len(self.corpus)} documents, {self.settings})"
 
+    @abc.abstractmethod
     def _candidates(self, queries: Sequence[str], k: int) -> list[list[tuple[int, float]]]:
-        raise NotImplementedError
+        """The best ``k`` ``(document index, score)`` pairs of each query, best first."""
 
     def search(self, query: str, k: int = 5, *, snippets: bool = True) -> list[Hit]:
         """The best ``k`` documents for ``query``, best first; documents with no match are left out.
