@@ -258,21 +258,7 @@ class VLLMClient:
                 last_status = resp.status
                 if resp.status == 200:
                     return self._parse_ok(resp, target, path), target
-                message = error_text(resp)
-                if resp.status == 400 and CONTEXT_ERROR in message.lower():
-                    raise PromptTooLong(message)
-                if resp.status != 429 and resp.status < 500:
-                    raise ServerError(
-                        f"server {target} rejected POST {path} with HTTP {resp.status}: {message}",
-                        server=target,
-                        status=resp.status,
-                    )
-                error = f"HTTP {resp.status}: {message[:200]}"
-                if resp.status == 429:
-                    try:
-                        retry_after = float(resp.headers.get("retry-after", ""))
-                    except ValueError:
-                        retry_after = None
+                error, retry_after = self._rejection(resp, target, path)
             errors.append(f"{target}: {error}")
             if server is None:
                 self.router.mark_unhealthy(target)
