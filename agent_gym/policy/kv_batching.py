@@ -1,9 +1,12 @@
 """Batched decoding with a KV cache for :class:`~agent_gym.policy.transformers_policy.TransformersPolicy`.
 
-The pieces the policy's worker thread runs: drawing the next id of a row (``sample_next``),
-KV caches that grow in place instead of being copied every step, the per-sequence state of
-a batch row (``_Row``), and the worker (``_Batcher``) that gathers concurrent turns into one
-left-padded batch and lets new turns join between decode steps.
+The pieces the policy's worker thread runs: drawing the next ids of all rows of a decode step
+at once (``_sample_rows``; ``sample_next`` for one), KV caches that grow in place for
+encoding prompt heads, the batch KV store (``_SlotStore``: one slot per sequence in
+preallocated per-layer buffers, so a sequence joins or leaves a running batch by copying
+only its own keys/values), the per-sequence state of a batch row (``_Row``), and the worker
+(``_Batcher``) that gathers concurrent turns into one batch and lets new turns join between
+decode steps.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
-from agent_gym.policy.logits import Penalties, draw_token
+from agent_gym.policy.logits import Penalties, draw_tokens
 from agent_gym.types import FinishReason
 
 if TYPE_CHECKING:
@@ -40,6 +43,9 @@ def sample_next(
 ) -> tuple[int, float]:
     """Pick the next id from raw logits; return ``(id, processed logprob)``.
 
+    The same draw as ``TransformersPolicy`` makes for a sequence (see
+    :func:`~agent_gym.policy.logits.draw_tokens`).
+
     Args:
         logits: 1-D float tensor of next-token logits.
         sampling: The sampling parameters.
@@ -56,16 +62,45 @@ def _sample(
     logits: Any, sampling: SamplingParams, penalties: Penalties, banned: Sequence[int], generator: Any
 ) -> tuple[int, float]:
     """``sample_next`` with the penalty inputs given as running state."""
-    token, logp = draw_token(
-        penalties.apply(logits.float().clone()),
+    tokens, logps, _ = _sample_rows(logits[None], sampling, [penalties], [bool(banned)], banned, [generator], False)
+    return tokens[0], logps[0]
+
+
+def _sample_rows(
+    logits: Any,
+    sampling: SamplingParams,
+    penalties: Sequence[Penalties],
+    banned_rows: Sequence[bool],
+    banned: Sequence[int],
+    generators: Sequence[Any],
+    raw: bool,
+) -> tuple[list[int], list[float], list[float]]:
+    """Draw the next id of every row of ``logits`` (``[rows, vocab]``, raw model logits).
+
+    Returns:
+        ``(ids, processed logprobs, raw logprobs)``, one per row; the raw ones only when
+        ``raw`` (else an empty list).
+    """
+    import torch
+
+    logits = logits.float()
+    shaped = logits.clone()
+    if any(p.seen is not None or p.counts is not None for p in penalties):
+        shaped = torch.stack([p.apply(row) for p, row in zip(penalties, shaped.unbind(0), strict=True)])
+    tokens, logp = draw_tokens(
+        shaped,
         temperature=sampling.temperature,
         top_k=sampling.top_k,
         top_p=sampling.top_p,
         min_p=sampling.min_p,
-        generator=generator,
+        generators=generators,
         banned=banned,
+        banned_rows=banned_rows,
     )
-    return token, float(logp[token])
+    index = torch.tensor(tokens, dtype=torch.long)[:, None]
+    processed = logp.gather(1, index)[:, 0].tolist()
+    raw_logps = torch.log_softmax(logits, dim=-1).gather(1, index)[:, 0].tolist() if raw else []
+    return tokens, processed, raw_logps
 
 
 def _cache_of(result: Any) -> Any:
@@ -125,42 +160,206 @@ def _as_cache(layers: Sequence[tuple[Any, Any]]) -> Any:
     return cache
 
 
-def _join(layers: list[tuple[Any, Any]], mask: Any, kv: list[tuple[Any, Any]]) -> tuple[list[tuple[Any, Any]], Any]:
-    """Append one sequence's KV cache (batch of 1, every column used) to a left-padded batch cache."""
-    import torch
-    import torch.nn.functional as F
-
-    width = kv[0][0].shape[2]
-    row_mask = torch.ones((1, width), dtype=torch.long)
-    if mask is None:
-        return list(kv), row_mask
-    have = mask.shape[1]
-    if width > have:
-        layers = [(F.pad(k, (0, 0, width - have, 0)), F.pad(v, (0, 0, width - have, 0))) for k, v in layers]
-        mask = F.pad(mask, (width - have, 0))
-    elif width < have:
-        kv = [(F.pad(k, (0, 0, have - width, 0)), F.pad(v, (0, 0, have - width, 0))) for k, v in kv]
-        row_mask = F.pad(row_mask, (have - width, 0))
-    layers = [(torch.cat([k, k1]), torch.cat([v, v1])) for (k, v), (k1, v1) in zip(layers, kv, strict=True)]
-    return layers, torch.cat([mask, row_mask])
-
-
 class _Row:
     """Decoding state of one sequence in a batch."""
 
-    __slots__ = ("budget", "finish", "generator", "logps", "out", "past", "penalties", "prompt", "session", "start")
+    __slots__ = ("budget", "col0", "finish", "generator", "logps", "out", "past", "penalties", "prompt", "session",
+                 "start")
 
     def __init__(self, prompt: list[int], budget: int, generator: Any, penalties: Penalties) -> None:
         self.prompt = prompt
         self.session: str | None = None
         self.start = 0  # prompt ids already in ``past``
         self.past: list[tuple[Any, Any]] | None = None  # per layer (keys, values), batch of 1
+        self.col0 = 0  # first column of the row in the batch store
         self.budget = budget
         self.generator = generator
         self.penalties = penalties
         self.out: list[int] = []
         self.logps: list[float] = []
         self.finish: str = FinishReason.LENGTH
+
+
+class _SlotStore:
+    """The keys/values of a decoding batch: per layer one ``[slots, heads, columns, head_dim]`` buffer.
+
+    Row ``i`` of the batch lives in slot ``i``; its ids occupy columns ending at ``end`` (the
+    column the next decode step writes for every row), right-aligned, and ``valid`` marks its
+    columns (shorter rows and padding ids are masked). A row joins by copying its own cached
+    keys/values into a free slot and encoding its new ids there; a row leaves by moving the last
+    slot into its place. Buffers grow (columns, slots) by reallocation, rarely; nothing copies
+    the whole batch per step. ``cache`` is the model cache whose layers read and write the
+    window set by :meth:`window` (rows ``r0:r1``, columns ``lo:`` up to the written ones).
+    """
+
+    def __init__(self, model_device: Any) -> None:
+        from transformers import DynamicCache
+
+        self.device = model_device
+        self.keys: list[Any] = []
+        self.values: list[Any] = []
+        self.valid: Any = None  # bool [slots, cap]
+        self.slots = 0
+        self.cap = 0
+        self.end = 0
+        self.rows: list[_Row] = []
+        self.r0 = self.r1 = self.lo = self.w = 0
+        self.cache = DynamicCache()
+        layer_class = _slot_layer_class()
+        # the model asks for its layers as it reaches them
+        self.cache.layer_class_to_replicate = lambda: layer_class(self, len(self.cache.layers))
+
+    # -------------------------------------------------------------- buffers
+    def _buffer(self, layer: int, like: Any) -> tuple[Any, Any]:
+        import torch
+
+        while len(self.keys) <= layer:
+            self.keys.append(None)
+            self.values.append(None)
+        if self.keys[layer] is None:
+            shape = (self.slots, like.shape[1], self.cap, like.shape[3])
+            # zeros, not empty: masked columns must hold finite numbers (0 * nan is nan)
+            self.keys[layer] = torch.zeros(shape, dtype=like.dtype, device=like.device)
+            self.values[layer] = torch.zeros(shape, dtype=like.dtype, device=like.device)
+        return self.keys[layer], self.values[layer]
+
+    def _relayout(self, end: int, cap: int, slots: int) -> None:
+        """Move the active columns so that they end at ``end``, in buffers of ``cap`` columns and ``slots`` slots.
+
+        Buffers are reallocated only when they grow; otherwise the active columns move in place.
+        """
+        import torch
+
+        n, shift = len(self.rows), end - self.end
+        lo = min((r.col0 for r in self.rows), default=self.end)
+        grow = self.valid is None or cap != self.cap or slots != self.slots
+        if grow:
+            valid = torch.zeros((slots, cap), dtype=torch.bool, device=self.device)
+            if n:
+                valid[:n, lo + shift : end] = self.valid[:n, lo : self.end]
+            self.valid = valid
+        elif n and shift:
+            region = self.valid[:n, lo : self.end].clone()
+            self.valid[:n] = False
+            self.valid[:n, lo + shift : end] = region
+        for store in (self.keys, self.values):
+            for i, buf in enumerate(store):
+                if buf is None:
+                    continue
+                if grow:
+                    new = buf.new_zeros((slots, buf.shape[1], cap, buf.shape[3]))
+                    if n:
+                        new[:n, :, lo + shift : end] = buf[:n, :, lo : self.end]
+                    store[i] = new
+                elif n and shift:
+                    buf[:n, :, lo + shift : end] = buf[:n, :, lo : self.end].clone()
+        for row in self.rows:
+            row.col0 += shift
+        self.end, self.cap, self.slots = end, cap, slots
+
+    def reserve(self, left: int, rows: int) -> None:
+        """Make room for ``rows`` more rows with ``left`` columns before ``end`` and one step after it."""
+        end, cap, slots = self.end, self.cap, self.slots
+        if not self.rows:
+            end = left + 64  # room on the left for longer rows that join later
+        elif end < left:
+            end = left + 64
+        if end + 1 > cap:
+            lo = min((r.col0 for r in self.rows), default=end)
+            if self.rows and end == self.end and lo > 64:  # shift left over the columns no row uses
+                end -= lo - 64
+            if end + 1 > cap:
+                cap = end + max(256, end // 2)
+        if len(self.rows) + rows > slots:
+            slots = max(len(self.rows) + rows, 2 * slots, 4)
+        if (end, cap, slots) != (self.end, self.cap, self.slots) or self.valid is None:
+            self._relayout(end, cap, slots)
+
+    # -------------------------------------------------------------- rows
+    def place(self, row: _Row, new_ids: int, width: int) -> int:
+        """Put ``row`` in the next slot and return the slot.
+
+        Its cached ids go before the last ``width`` columns, its ``new_ids`` new ids at the end
+        (the columns between are padding).
+        """
+        slot = len(self.rows)
+        self.rows.append(row)
+        end, start = self.end, row.start
+        row.col0 = end - width - start
+        self.valid[slot] = False
+        if start:
+            self.valid[slot, row.col0 : end - width] = True
+            for layer, (k, v) in enumerate(row.past):
+                keys, values = self._buffer(layer, k)
+                keys[slot, :, row.col0 : end - width] = k[0]
+                values[slot, :, row.col0 : end - width] = v[0]
+        self.valid[slot, end - new_ids : end] = True
+        row.past = None
+        return slot
+
+    def extract(self, slot: int) -> tuple[int, list[tuple[Any, Any]]]:
+        """A copy of ``slot``'s keys/values (valid columns only, batch of 1) and its column count."""
+        import torch
+
+        row = self.rows[slot]
+        where = torch.nonzero(self.valid[slot, row.col0 : self.end], as_tuple=True)[0] + row.col0
+        kv = [(k[slot : slot + 1].index_select(2, where), v[slot : slot + 1].index_select(2, where))
+              for k, v in zip(self.keys, self.values, strict=True)]
+        return int(where.numel()), kv
+
+    def remove(self, slot: int) -> None:
+        """Drop ``slot``'s row; the last row moves into its slot."""
+        last = len(self.rows) - 1
+        if slot != last:
+            moved = self.rows[last]
+            lo = moved.col0
+            for keys, values in zip(self.keys, self.values, strict=True):
+                keys[slot, :, lo : self.end] = keys[last, :, lo : self.end]
+                values[slot, :, lo : self.end] = values[last, :, lo : self.end]
+            self.valid[slot] = self.valid[last]
+            self.rows[slot] = moved
+        self.rows.pop()
+
+    # -------------------------------------------------------------- forward window
+    def window(self, r0: int, r1: int, lo: int, w: int) -> None:
+        """The next forward pass reads rows ``r0:r1`` from column ``lo`` and writes from column ``w``."""
+        self.r0, self.r1, self.lo, self.w = r0, r1, lo, w
+
+    def write(self, layer: int, key_states: Any, value_states: Any) -> tuple[Any, Any]:
+        keys, values = self._buffer(layer, key_states)
+        stop = self.w + key_states.shape[2]
+        keys[self.r0 : self.r1, :, self.w : stop] = key_states
+        values[self.r0 : self.r1, :, self.w : stop] = value_states
+        return keys[self.r0 : self.r1, :, self.lo : stop], values[self.r0 : self.r1, :, self.lo : stop]
+
+
+_SLOT_LAYER: Any = None
+
+
+def _slot_layer_class() -> Any:
+    """A model cache layer that reads and writes a :class:`_SlotStore`'s current window."""
+    global _SLOT_LAYER
+    if _SLOT_LAYER is None:
+        from transformers.cache_utils import DynamicLayer
+
+        class SlotLayer(DynamicLayer):
+            def __init__(self, store: _SlotStore, index: int) -> None:
+                super().__init__()
+                self.store, self.index = store, index
+                self.is_initialized = True
+
+            def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+                self.keys, self.values = self.store.write(self.index, key_states, value_states)
+                return self.keys, self.values
+
+            def get_seq_length(self) -> int:
+                return self.store.w - self.store.lo
+
+            def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+                return self.store.w - self.store.lo + query_length, 0
+
+        _SLOT_LAYER = SlotLayer
+    return _SLOT_LAYER
 
 
 class _Batcher:

@@ -5,6 +5,10 @@ code, so the logprobs a policy records match what the server reports and what a
 trainer re-scoring the same model at the same temperature computes: penalties,
 then temperature, then top-k / top-p / min-p, then a draw from the resulting
 ("processed") distribution.
+
+:func:`draw_tokens` does the same for a whole batch of rows in a few tensor operations (one
+call per decode step instead of one per sequence); each row still draws from its own
+generator, so a row's id does not depend on the other rows of the batch.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
-__all__ = ["PenaltyParams", "Penalties", "draw_token"]
+__all__ = ["PenaltyParams", "Penalties", "draw_token", "draw_tokens"]
 
 
 class PenaltyParams(Protocol):
@@ -126,3 +130,75 @@ def draw_token(
         logits[probs < min_p * probs.max()] = float("-inf")
     logp = torch.log_softmax(logits, dim=-1)
     return int(torch.multinomial(logp.exp(), 1, generator=generator)), logp
+
+
+def draw_tokens(
+    logits: Any,
+    *,
+    temperature: float,
+    top_k: int,
+    top_p: float,
+    min_p: float,
+    generators: Sequence[Any],
+    banned: Iterable[int] = (),
+    banned_rows: Sequence[bool] | None = None,
+) -> tuple[list[int], Any]:
+    """Pick the next id of every row of a batch of penalized float logits.
+
+    The distribution of each row is the one :func:`draw_token` draws from (banned ids, then
+    temperature, top-k, top-p, min-p). The draw itself is an inverse-CDF draw: one uniform
+    number from the row's own generator, located in the row's cumulative probabilities (in
+    float64). A row's id therefore depends only on its logits and its generator, never on the
+    other rows; the ids differ from :func:`draw_token`'s (``torch.multinomial``) for the same
+    generator state.
+
+    Args:
+        logits: 2-D float tensor ``[rows, vocab]`` (a copy the function may modify).
+        temperature: Below 1e-5 the choice is greedy (no draw).
+        top_k: Keep the k most likely ids (0 or -1: off).
+        top_p: Keep the smallest set of ids whose mass reaches ``top_p``.
+        min_p: Drop ids less likely than ``min_p`` times the most likely one.
+        generators: One ``torch.Generator`` per row.
+        banned: Ids that may not be drawn (stop ids before ``min_tokens``).
+        banned_rows: Which rows ``banned`` applies to (None: every row).
+
+    Returns:
+        ``(token id per row, processed log-probabilities [rows, vocab])``.
+    """
+    import torch
+
+    rows, vocab = logits.shape
+    if len(generators) != rows:
+        raise ValueError(f"generators: expected one per row ({rows}), got {len(generators)}")
+    banned = sorted(set(banned))
+    if banned:
+        ids = torch.tensor(banned, dtype=torch.long)
+        if banned_rows is None:
+            logits[:, ids] = float("-inf")
+        elif any(banned_rows):
+            which = torch.tensor([i for i, b in enumerate(banned_rows) if b], dtype=torch.long)
+            logits[which[:, None], ids[None, :]] = float("-inf")
+    if temperature < 1e-5:
+        return torch.argmax(logits, dim=-1).tolist(), torch.log_softmax(logits, dim=-1)
+    logits = logits / temperature
+    if 0 < top_k < vocab:
+        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p < 1.0:
+        ordered, order = torch.sort(logits, dim=-1, descending=True)
+        probs = torch.softmax(ordered, dim=-1)
+        drop = (probs.cumsum(-1) - probs) > top_p  # keep the smallest prefix whose mass reaches top_p
+        drop[:, 0] = False
+        logits = logits.scatter(1, order, ordered.masked_fill(drop, float("-inf")))
+    if min_p > 0.0:
+        probs = torch.softmax(logits, dim=-1)
+        logits = logits.masked_fill(probs < min_p * probs.max(dim=-1, keepdim=True).values, float("-inf"))
+    logp = torch.log_softmax(logits, dim=-1)
+    probs = logp.exp()
+    uniform = torch.cat([torch.rand(1, generator=g, dtype=torch.float64) for g in generators])
+    cdf = probs.double().cumsum(-1)
+    target = (uniform * cdf[:, -1])[:, None]
+    token = torch.searchsorted(cdf, target, right=True).clamp_(max=vocab - 1)
+    # rounding can land past the last id with mass; fall back to the most likely id there
+    token = torch.where(probs.gather(1, token) > 0, token, probs.argmax(dim=-1, keepdim=True))
+    return token[:, 0].tolist(), logp

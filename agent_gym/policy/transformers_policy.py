@@ -42,9 +42,10 @@ from agent_gym.policy.kv_batching import (
     _as_cache,
     _Batcher,
     _cache_of,
-    _join,
     _Row,
-    _sample,
+    _sample,  # noqa: F401 - the one-row draw, imported from here by callers
+    _sample_rows,
+    _SlotStore,
     sample_next,
 )
 from agent_gym.policy.logits import Penalties
@@ -151,6 +152,12 @@ class TransformersPolicy(TokenPolicyBase):
         self._pad_id = int(pad) if pad is not None and 0 <= pad < self._vocab else 0
         self.logprobs_mode = logprobs_mode
         self.max_batch = max_batch
+        # masks built here and handed to the model as is (sdpa, full attention layers only);
+        # otherwise the model builds them from a 2-D padding mask, one joining row at a time
+        layer_types = getattr(model.config, "layer_types", None) or ["full_attention"]
+        self._mask_dict = (getattr(model.config, "_attn_implementation", None) == "sdpa"
+                           and all(t == "full_attention" for t in layer_types))
+        self._store: _SlotStore | None = None  # the batch KV buffers, kept between batches
         self._batcher_lock = threading.Lock()
         self._batcher_obj: _Batcher | None = None
         self.reuse_kv = bool(reuse_kv)
@@ -248,22 +255,6 @@ class TransformersPolicy(TokenPolicyBase):
                 row.start, row.past = len(entry[0]), entry[1]
         return row
 
-    def _prefill(self, row: _Row) -> tuple[Any, list[tuple[Any, Any]]]:
-        """Encode a row's uncached prompt ids alone; return its next-token logits and KV cache."""
-        import torch
-
-        if row.past is None and self.reuse_kv:
-            self._prefix_chunks(row)
-        kwargs: dict[str, Any] = {}
-        if row.past is not None:
-            kwargs[self._cache_kw] = _as_cache(row.past)
-            kwargs["position_ids"] = torch.arange(row.start, len(row.prompt), device=self.device)[None]
-        ids = torch.tensor([row.prompt[row.start:]], dtype=torch.long, device=self.device)
-        result = self.model(input_ids=ids, use_cache=True, **self._keep_last, **kwargs)
-        row.past = None
-        logits = result.logits[0, -1, : self._vocab].to("cpu", torch.float32)
-        return logits, [(layer.keys, layer.values) for layer in _cache_of(result).layers]
-
     def _prefix_chunks(self, row: _Row) -> None:
         """Encode a new prompt's head in ``_CHUNK``-id chunks, sharing them between prompts.
 
@@ -311,98 +302,148 @@ class TransformersPolicy(TokenPolicyBase):
         """Decode ``rows`` (and rows ``admit`` hands over between steps) until each stops.
 
         Continuous batching: before every decode step ``admit(room)`` may add up to ``room``
-        new rows; each is encoded alone and joins the batch cache (left-padded). A row that
-        stops or reaches its budget leaves the batch, leaves its KV cache for its session's
-        next turn and is passed to ``finished``.
+        new rows; they join the batch store (rows that join together encode their new ids in
+        one padded pass) and sample their first id with the others. A row that stops or
+        reaches its budget leaves the batch, leaves its KV cache for its session's next turn
+        and is passed to ``finished``.
         """
         import torch
 
         sampling = self.sampling
         stop_ids = sorted(self.stop_ids)
         raw = self.logprobs_mode == "raw_logprobs"
-        layers: list[tuple[Any, Any]] = []
-        cache: Any = None  # ``layers`` as a model cache, rebuilt when rows join or leave
-        mask: Any = None
-        active: list[_Row] = []
-        logits: list[Any] = []
+        penalized = sampling.repetition_penalty != 1.0 or bool(sampling.frequency_penalty or sampling.presence_penalty)
+        store = self._store
+        if store is None or store.rows:  # (a store left with rows by an error is not reused)
+            store = self._store = _SlotStore(self.device)
+        logits: Any = None  # next-token logits of the rows in the store, in slot order
         pending = list(rows)
         while True:
-            if admit is not None and len(active) + len(pending) < self.max_batch:
-                pending.extend(admit(self.max_batch - len(active) - len(pending)))
+            if admit is not None and len(store.rows) + len(pending) < self.max_batch:
+                pending.extend(admit(self.max_batch - len(store.rows) - len(pending)))
+            joining = []
             for row in pending:
-                if row.budget <= 0:
-                    if finished is not None:
-                        finished(row)
-                    continue
-                row_logits, kv = self._prefill(row)
-                layers, mask = _join(layers, mask, kv)
-                cache = None
-                active.append(row)
-                logits.append(row_logits)
+                if row.budget > 0:
+                    joining.append(row)
+                elif finished is not None:
+                    finished(row)
             pending = []
+            for group in self._groups(joining):
+                group_logits = self._encode_group(store, group)
+                logits = group_logits if logits is None else torch.cat([logits, group_logits])
+            active = store.rows
             if not active:
                 return
-            keep: list[int] = []
-            for b, row in enumerate(active):
-                banned = stop_ids if len(row.out) < sampling.min_tokens else ()
-                token, logp = _sample(logits[b], sampling, row.penalties, banned, row.generator)
-                if raw:
-                    logp = float(torch.log_softmax(logits[b], dim=-1)[token])
+            banned_rows = [len(row.out) < sampling.min_tokens for row in active]
+            tokens, logps, raw_logps = _sample_rows(logits, sampling, [row.penalties for row in active],
+                                                    banned_rows, stop_ids, [row.generator for row in active], raw)
+            done: list[int] = []
+            for slot, (row, token) in enumerate(zip(active, tokens, strict=True)):
                 row.out.append(token)
-                row.penalties.add(token)
-                row.logps.append(logp)
+                row.logps.append(raw_logps[slot] if raw else logps[slot])
+                if penalized:
+                    row.penalties.add(token)
                 if token in self.stop_ids or (sampling.stop and self._hit_stop_string(row.out)):
                     row.finish = FinishReason.STOP
-                elif len(row.out) < row.budget:
-                    keep.append(b)
-            if len(keep) < len(active):
-                kept = set(keep)
-                done = [(b, row) for b, row in enumerate(active) if b not in kept]
-                if self.reuse_kv:
-                    self._save_kv([(b, row) for b, row in done if row.session is not None], layers, mask)
+                    done.append(slot)
+                elif len(row.out) >= row.budget:
+                    done.append(slot)
+            for slot in reversed(done):  # the last slot moves into a freed one
+                row = active[slot]
+                if self.reuse_kv and row.session is not None:
+                    self._save_kv(store, slot)
+                store.remove(slot)
                 if finished is not None:
-                    for _, row in done:
-                        finished(row)
-                active = [active[b] for b in keep]
-                cache = None
-                if not active:
-                    layers, mask, logits = [], None, []
-                    continue
-                index = torch.tensor(keep, dtype=torch.long)
-                mask = mask[index]
-                first = int(torch.nonzero(mask.sum(0), as_tuple=True)[0][0])  # drop columns no row uses
-                mask = mask[:, first:]
-                dev_index = index.to(self.device)
-                layers = [(k.index_select(0, dev_index)[:, :, first:], v.index_select(0, dev_index)[:, :, first:])
-                          for k, v in layers]
-            step = torch.tensor([[row.out[-1]] for row in active], dtype=torch.long, device=self.device)
-            mask = torch.cat([mask, torch.ones((len(active), 1), dtype=torch.long)], dim=1)
-            if cache is None:
-                cache = _as_cache(layers)
-            kwargs: dict[str, Any] = {self._cache_kw: cache}
-            if len(active) > 1 or not bool(mask.all()):
-                positions = torch.tensor([[len(row.prompt) + len(row.out) - 1] for row in active], dtype=torch.long)
-                kwargs["attention_mask"] = mask.to(self.device)
-                kwargs["position_ids"] = positions.to(self.device)
-            result = self.model(input_ids=step, use_cache=True, **kwargs)
-            cache = _cache_of(result)
-            layers = [(layer.keys, layer.values) for layer in cache.layers]
-            logits = list(result.logits[:, -1, : self._vocab].to("cpu", torch.float32).unbind(0))
+                    finished(row)
+            logits = None
+            if store.rows:
+                logits = self._decode_step(store)
 
-    def _save_kv(self, done: list[tuple[int, _Row]], layers: list[tuple[Any, Any]], mask: Any) -> None:
-        """Keep the cached keys/values of finished rows for their sessions' next turns."""
+    def _groups(self, rows: list[_Row]) -> list[list[_Row]]:
+        """Split joining rows into groups encoded together (similar numbers of new ids)."""
+        if self.reuse_kv:
+            for row in rows:
+                if row.past is None:
+                    self._prefix_chunks(row)
+        if not self._mask_dict:
+            return [[row] for row in rows]
+        groups: list[list[_Row]] = []
+        for row in sorted(rows, key=lambda r: len(r.prompt) - r.start, reverse=True):
+            new = len(row.prompt) - row.start
+            if groups:
+                group = groups[-1]
+                width = len(group[0].prompt) - group[0].start  # the longest of the group
+                total = sum(len(r.prompt) - r.start for r in group) + new
+                if width * (len(group) + 1) <= 1.25 * total + 64:
+                    group.append(row)
+                    continue
+            groups.append([row])
+        return groups
+
+    def _encode_group(self, store: _SlotStore, group: list[_Row]) -> Any:
+        """Place ``group``'s rows in the store and encode their uncached ids in one pass; return their logits."""
         import torch
 
-        for b, row in done:
-            cached = row.prompt + row.out[:-1]  # the last sampled id was never fed to the model
-            where = torch.nonzero(mask[b], as_tuple=True)[0].to(self.device)
-            if where.numel() != len(cached):
-                continue  # not the layout expected: the next turn encodes its whole prompt
-            kv = [(k[b : b + 1].index_select(2, where), v[b : b + 1].index_select(2, where)) for k, v in layers]
-            with self._kv_lock:
-                self._kv[row.session] = (cached, kv)
-                while len(self._kv) > self._kv_max:
-                    self._kv.popitem(last=False)
+        news = [len(row.prompt) - row.start for row in group]
+        width = max(news)
+        store.reserve(width + max(row.start for row in group), len(group))
+        first = len(store.rows)
+        ids = torch.full((len(group), width), self._pad_id, dtype=torch.long)
+        positions = torch.zeros((len(group), width), dtype=torch.long)
+        for i, (row, new) in enumerate(zip(group, news, strict=True)):
+            store.place(row, new, width)
+            ids[i, width - new :] = torch.tensor(row.prompt[row.start :], dtype=torch.long)
+            positions[i] = torch.arange(row.start + new - width, row.start + new).clamp_(min=row.start)
+        end = store.end
+        lo = min(row.col0 for row in group)
+        store.window(first, first + len(group), lo, end - width)
+        valid = store.valid[first : first + len(group), lo:end]
+        if self._mask_dict:
+            cols = torch.arange(lo, end, device=self.device)
+            queries = torch.arange(end - width, end, device=self.device)[:, None]
+            allowed = (valid[:, None, :] & (cols <= queries)) | (cols == queries)  # a padding id sees itself
+            mask: Any = {"full_attention": allowed[:, None]}
+        else:
+            mask = valid.long()
+        result = self.model(input_ids=ids.to(self.device), position_ids=positions.to(self.device),
+                            attention_mask=mask, use_cache=True, **{self._cache_kw: store.cache}, **self._keep_last)
+        return result.logits[:, -1, : self._vocab].to("cpu", torch.float32)
+
+    def _decode_step(self, store: _SlotStore) -> Any:
+        """Feed every row's last sampled id; return the next-token logits ``[rows, vocab]``."""
+        import torch
+
+        rows = store.rows
+        store.reserve(0, 0)
+        end = store.end
+        lo = min(row.col0 for row in rows)
+        store.valid[: len(rows), end] = True
+        store.window(0, len(rows), lo, end)
+        valid = store.valid[: len(rows), lo : end + 1]
+        if self._mask_dict:
+            # a single query attends to every column but padding: no mask at all when there is none
+            mask: Any = {"full_attention": None if bool(valid.all()) else valid[:, None, None, :]}
+        else:
+            mask = valid.long()
+        step = torch.tensor([[row.out[-1]] for row in rows], dtype=torch.long, device=self.device)
+        positions = torch.tensor([[len(row.prompt) + len(row.out) - 1] for row in rows], dtype=torch.long,
+                                 device=self.device)
+        result = self.model(input_ids=step, position_ids=positions, attention_mask=mask, use_cache=True,
+                            **{self._cache_kw: store.cache})
+        store.end = end + 1
+        return result.logits[:, -1, : self._vocab].to("cpu", torch.float32)
+
+    def _save_kv(self, store: _SlotStore, slot: int) -> None:
+        """Keep a finished row's cached keys/values for its session's next turn."""
+        row = store.rows[slot]
+        cached = row.prompt + row.out[:-1]  # the last sampled id was never fed to the model
+        count, kv = store.extract(slot)
+        if count != len(cached):
+            return  # not the layout expected: the next turn encodes its whole prompt
+        with self._kv_lock:
+            self._kv[row.session] = (cached, kv)
+            while len(self._kv) > self._kv_max:
+                self._kv.popitem(last=False)
 
     def update_weights(self, state_dict: Mapping[str, Any]) -> None:
         """Load new weights into the model in place (between sampling calls, never during one).
