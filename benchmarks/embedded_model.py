@@ -11,7 +11,10 @@ Run:  python benchmarks/embedded_model.py [--episodes 32] [--sizes 1,8,32] [--re
     decoding) with ``VLLMPolicy`` in token mode.
 (c) The training script's wall time, as recorded in the shipped model's ``training.json``.
 
-Each point is the median of ``--repeats`` runs; every run is one ``collect`` call.
+Each point is the median of ``--repeats`` runs; every run is one ``collect`` call, and the sizes
+take turns (1, 8, 32, 1, 8, 32, ...) so that a change of load on the machine hits them alike.
+On a shared machine pin the process to one core, e.g.
+``OMP_NUM_THREADS=1 taskset -c 1 python benchmarks/embedded_model.py --repeats 5 --no-server``.
 """
 
 from __future__ import annotations
@@ -52,16 +55,21 @@ def run_point(make_policy: Any, tasks: list[dict[str, Any]], n_parallel: int) ->
 
 
 def bench(label: str, make_policy: Any, tasks: list[dict[str, Any]], sizes: list[int], repeats: int) -> dict:
-    rows: dict[int, dict[str, float]] = {}
-    for n in sizes:
-        runs = [run_point(make_policy, tasks, n) for _ in range(repeats)]
-        rows[n] = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+    """Run every size once per round, ``repeats`` rounds (so a load change on the machine hits all
+    sizes alike), and print the medians and the ratio of each size's median to the first's."""
+    runs: dict[int, list[dict[str, float]]] = {n: [] for n in sizes}
+    for _ in range(repeats):
+        for n in sizes:
+            runs[n].append(run_point(make_policy, tasks, n))
+    rows = {n: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for n, rs in runs.items()}
     base = rows[sizes[0]]["episodes_per_s"]
-    print(f"\n({label}) {len(tasks)} episodes per run, median of {repeats}")
-    print(f"{'n_parallel':>10} {'episodes/s':>11} {'tokens/s':>9} {'x vs first':>10} {'success':>8}")
+    print(f"\n({label}) {len(tasks)} episodes per run, median of {repeats} (sizes interleaved)")
+    print(f"{'n_parallel':>10} {'episodes/s':>11} {'tokens/s':>9} {'x vs first':>10} {'success':>8}  runs (episodes/s)")
     for n, row in rows.items():
+        each = " ".join(f"{r['episodes_per_s']:.2f}" for r in runs[n])
         print(f"{n:>10} {row['episodes_per_s']:>11.2f} {row['tokens_per_s']:>9.1f} "
-              f"{row['episodes_per_s'] / base:>10.2f} {row['success']:>8.0%}")
+              f"{row['episodes_per_s'] / base:>10.2f} {row['success']:>8.0%}  {each}")
+        row["x_vs_first"] = row["episodes_per_s"] / base
     return {str(n): row for n, row in rows.items()}
 
 

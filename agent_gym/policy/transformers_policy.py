@@ -10,9 +10,15 @@ model's logits before penalties, temperature and top-k/top-p/min-p; ``"processed
 is the log-softmax after them (the distribution the id was drawn from).
 
 Concurrent turns (``aact`` from many episodes, e.g. ``collect(..., n_parallel=8)``) are
-decoded together: a worker thread keeps one left-padded batch with a KV cache (continuous
-batching: a turn that arrives joins the batch between decode steps, a finished sequence leaves
-it), so the event loop is never blocked and ``n_parallel`` speeds up local rollouts. With
+decoded together: a worker thread keeps one batch with a KV cache (continuous batching: a turn
+that arrives joins the batch between decode steps, a finished sequence leaves it), so the event
+loop is never blocked and ``n_parallel`` speeds up local rollouts. The batch's keys/values live
+in preallocated per-layer buffers with one slot per sequence: a sequence joins by copying only
+its own cached keys/values into a free slot (turns that arrive together encode their new ids in
+one padded pass), and leaves by moving the last slot into its place, so no step copies the whole
+batch. Each decode step draws the next id of every sequence in one batched call
+(:func:`~agent_gym.policy.logits.draw_tokens`), each sequence from its own seeded generator:
+a seed gives the same ids whatever ``n_parallel`` is (up to float rounding of batched products). With
 ``reuse_kv`` (the default) little is encoded twice: each session keeps its KV cache between
 turns, and a turn whose prompt extends the ids the previous turn left in the cache (its prompt
 and sampled ids) encodes only the new ids; a new prompt is encoded in chunks of ``_CHUNK`` ids
@@ -207,10 +213,11 @@ class TransformersPolicy(TokenPolicyBase):
     ) -> list[tuple[list[int], list[float], str]]:
         """Sample continuations of several prompts together (blocking).
 
-        Each prompt is encoded alone, then the sequences are decoded as one left-padded batch
-        with a shared KV cache; a finished sequence leaves the batch. Each sequence draws from
-        its own generator seeded like :meth:`generate_ids`, so a sequence samples the same ids
-        alone or in a batch (up to floating-point differences of batched matrix products).
+        The prompts' uncached ids are encoded (prompts of similar length in one padded pass),
+        then the sequences are decoded as one batch with a KV cache; a finished sequence leaves
+        the batch. Each sequence draws from its own generator seeded like :meth:`generate_ids`,
+        so a sequence samples the same ids alone or in a batch (up to floating-point differences
+        of batched matrix products).
 
         Args:
             prompts: Prompt ids per sequence.
@@ -374,7 +381,7 @@ class TransformersPolicy(TokenPolicyBase):
                 group = groups[-1]
                 width = len(group[0].prompt) - group[0].start  # the longest of the group
                 total = sum(len(r.prompt) - r.start for r in group) + new
-                if width * (len(group) + 1) <= 1.25 * total + 64:
+                if width * (len(group) + 1) <= total + 16:  # at most 16 padding ids per group
                     group.append(row)
                     continue
             groups.append([row])

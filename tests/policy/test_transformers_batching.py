@@ -176,3 +176,48 @@ def test_rollout_logprobs_rescore_with_a_plain_forward_pass(agent_dir, mode):
 def test_logprobs_mode_is_checked(agent_dir):
     with pytest.raises(ValueError, match="logprobs_mode"):
         TransformersPolicy(agent_dir, logprobs_mode="logits")
+
+
+def test_rows_that_grow_and_reshape_the_batch_store_sample_what_they_sample_alone(agent_dir):
+    policy = TransformersPolicy(agent_dir, sampling=SamplingParams(temperature=1.0, top_k=-1, seed=6), reuse_kv=False)
+    tok = policy.tokenizer
+    short = tok.encode("Compute 12 + 30.")
+    long = tok.encode("a b c d e f g h i j k l m n o p q r s t u v w x y z " * 8)
+    assert len(long) > len(short) + 64  # joins with more ids than the running batch has columns before its end
+    prompts = [short, long] + [tok.encode(f"What is {n} * {n}?") for n in range(5)]
+    budgets = [300, 40, 12, 5, 30, 9, 3]  # 300 steps outgrow the first column buffer; 7 rows outgrow 4 slots
+    seeds = list(range(len(prompts)))
+    alone = [policy.generate_ids(p, n, seed=s) for p, n, s in zip(prompts, budgets, seeds, strict=True)]
+    rows = [policy._make_row(p, n, s, None) for p, n, s in zip(prompts, budgets, seeds, strict=True)]
+    waiting = rows[1:]
+    done = []
+    steps = [0]
+
+    def admit(room):
+        steps[0] += 1
+        if steps[0] == 3:  # the long prompt joins a running batch, the rest together two steps later
+            return [waiting.pop(0)]
+        if steps[0] == 5:
+            return [waiting.pop(0) for _ in range(min(room, len(waiting)))]
+        return []
+
+    with torch.inference_mode():
+        policy._run_rows(rows[:1], admit, done.append)
+    assert len(done) == len(rows) and policy._store.slots >= 7 and policy._store.cap > 300
+    for row, (ids, logps, finish) in zip(rows, alone, strict=True):
+        assert row.out == ids and row.finish == finish
+        assert max(abs(a - b) for a, b in zip(row.logps, logps, strict=True)) < 1e-4
+
+
+def test_a_seed_samples_the_same_ids_at_every_n_parallel(agent_dir):
+    sampling = SamplingParams(temperature=1.0, top_k=-1, max_tokens=48, seed=11)
+    tasks = held_out_tasks(2)
+    ids = {}
+    for n_parallel in (1, 8):
+        policy = TransformersPolicy(agent_dir, sampling=sampling)
+        trajectories = collect("agent_gym/ToolUse-v0", policy, tasks=tasks, n_parallel=n_parallel, progress=False,
+                               max_steps=4)
+        policy.close()
+        ids[n_parallel] = [t.response_tokens.tolist() for t in trajectories]
+    assert sum(len(t) for t in ids[1]) > 50
+    assert ids[1] == ids[8]
