@@ -163,8 +163,8 @@ def _as_cache(layers: Sequence[tuple[Any, Any]]) -> Any:
 class _Row:
     """Decoding state of one sequence in a batch."""
 
-    __slots__ = ("budget", "col0", "finish", "generator", "logps", "out", "past", "penalties", "prompt", "session",
-                 "start")
+    __slots__ = ("budget", "col0", "finish", "generator", "logps", "out", "past", "penalties", "prefix", "prompt",
+                 "session", "start")
 
     def __init__(self, prompt: list[int], budget: int, generator: Any, penalties: Penalties) -> None:
         self.prompt = prompt
@@ -172,6 +172,8 @@ class _Row:
         self.start = 0  # prompt ids already in ``past``
         self.past: list[tuple[Any, Any]] | None = None  # per layer (keys, values), batch of 1
         self.col0 = 0  # first column of the row in the batch store
+        # (length, per layer (keys, values)) of each cached prompt head the row starts with, shortest first
+        self.prefix: list[tuple[int, list[tuple[Any, Any]]]] = []
         self.budget = budget
         self.generator = generator
         self.penalties = penalties
@@ -360,6 +362,85 @@ def _slot_layer_class() -> Any:
 
         _SLOT_LAYER = SlotLayer
     return _SLOT_LAYER
+
+
+#: Name under which :func:`_shared_prefix_attention` is registered with transformers.
+_ATTENTION_NAME = "agent_gym_shared_prefix"
+_PLAN = threading.local()
+
+
+class _PrefixPlan:
+    """How one decode step attends: shared prompt heads read once per group of rows, the rest per row.
+
+    Rows whose prompts start with the same cached head (an env's system prompt and tools) read
+    its keys/values from one copy instead of from each row's slot: the slot window then starts
+    after the heads (``mask`` hides the head columns of each row), and the scores over the head
+    and over the slot are normalized together.
+
+    Args:
+        mask: bool ``[rows, columns]`` of the slot window each row attends to.
+        groups: ``(row index tensor or slice, per layer (keys, values) of the head, head length)``.
+    """
+
+    def __init__(self, mask: Any, groups: list[tuple[Any, list[tuple[Any, Any]], int]]) -> None:
+        self.mask = mask
+        self.groups = groups
+        self.longest = max(length for _, _, length in groups)
+        self.calls = 0
+
+    def attend(self, layer: int, query: Any, key: Any, value: Any, scaling: float | None) -> Any:
+        import torch
+
+        self.calls += 1
+        n, heads, _, dim = query.shape
+        kv_heads = key.shape[1]
+        rep = heads // kv_heads
+        scale = scaling if scaling is not None else dim**-0.5
+        q = query.reshape(n, kv_heads, rep, dim)
+        slot = torch.matmul(q, key.transpose(-1, -2)).mul_(scale)
+        slot.masked_fill_(~self.mask[:, None, None, :], float("-inf"))
+        head = q.new_full((n, kv_heads, rep, self.longest), float("-inf"))
+        for rows, layers, length in self.groups:
+            qs = q[rows]
+            k = layers[layer][0][0]  # [kv_heads, length, dim]
+            scores = torch.matmul(qs.transpose(0, 1).reshape(kv_heads, -1, dim), k.transpose(-1, -2))
+            head[rows, :, :, :length] = scores.view(kv_heads, -1, rep, length).transpose(0, 1) * scale
+        probs = torch.softmax(torch.cat([head, slot], dim=-1), dim=-1)
+        out = torch.matmul(probs[..., self.longest :], value)  # [n, kv_heads, rep, dim]
+        for rows, layers, length in self.groups:
+            v = layers[layer][1][0]
+            p = probs[rows, :, :, :length]
+            part = torch.matmul(p.transpose(0, 1).reshape(kv_heads, -1, length), v)
+            out[rows] += part.view(kv_heads, -1, rep, dim).transpose(0, 1)
+        return out.reshape(n, 1, heads, dim)
+
+
+def _shared_prefix_attention(
+    module: Any, query: Any, key: Any, value: Any, attention_mask: Any, dropout: float = 0.0,
+    scaling: float | None = None, **kwargs: Any,
+) -> tuple[Any, None]:
+    """Attention of a decode step under a :class:`_PrefixPlan`; sdpa for any other call."""
+    plan = getattr(_PLAN, "plan", None)
+    if plan is None or query.shape[2] != 1:
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                      **kwargs)
+    return plan.attend(module.layer_idx, query, key, value, scaling), None
+
+
+_REGISTERED = False
+
+
+def _register_attention() -> str:
+    """Register :func:`_shared_prefix_attention` with transformers (once); return its name."""
+    global _REGISTERED
+    if not _REGISTERED:
+        from transformers import AttentionInterface
+
+        AttentionInterface.register(_ATTENTION_NAME, _shared_prefix_attention)
+        _REGISTERED = True
+    return _ATTENTION_NAME
 
 
 class _Batcher:

@@ -16,7 +16,10 @@ loop is never blocked and ``n_parallel`` speeds up local rollouts. The batch's k
 in preallocated per-layer buffers with one slot per sequence: a sequence joins by copying only
 its own cached keys/values into a free slot (turns that arrive together encode their new ids in
 one padded pass), and leaves by moving the last slot into its place, so no step copies the whole
-batch. Each decode step draws the next id of every sequence in one batched call
+batch. In a decode step of several sequences whose prompts start with the same cached head (an
+env's system prompt and tools), that head's keys/values are read once for all of them instead
+of once per sequence (``_PrefixPlan``; attention is memory-bound at these sizes). Each decode
+step draws the next id of every sequence in one batched call
 (:func:`~agent_gym.policy.logits.draw_tokens`), each sequence from its own seeded generator:
 a seed gives the same ids whatever ``n_parallel`` is (up to float rounding of batched products). With
 ``reuse_kv`` (the default) little is encoded twice: each session keeps its KV cache between
@@ -35,7 +38,7 @@ import inspect
 import random
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -44,10 +47,13 @@ from agent_gym.policy.base import TokenPolicyBase
 from agent_gym.policy.chat_tokens import ChatTokenBuilder
 from agent_gym.policy.kv_batching import (
     _CHUNK,
+    _PLAN,
     LOGPROBS_MODES,
     _as_cache,
     _Batcher,
     _cache_of,
+    _PrefixPlan,
+    _register_attention,
     _Row,
     _sample,  # noqa: F401 - the one-row draw, imported from here by callers
     _sample_rows,
@@ -59,6 +65,9 @@ from agent_gym.policy.sampling import SamplingParams
 from agent_gym.types import FinishReason, Message, PolicyOutput
 
 __all__ = ["LOGPROBS_MODES", "TransformersPolicy", "sample_next"]
+
+#: Decode steps with at least this many rows read shared prompt heads once per group.
+_PREFIX_ROWS = 6
 
 
 
@@ -164,11 +173,14 @@ class TransformersPolicy(TokenPolicyBase):
         self._mask_dict = (getattr(model.config, "_attn_implementation", None) == "sdpa"
                            and all(t == "full_attention" for t in layer_types))
         self._store: _SlotStore | None = None  # the batch KV buffers, kept between batches
+        # decode steps read shared prompt heads once (needs the sdpa path and shared heads)
+        self._prefix_ok = self._mask_dict and bool(reuse_kv)
         self._batcher_lock = threading.Lock()
         self._batcher_obj: _Batcher | None = None
         self.reuse_kv = bool(reuse_kv)
-        # session id -> (ids whose keys/values are cached, per layer (keys, values)); most recent last
-        self._kv: OrderedDict[str, tuple[list[int], list[tuple[Any, Any]]]] = OrderedDict()
+        # session id -> (ids whose keys/values are cached, per layer (keys, values), the shared prompt
+        # head they start with (see _Row.prefix)); most recent last
+        self._kv: OrderedDict[str, tuple[list[int], list[tuple[Any, Any]], Any]] = OrderedDict()
         self._kv_lock = threading.Lock()
         self._kv_max = max(64, 2 * max_batch)
         # ids before a chunk boundary -> per layer (keys, values) (see _prefix_chunks)
@@ -259,7 +271,7 @@ class TransformersPolicy(TokenPolicyBase):
                 entry = self._kv.pop(session, None)
             # the prefix invariant: this prompt extends the ids cached for the session
             if entry is not None and len(entry[0]) < len(row.prompt) and row.prompt[: len(entry[0])] == entry[0]:
-                row.start, row.past = len(entry[0]), entry[1]
+                row.start, row.past, row.prefix = len(entry[0]), entry[1], entry[2]
         return row
 
     def _prefix_chunks(self, row: _Row) -> None:
@@ -275,6 +287,7 @@ class TransformersPolicy(TokenPolicyBase):
         prompt = row.prompt
         bounds = list(range(_CHUNK, len(prompt), _CHUNK))
         start, past = 0, None
+        chain: list[tuple[int, list[tuple[Any, Any]]]] = []  # the cached heads this prompt starts with
         with self._kv_lock:
             for bound in reversed(bounds):
                 key = tuple(prompt[:bound])
@@ -283,6 +296,10 @@ class TransformersPolicy(TokenPolicyBase):
                     self._chunks.move_to_end(key)
                     start, past = bound, hit
                     break
+            for bound in bounds[: start // _CHUNK]:
+                head = self._chunks.get(tuple(prompt[:bound]))
+                if head is not None:
+                    chain.append((bound, head))
         for bound in bounds:
             if bound <= start:
                 continue
@@ -294,11 +311,13 @@ class TransformersPolicy(TokenPolicyBase):
             result = self.model(input_ids=ids, position_ids=positions, use_cache=True, **self._keep_last, **kwargs)
             past = [(layer.keys, layer.values) for layer in _cache_of(result).layers]
             start = bound
+            chain.append((bound, past))
             with self._kv_lock:
                 self._chunks[tuple(prompt[:bound])] = past
                 while len(self._chunks) > self._kv_max:
                     self._chunks.popitem(last=False)
         row.start, row.past = start, past
+        row.prefix = chain
 
     def _run_rows(
         self,
@@ -314,15 +333,24 @@ class TransformersPolicy(TokenPolicyBase):
         reaches its budget leaves the batch, leaves its KV cache for its session's next turn
         and is passed to ``finished``.
         """
+        store = self._store
+        if store is None or store.rows:  # (a store left with rows by an error is not reused)
+            store = self._store = _SlotStore(self.device)
+        self._decode_rows(store, rows, admit, finished)
+
+    def _decode_rows(
+        self,
+        store: _SlotStore,
+        rows: list[_Row],
+        admit: Callable[[int], list[_Row]] | None,
+        finished: Callable[[_Row], None] | None,
+    ) -> None:
         import torch
 
         sampling = self.sampling
         stop_ids = sorted(self.stop_ids)
         raw = self.logprobs_mode == "raw_logprobs"
         penalized = sampling.repetition_penalty != 1.0 or bool(sampling.frequency_penalty or sampling.presence_penalty)
-        store = self._store
-        if store is None or store.rows:  # (a store left with rows by an error is not reused)
-            store = self._store = _SlotStore(self.device)
         logits: Any = None  # next-token logits of the rows in the store, in slot order
         pending = list(rows)
         while True:
@@ -423,8 +451,13 @@ class TransformersPolicy(TokenPolicyBase):
         rows = store.rows
         store.reserve(0, 0)
         end = store.end
-        lo = min(row.col0 for row in rows)
         store.valid[: len(rows), end] = True
+        if self._prefix_ok and len(rows) >= _PREFIX_ROWS and any(row.prefix for row in rows):
+            logits = self._decode_shared(store)
+            if logits is not None:
+                store.end = end + 1
+                return logits
+        lo = min(row.col0 for row in rows)
         store.window(0, len(rows), lo, end)
         valid = store.valid[: len(rows), lo : end + 1]
         if self._mask_dict:
@@ -440,6 +473,56 @@ class TransformersPolicy(TokenPolicyBase):
         store.end = end + 1
         return result.logits[:, -1, : self._vocab].to("cpu", torch.float32)
 
+    def _decode_shared(self, store: _SlotStore) -> Any:
+        """:meth:`_decode_step` with shared prompt heads read once per group (see ``_PrefixPlan``).
+
+        Returns None when no two rows share a head, and (turning the shared path off) when the
+        model's attention layers did not all take the plan, e.g. a model whose layers keep their
+        own attention setting.
+        """
+        import torch
+
+        rows, end = store.rows, store.end
+        counts = Counter(id(layers) for row in rows for _, layers in row.prefix)
+        groups: dict[int, tuple[list[int], list[tuple[Any, Any]], int]] = {}
+        starts = []
+        for slot, row in enumerate(rows):
+            # the longest head the row shares with another row of the batch
+            shared = next(((length, layers) for length, layers in reversed(row.prefix) if counts[id(layers)] > 1),
+                          None)
+            if shared is None:
+                starts.append(row.col0)
+                continue
+            length, layers = shared
+            groups.setdefault(id(layers), ([], layers, length))[0].append(slot)
+            starts.append(row.col0 + length)
+        if not groups:
+            return None
+        lo = min(starts)
+        store.window(0, len(rows), lo, end)
+        cols = torch.arange(lo, end + 1, device=self.device)
+        mask = store.valid[: len(rows), lo : end + 1] & (cols >= torch.tensor(starts, device=self.device)[:, None])
+        plan = _PrefixPlan(mask, [(slice(None) if len(slots) == len(rows) else torch.tensor(slots), layers, length)
+                                  for slots, layers, length in groups.values()])
+        step = torch.tensor([[row.out[-1]] for row in rows], dtype=torch.long, device=self.device)
+        positions = torch.tensor([[len(row.prompt) + len(row.out) - 1] for row in rows], dtype=torch.long,
+                                 device=self.device)
+        config = self.model.config
+        saved = config._attn_implementation
+        # only for this pass: the masks the model builds itself elsewhere depend on the setting
+        config._attn_implementation = _register_attention()
+        _PLAN.plan = plan
+        try:
+            result = self.model(input_ids=step, position_ids=positions, attention_mask={"full_attention": None},
+                                use_cache=True, **{self._cache_kw: store.cache})
+        finally:
+            _PLAN.plan = None
+            config._attn_implementation = saved
+        if plan.calls != len(store.keys):
+            self._prefix_ok = False
+            return None
+        return result.logits[:, -1, : self._vocab].to("cpu", torch.float32)
+
     def _save_kv(self, store: _SlotStore, slot: int) -> None:
         """Keep a finished row's cached keys/values for its session's next turn."""
         row = store.rows[slot]
@@ -448,7 +531,7 @@ class TransformersPolicy(TokenPolicyBase):
         if count != len(cached):
             return  # not the layout expected: the next turn encodes its whole prompt
         with self._kv_lock:
-            self._kv[row.session] = (cached, kv)
+            self._kv[row.session] = (cached, kv, row.prefix)
             while len(self._kv) > self._kv_max:
                 self._kv.popitem(last=False)
 

@@ -221,3 +221,30 @@ def test_a_seed_samples_the_same_ids_at_every_n_parallel(agent_dir):
         ids[n_parallel] = [t.response_tokens.tolist() for t in trajectories]
     assert sum(len(t) for t in ids[1]) > 50
     assert ids[1] == ids[8]
+
+
+def test_decode_steps_that_read_shared_prompt_heads_once_sample_what_a_plain_batch_samples(agent_dir, monkeypatch):
+    from agent_gym.policy import kv_batching
+
+    sampling = SamplingParams(temperature=1.0, top_k=-1, seed=8)
+    shared = TransformersPolicy(agent_dir, sampling=sampling)
+    plain = TransformersPolicy(agent_dir, sampling=sampling, reuse_kv=False)  # reads every row's own columns
+    tok = shared.tokenizer
+    head = tok.encode("<|im_start|>system\nYou are a careful assistant with tools. " * 12)
+    other = tok.encode("<|im_start|>system\nA different env with other tools and rules. " * 10)
+    prompts = [(head if i % 4 else other) + tok.encode(f"<|im_start|>user\nCompute {i} * {i + 3}.") for i in range(9)]
+    budgets, seeds = [16 + 3 * i for i in range(9)], list(range(9))
+    calls = []
+    attend = kv_batching._PrefixPlan.attend
+
+    def counting(self, *args):
+        calls.append(len(self.groups))
+        return attend(self, *args)
+
+    monkeypatch.setattr(kv_batching._PrefixPlan, "attend", counting)
+    together = shared.generate_batch(prompts, budgets, seeds)
+    assert calls and max(calls) == 2  # two groups of rows, each reading its own head once
+    for (ids_a, lps_a, fin_a), (ids_b, lps_b, fin_b) in zip(together, plain.generate_batch(prompts, budgets, seeds),
+                                                            strict=True):
+        assert ids_a == ids_b and fin_a == fin_b
+        assert max(abs(a - b) for a, b in zip(lps_a, lps_b, strict=True)) < 1e-4
