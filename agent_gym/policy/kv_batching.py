@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
@@ -387,6 +388,38 @@ class _PrefixPlan:
         self.groups = groups
         self.longest = max(length for _, _, length in groups)
         self.calls = 0
+
+    @classmethod
+    def for_rows(cls, store: _SlotStore) -> _PrefixPlan | None:
+        """The plan of the store's next decode step (and its window set), or None when no two rows share a head.
+
+        Each row reads from one copy the longest cached head (``_Row.prefix``) it shares with
+        another row of the batch.
+        """
+        import torch
+
+        rows, end = store.rows, store.end
+        counts = Counter(id(layers) for row in rows for _, layers in row.prefix)
+        groups: dict[int, tuple[list[int], list[tuple[Any, Any]], int]] = {}
+        starts = []
+        for slot, row in enumerate(rows):
+            shared = next(((length, layers) for length, layers in reversed(row.prefix) if counts[id(layers)] > 1),
+                          None)
+            if shared is None:
+                starts.append(row.col0)
+                continue
+            length, layers = shared
+            groups.setdefault(id(layers), ([], layers, length))[0].append(slot)
+            starts.append(row.col0 + length)
+        if not groups:
+            return None
+        lo = min(starts)
+        store.window(0, len(rows), lo, end)
+        device = store.valid.device
+        cols = torch.arange(lo, end + 1, device=device)
+        mask = store.valid[: len(rows), lo : end + 1] & (cols >= torch.tensor(starts, device=device)[:, None])
+        return cls(mask, [(slice(None) if len(slots) == len(rows) else torch.tensor(slots), layers, length)
+                          for slots, layers, length in groups.values()])
 
     def attend(self, layer: int, query: Any, key: Any, value: Any, scaling: float | None) -> Any:
         import torch

@@ -38,7 +38,7 @@ import inspect
 import random
 import threading
 import time
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -482,28 +482,10 @@ class TransformersPolicy(TokenPolicyBase):
         """
         import torch
 
-        rows, end = store.rows, store.end
-        counts = Counter(id(layers) for row in rows for _, layers in row.prefix)
-        groups: dict[int, tuple[list[int], list[tuple[Any, Any]], int]] = {}
-        starts = []
-        for slot, row in enumerate(rows):
-            # the longest head the row shares with another row of the batch
-            shared = next(((length, layers) for length, layers in reversed(row.prefix) if counts[id(layers)] > 1),
-                          None)
-            if shared is None:
-                starts.append(row.col0)
-                continue
-            length, layers = shared
-            groups.setdefault(id(layers), ([], layers, length))[0].append(slot)
-            starts.append(row.col0 + length)
-        if not groups:
+        rows = store.rows
+        plan = _PrefixPlan.for_rows(store)
+        if plan is None:
             return None
-        lo = min(starts)
-        store.window(0, len(rows), lo, end)
-        cols = torch.arange(lo, end + 1, device=self.device)
-        mask = store.valid[: len(rows), lo : end + 1] & (cols >= torch.tensor(starts, device=self.device)[:, None])
-        plan = _PrefixPlan(mask, [(slice(None) if len(slots) == len(rows) else torch.tensor(slots), layers, length)
-                                  for slots, layers, length in groups.values()])
         step = torch.tensor([[row.out[-1]] for row in rows], dtype=torch.long, device=self.device)
         positions = torch.tensor([[len(row.prompt) + len(row.out) - 1] for row in rows], dtype=torch.long,
                                  device=self.device)
