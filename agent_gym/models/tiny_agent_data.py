@@ -29,6 +29,7 @@ __all__ = [
     "SPECIAL_TOKENS",
     "TAG_TOKENS",
     "Conversation",
+    "copy_drills",
     "oracle_conversations",
     "train_tokenizer",
     "training_tasks",
@@ -249,3 +250,64 @@ def bootstrap_texts(tasks: Sequence[dict[str, Any]], limit: int = 2000) -> list[
     seed_tok = train_tokenizer([_clean(str(t.get("question", ""))) for t in tasks[:200]], vocab_size=600)
     convs = oracle_conversations(tasks[:limit], seed_tok)
     return [seed_tok.decode(c.input_ids, skip_special_tokens=False) for c in convs]
+
+
+_DRILL_LETTERS = "ABCDEFGHJKLMNPRSTVWXZ"
+
+
+def _drill_value(rng: random.Random, words: Sequence[str]) -> str:
+    """One random value of a kind the tasks carry: an integer, a decimal, a date or an item-like name."""
+    kind = rng.random()
+    if kind < 0.3:
+        text = str(rng.randint(1, 10 ** rng.randint(1, 6) - 1))
+    elif kind < 0.65:
+        whole = str(rng.randint(0, 10 ** rng.randint(1, 6) - 1))
+        text = whole + "." + "".join(rng.choice("0123456789") for _ in range(rng.randint(1, 9)))
+    elif kind < 0.85:
+        text = f"{rng.randint(1900, 2099)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
+    else:
+        first, second = rng.choice(words).capitalize(), rng.choice(words).lower()
+        return f"{first} {second} {rng.choice(_DRILL_LETTERS)}-{rng.randint(100, 999)}"
+    return "-" + text if rng.random() < 0.1 else text
+
+
+def copy_drills(tokenizer: Any, count: int, *, words: Sequence[str], seed: int = 0) -> list[Conversation]:
+    """Short synthetic conversations whose only job is copying values verbatim.
+
+    Each drill is a user turn of filler words with two to five random values (uniform
+    random digits, dates and item-like names, so nothing but the context predicts them),
+    sometimes followed by a tool turn holding one more value; the assistant repeats the
+    values in order, separated by ``" | "``. Every value id is marked in ``value_mask``.
+    Mixed into training, they teach the small model to carry digit strings across the
+    context, which the task conversations exercise only a few times each.
+
+    Args:
+        tokenizer: Tokenizer with the tiny agent's chat template.
+        count: Number of drills.
+        words: Filler vocabulary (for example the words of the training questions).
+        seed: Seed of the generator.
+
+    Returns:
+        ``count`` conversations with family ``"drill"``.
+    """
+    rng = random.Random(seed)
+    eot = int(tokenizer.convert_tokens_to_ids("<|im_end|>"))
+    out: list[Conversation] = []
+    for n in range(count):
+        values = [_drill_value(rng, words) for _ in range(rng.randint(2, 5))]
+        parts: list[str] = []
+        for value in values:
+            parts += rng.choices(words, k=rng.randint(1, 6)) + [value]
+        parts += rng.choices(words, k=rng.randint(0, 4))
+        messages: list[dict[str, str]] = [{"role": "user", "content": " ".join(parts)}]
+        if rng.random() < 0.4:
+            extra = _drill_value(rng, words)
+            values.append(extra)
+            messages.append({"role": "tool", "content": extra})
+        rendered = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        prompt = list(tokenizer.encode(rendered, add_special_tokens=False))
+        text = " | ".join(values)
+        ids = list(tokenizer.encode(text, add_special_tokens=False)) + [eot]
+        out.append(Conversation(f"drill-{n}", "drill", prompt + ids, [0] * len(prompt) + [1] * len(ids),
+                                [0] * len(prompt) + [1] * (len(ids) - 1) + [0]))
+    return out

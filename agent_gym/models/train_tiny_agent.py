@@ -34,6 +34,7 @@ import argparse
 import json
 import math
 import random
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -43,6 +44,7 @@ from typing import Any
 from agent_gym.models.tiny_agent_data import (
     Conversation,
     bootstrap_texts,
+    copy_drills,
     oracle_conversations,
     train_tokenizer,
     training_tasks,
@@ -76,6 +78,8 @@ class TrainConfig:
         value_weight: float = 1.0,
         schedule: str = "cosine",
         max_seconds: float = 0.0,
+        drill_ratio: float = 0.0,
+        drills: int = 20000,
     ) -> None:
         self.task_seeds = [int(s) for s in task_seeds]
         self.per_family = per_family
@@ -100,6 +104,10 @@ class TrainConfig:
         self.value_weight = float(value_weight)
         self.schedule = schedule
         self.max_seconds = float(max_seconds)
+        if not 0.0 <= drill_ratio < 1.0:
+            raise ValueError(f"drill_ratio: expected a number in [0, 1), got {drill_ratio}")
+        self.drill_ratio = float(drill_ratio)
+        self.drills = int(drills)
 
     def as_dict(self) -> dict[str, Any]:
         """The settings as a JSON-ready dict."""
@@ -246,6 +254,10 @@ def train_tiny_agent(out: str | Path, config: TrainConfig | None = None, *, log:
         tokenizer = train_tokenizer(bootstrap_texts(tasks), config.vocab_size, seed=config.seed)
     conversations = oracle_conversations(tasks, tokenizer)
     prefix_len = common_prefix_length(conversations)
+    drills: list[Conversation] = []
+    if config.drill_ratio > 0:
+        words = sorted({w for t in tasks for w in re.findall(r"[A-Za-z]{3,}", str(t.get("question", "")))})
+        drills = copy_drills(tokenizer, config.drills, words=words, seed=config.seed)
     data_time = time.perf_counter() - started
     supervised = sum(sum(c.loss_mask) for c in conversations)
     say(f"{len(tasks)} tasks, {len(conversations)} conversations, vocab {len(tokenizer)}, "
@@ -268,6 +280,7 @@ def train_tiny_agent(out: str | Path, config: TrainConfig | None = None, *, log:
     pad_id = int(tokenizer.pad_token_id)
     order_rng = random.Random(config.seed)
     batches: list[list[int]] = []
+    drill_batches: list[list[int]] = []
     losses: list[float] = []
     model.train()
     train_start = time.perf_counter()
@@ -280,10 +293,16 @@ def train_tiny_agent(out: str | Path, config: TrainConfig | None = None, *, log:
         steps_done = step + 1
         if not batches:
             batches = _length_bucketed_batches(conversations, config.batch_size, order_rng)
-        batch = [conversations[i] for i in batches.pop()]
         for group in optimizer.param_groups:
             group["lr"] = _lr_at(step, config)
-        loss = _batch_loss(model, prefix, batch, prefix_len, pad_id, config.value_weight)
+        if drills and order_rng.random() < config.drill_ratio:
+            if not drill_batches:
+                drill_batches = _length_bucketed_batches(drills, 2 * config.batch_size, order_rng)
+            batch = [drills[i] for i in drill_batches.pop()]
+            loss = _batch_loss(model, prefix, batch, 0, pad_id)
+        else:
+            batch = [conversations[i] for i in batches.pop()]
+            loss = _batch_loss(model, prefix, batch, prefix_len, pad_id, config.value_weight)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

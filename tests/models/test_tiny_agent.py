@@ -194,3 +194,27 @@ def test_config_rejects_bad_schedule_and_weight():
         TrainConfig(schedule="linear")
     with pytest.raises(ValueError, match="value_weight"):
         TrainConfig(value_weight=0)
+
+
+def test_copy_drills_repeat_their_values_and_mark_them(agent_tokenizer):
+    from agent_gym.models.tiny_agent_data import copy_drills
+
+    drills = copy_drills(agent_tokenizer, 40, words=["parts", "shift", "trucks", "filter"], seed=3)
+    assert len(drills) == 40 and {d.family for d in drills} == {"drill"}
+    eot = agent_tokenizer.convert_tokens_to_ids("<|im_end|>")
+    for drill in drills:
+        assert len(drill.input_ids) == len(drill.loss_mask) == len(drill.value_mask)
+        start = drill.loss_mask.index(1)
+        assert all(drill.loss_mask[start:]) and drill.input_ids[-1] == eot
+        context = agent_tokenizer.decode(drill.input_ids[:start])
+        answer = agent_tokenizer.decode(drill.input_ids[start:-1])
+        assert context.endswith("<|im_start|>assistant\n")
+        for value in answer.split(" | "):
+            assert value in context
+    again = copy_drills(agent_tokenizer, 40, words=["parts", "shift", "trucks", "filter"], seed=3)
+    assert [d.input_ids for d in again] == [d.input_ids for d in drills]
+
+
+def test_config_rejects_bad_drill_ratio():
+    with pytest.raises(ValueError, match="drill_ratio"):
+        TrainConfig(drill_ratio=1.0)
