@@ -195,7 +195,7 @@ class _SlotStore:
     window set by :meth:`window` (rows ``r0:r1``, columns ``lo:`` up to the written ones).
     """
 
-    def __init__(self, model_device: Any) -> None:
+    def __init__(self, model_device: Any, layers: int = 0) -> None:
         from transformers import DynamicCache
 
         self.device = model_device
@@ -209,8 +209,11 @@ class _SlotStore:
         self.r0 = self.r1 = self.lo = self.w = 0
         self.cache = DynamicCache()
         layer_class = _slot_layer_class()
-        # the model asks for its layers as it reaches them
+        # the model asks for its layers as it reaches them; the ones known are made now, because a
+        # model that builds its own masks reads the first layer's length before any layer runs
         self.cache.layer_class_to_replicate = lambda: layer_class(self, len(self.cache.layers))
+        for index in range(layers):
+            self.cache.layers.append(layer_class(self, index))
 
     # -------------------------------------------------------------- buffers
     def _buffer(self, layer: int, like: Any) -> tuple[Any, Any]:
@@ -470,8 +473,11 @@ def _register_attention() -> str:
     global _REGISTERED
     if not _REGISTERED:
         from transformers import AttentionInterface
+        from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
         AttentionInterface.register(_ATTENTION_NAME, _shared_prefix_attention)
+        # masks the model builds while the setting is on are sdpa's, as for every call but a planned one
+        AttentionMaskInterface.register(_ATTENTION_NAME, sdpa_mask)
         _REGISTERED = True
     return _ATTENTION_NAME
 

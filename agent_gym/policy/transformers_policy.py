@@ -335,7 +335,10 @@ class TransformersPolicy(TokenPolicyBase):
         """
         store = self._store
         if store is None or store.rows:  # (a store left with rows by an error is not reused)
-            store = self._store = _SlotStore(self.device)
+            config = self.model.config
+            layers = getattr(config.get_text_config() if hasattr(config, "get_text_config") else config,
+                             "num_hidden_layers", 0)
+            store = self._store = _SlotStore(self.device, int(layers or 0))
         self._decode_rows(store, rows, admit, finished)
 
     def _decode_rows(

@@ -248,3 +248,21 @@ def test_decode_steps_that_read_shared_prompt_heads_once_sample_what_a_plain_bat
                                                             strict=True):
         assert ids_a == ids_b and fin_a == fin_b
         assert max(abs(a - b) for a, b in zip(lps_a, lps_b, strict=True)) < 1e-4
+
+
+def test_a_model_without_sdpa_gets_padding_masks_and_samples_the_same_ids(agent_dir):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    sampling = SamplingParams(temperature=1.0, top_k=-1, seed=3)
+    model = AutoModelForCausalLM.from_pretrained(agent_dir, attn_implementation="eager")
+    eager = TransformersPolicy(model, AutoTokenizer.from_pretrained(agent_dir), sampling=sampling)
+    assert not eager._mask_dict  # the model builds its masks; joining rows are encoded one at a time
+    sdpa = TransformersPolicy(agent_dir, sampling=sampling)
+    tok = sdpa.tokenizer
+    head = tok.encode("<|im_start|>system\nYou are a careful assistant with tools. " * 8)
+    prompts = [head + tok.encode(f"<|im_start|>user\nCompute {n} + {2 * n}.") for n in range(7)]
+    budgets, seeds = [10 + 4 * n for n in range(7)], list(range(7))
+    for (ids_a, lps_a, fin_a), (ids_b, lps_b, fin_b) in zip(eager.generate_batch(prompts, budgets, seeds),
+                                                            sdpa.generate_batch(prompts, budgets, seeds), strict=True):
+        assert ids_a == ids_b and fin_a == fin_b
+        assert max(abs(a - b) for a, b in zip(lps_a, lps_b, strict=True)) < 1e-4
