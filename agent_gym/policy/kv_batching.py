@@ -1,21 +1,17 @@
-"""Batched decoding with a KV cache for :class:`~agent_gym.policy.transformers_policy.TransformersPolicy`.
+"""The pieces of batched decoding with a KV cache (used by :mod:`agent_gym.policy.batch_engine`).
 
-The pieces the policy's worker thread runs: drawing the next ids of all rows of a decode step
-at once (``_sample_rows``; ``sample_next`` for one), KV caches that grow in place for
-encoding prompt heads, the batch KV store (``_SlotStore``: one slot per sequence in
-preallocated per-layer buffers, so a sequence joins or leaves a running batch by copying
-only its own keys/values), the per-sequence state of a batch row (``_Row``), and the worker
-(``_Batcher``) that gathers concurrent turns into one batch and lets new turns join between
-decode steps.
+Drawing the next ids of rows at once (``_sample_rows``; ``sample_next`` for one), KV caches
+that grow in place for encoding prompt heads, the batch KV store (``_SlotStore``: one slot per
+sequence in preallocated per-layer buffers, so a sequence joins or leaves a running batch by
+copying only its own keys/values), the per-sequence state of a batch row (``_Row``), and the
+plan of a decode step that reads shared prompt heads once (``_PrefixPlan``).
 """
 
 from __future__ import annotations
 
-import queue
 import threading
 from collections import Counter
 from collections.abc import Sequence
-from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 from agent_gym.policy.logits import Penalties, draw_tokens
@@ -23,7 +19,6 @@ from agent_gym.types import FinishReason
 
 if TYPE_CHECKING:
     from agent_gym.policy.sampling import SamplingParams
-    from agent_gym.policy.transformers_policy import TransformersPolicy
 
 __all__ = ["LOGPROBS_MODES", "sample_next"]
 
@@ -164,8 +159,9 @@ def _as_cache(layers: Sequence[tuple[Any, Any]]) -> Any:
 class _Row:
     """Decoding state of one sequence in a batch."""
 
-    __slots__ = ("budget", "col0", "finish", "generator", "logps", "out", "past", "penalties", "prefix", "prompt",
-                 "session", "start")
+    __slots__ = ("budget", "col0", "finish", "generator", "listener", "logps", "min_tokens", "out", "past",
+                 "penalties", "prefix", "prompt", "session", "settings", "start", "stop_ids", "stop_list", "tag",
+                 "top_n", "tops")
 
     def __init__(self, prompt: list[int], budget: int, generator: Any, penalties: Penalties) -> None:
         self.prompt = prompt
@@ -181,6 +177,15 @@ class _Row:
         self.out: list[int] = []
         self.logps: list[float] = []
         self.finish: str = FinishReason.LENGTH
+        # sampling of the row (set by BatchEngine.new_row): (temperature, top_k, top_p, min_p)
+        self.settings: tuple[float, int, float, float] = (1.0, -1, 1.0, 0.0)
+        self.stop_ids: frozenset[int] = frozenset()  # ids that end the row
+        self.stop_list: tuple[int, ...] = ()  # the same, sorted: not drawn before ``min_tokens`` ids
+        self.min_tokens = 0
+        self.top_n = 0  # most likely ids kept per position in ``tops``
+        self.tops: list[list[tuple[int, float]]] = []
+        self.listener: Any = None  # called after each id; True ends the row
+        self.tag: Any = None  # the caller's own state
 
 
 class _SlotStore:
@@ -480,95 +485,3 @@ def _register_attention() -> str:
         AttentionMaskInterface.register(_ATTENTION_NAME, sdpa_mask)
         _REGISTERED = True
     return _ATTENTION_NAME
-
-
-class _Batcher:
-    """A worker thread that decodes the waiting turns as one batch, admitting new ones as they come.
-
-    After the first waiting turn it keeps collecting for as long as new turns keep arriving
-    within ``gather_s`` (turns of episodes whose environment step is just finishing), up to
-    ``max_batch`` sequences; while that batch decodes, turns that arrive join it.
-    """
-
-    def __init__(self, policy: TransformersPolicy, max_batch: int, gather_s: float = 0.004) -> None:
-        self.policy = policy
-        self.max_batch = max_batch
-        self.gather_s = gather_s
-        self._queue: queue.Queue[tuple[list[int], int, int | None, Future, str | None] | None] = queue.Queue()
-        self._thread = threading.Thread(target=self._run, name="agent-gym-transformers-batcher", daemon=True)
-        self._thread.start()
-
-    @property
-    def alive(self) -> bool:
-        return self._thread.is_alive()
-
-    def submit(self, prompt_ids: list[int], max_tokens: int, seed: int | None, session: str | None = None) -> Future:
-        future: Future = Future()
-        self._queue.put((prompt_ids, max_tokens, seed, future, session))
-        return future
-
-    def close(self) -> None:
-        self._queue.put(None)
-
-    def _run(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            batch = [item]
-            closing = False
-            while len(batch) < self.max_batch:
-                try:
-                    nxt = self._queue.get(timeout=self.gather_s)
-                except queue.Empty:
-                    break
-                if nxt is None:
-                    closing = True
-                    break
-                batch.append(nxt)
-            if self._serve(batch):
-                closing = True
-            if closing:
-                return
-
-    def _serve(self, batch: list[tuple[list[int], int, int | None, Future, str | None]]) -> bool:
-        """Decode ``batch`` and the turns that arrive meanwhile; True when ``close`` was called."""
-        import torch
-
-        closing = False
-        futures: dict[int, Future] = {}
-
-        def rows_of(items: list[tuple[list[int], int, int | None, Future, str | None]]) -> list[_Row]:
-            rows = []
-            for prompt, budget, seed, future, session in items:
-                if future.set_running_or_notify_cancel():
-                    row = self.policy._make_row(prompt, budget, seed, session)
-                    futures[id(row)] = future
-                    rows.append(row)
-            return rows
-
-        def admit(room: int) -> list[_Row]:
-            nonlocal closing
-            items = []
-            while not closing and len(items) < room:
-                try:
-                    nxt = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if nxt is None:
-                    closing = True
-                else:
-                    items.append(nxt)
-            return rows_of(items)
-
-        def finished(row: _Row) -> None:
-            futures.pop(id(row)).set_result((row.out, row.logps, row.finish))
-
-        try:
-            rows = rows_of(batch)
-            with self.policy._model_lock, torch.inference_mode():
-                self.policy._run_rows(rows, admit, finished)
-        except BaseException as exc:  # noqa: BLE001 - every waiting turn gets the error
-            for future in futures.values():
-                future.set_exception(exc)
-        return closing

@@ -44,7 +44,7 @@ def test_turns_joining_a_running_batch_sample_what_they_sample_alone(agent_dir):
         return [waiting.pop(0)] if waiting and room and done else []
 
     with torch.inference_mode():
-        policy._run_rows(rows[:1], admit, done.append)
+        policy.engine.run(rows[:1], admit, done.append)
     assert sorted(map(id, done)) == sorted(map(id, rows))
     for row, (ids, logps, finish) in zip(rows, alone, strict=True):
         assert row.out == ids and row.finish == finish
@@ -106,7 +106,7 @@ def test_a_prompt_that_does_not_extend_the_cached_ids_is_encoded_whole(agent_dir
         [(ids_b, lps_b, fin_b)] = plain.generate_batch([prompt], [8], [seed])
         assert ids_a == ids_b and fin_a == fin_b
         assert max(abs(a - b) for a, b in zip(lps_a, lps_b, strict=True)) < 1e-4
-    assert policy._kv["s"][0] == other + ids_a[:-1]
+    assert policy.engine.kv["s"][0] == other + ids_a[:-1]
 
 
 def test_shared_prompt_heads_are_encoded_once_with_the_same_values(agent_dir):
@@ -202,8 +202,8 @@ def test_rows_that_grow_and_reshape_the_batch_store_sample_what_they_sample_alon
         return []
 
     with torch.inference_mode():
-        policy._run_rows(rows[:1], admit, done.append)
-    assert len(done) == len(rows) and policy._store.slots >= 7 and policy._store.cap > 300
+        policy.engine.run(rows[:1], admit, done.append)
+    assert len(done) == len(rows) and policy.engine.store.slots >= 7 and policy.engine.store.cap > 300
     for row, (ids, logps, finish) in zip(rows, alone, strict=True):
         assert row.out == ids and row.finish == finish
         assert max(abs(a - b) for a, b in zip(row.logps, logps, strict=True)) < 1e-4
@@ -256,7 +256,7 @@ def test_a_model_without_sdpa_gets_padding_masks_and_samples_the_same_ids(agent_
     sampling = SamplingParams(temperature=1.0, top_k=-1, seed=3)
     model = AutoModelForCausalLM.from_pretrained(agent_dir, attn_implementation="eager")
     eager = TransformersPolicy(model, AutoTokenizer.from_pretrained(agent_dir), sampling=sampling)
-    assert not eager._mask_dict  # the model builds its masks; joining rows are encoded one at a time
+    assert not eager.engine.mask_dict  # the model builds its masks; joining rows are encoded one at a time
     sdpa = TransformersPolicy(agent_dir, sampling=sampling)
     tok = sdpa.tokenizer
     head = tok.encode("<|im_start|>system\nYou are a careful assistant with tools. " * 8)
