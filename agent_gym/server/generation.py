@@ -1,12 +1,15 @@
 """Token generation behind the reference server (the server's generation backends).
 
-:class:`TransformersEngine` runs a Hugging Face causal LM in one background worker thread.
-Requests are queued; the worker takes every request waiting at that moment, left-pads all
-their sequences into one batch and decodes them together with a KV cache (static batching),
-so concurrent HTTP requests never block the event loop or each other's I/O.
+:class:`TransformersEngine` runs a Hugging Face causal LM in one background worker thread
+with the continuous batching engine ``TransformersPolicy`` uses
+(:class:`~agent_gym.policy.batch_engine.BatchEngine`): the samples of concurrent requests are
+decoded together with a KV cache, a request that arrives joins the running batch between
+decode steps, so concurrent HTTP requests never block the event loop or each other's I/O.
 
 Sampling follows vLLM: logits in float32; repetition/frequency/presence penalties; then
-temperature, top-k, top-p and min-p (the shared chooser of :mod:`agent_gym.policy.logits`).
+temperature, top-k, top-p and min-p, and one inverse-CDF draw per sample from its own
+seeded generator (:func:`~agent_gym.policy.logits.draw_tokens`, batched over the samples
+with the same settings): a seed gives the same ids alone or in a batch.
 The reported logprobs follow ``logprobs_mode``, named as vLLM's ``--logprobs-mode``:
 ``"raw_logprobs"`` (the default, as vLLM) is the log-softmax of the model's logits before
 penalties, temperature and truncation, what a plain forward pass re-scoring the ids gives;
@@ -22,17 +25,13 @@ fault tests).
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
-import queue
 import random
-import threading
 from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_gym.policy.logits import Penalties, draw_token
+from agent_gym.policy.batch_engine import BatchEngine, Batcher
 from agent_gym.policy.sampling import check_logprobs_mode
 
 __all__ = ["FakeEngine", "GenRequest", "SeqResult", "TransformersEngine"]
@@ -94,25 +93,18 @@ class SeqResult:
 
 
 class _Seq:
-    """Mutable decoding state of one sample inside a batch."""
+    """Server-side state of one sample (a row of the shared :class:`BatchEngine`)."""
 
-    def __init__(self, req: GenRequest, index: int, vocab_size: int) -> None:
-        import torch
+    __slots__ = ("hit", "index", "out", "req", "stop_by_token", "stop_reason", "text")
 
+    def __init__(self, req: GenRequest, index: int) -> None:
         self.req = req
         self.index = index
-        self.penalties = Penalties(req, vocab_size, req.prompt_ids, ())
         self.out: list[int] = []
-        self.lps: list[float] = []
-        self.tops: list[list[tuple[int, float]]] = []
-        self.done = False
-        self.finish_reason = "length"
-        self.stop_reason: int | str | None = None
         self.stop_by_token = False
+        self.stop_reason: int | str | None = None
         self.text = ""
-        self.gen = torch.Generator()
-        seed = req.seed + index if req.seed is not None else random.SystemRandom().randrange(2**63)
-        self.gen.manual_seed(seed)
+        self.hit = False  # ended by a stop string
 
 
 def _decode_output(tokenizer: Any, seq: _Seq) -> tuple[str, str | None]:
@@ -130,13 +122,15 @@ def _decode_output(tokenizer: Any, seq: _Seq) -> tuple[str, str | None]:
     return text, None
 
 
-def _cache_of(out: Any) -> Any:
-    cache = getattr(out, "cache", None)
-    return cache if cache is not None else out.past_key_values
-
-
 class TransformersEngine:
-    """Batched sampling from a Hugging Face causal LM in a background thread.
+    """Continuous batched sampling from a Hugging Face causal LM in a background thread.
+
+    The decoding is :class:`~agent_gym.policy.batch_engine.BatchEngine`'s, the one
+    ``TransformersPolicy`` uses: every sample of every waiting request is a row of one batch;
+    requests that arrive join the running batch between decode steps, a finished sample
+    leaves it; each decode step draws the next id of all rows at once (rows with the same
+    temperature/top-k/top-p/min-p together), each row from its own generator; prompts are
+    encoded in chunks whose keys/values are shared between prompts that start alike.
 
     Args:
         model_path: Directory (or hub id available offline) of the model and tokenizer.
@@ -171,12 +165,12 @@ class TransformersEngine:
         self.vocab_size = int(self.model.config.vocab_size)
         self.eos_ids = self._collect_eos_ids()
         self.max_batch = max_batch
-        params = inspect.signature(self.model.forward).parameters
-        self._cache_kw = "cache" if "cache" in params else "past_key_values"
-        self._keep_last = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
-        self._queue: queue.Queue[tuple[GenRequest, Future] | None] = queue.Queue()
-        self._thread = threading.Thread(target=self._worker, name="agent-gym-engine", daemon=True)
-        self._thread.start()
+        pad = self.tokenizer.pad_token_id
+        #: The shared decoding core; ``engine.stats`` counts its passes and rows per step.
+        self.engine = BatchEngine(self.model, pad_id=pad if pad is not None else 0, vocab=self.vocab_size,
+                                  logprobs_mode=self.logprobs_mode, max_batch=max_batch, reuse_kv=True)
+        self._batcher = Batcher(self.engine, gather_s=0.0, name="agent-gym-engine")
+        self._seed_rng = random.SystemRandom()
 
     def _collect_eos_ids(self) -> set[int]:
         ids: set[int] = set()
@@ -190,155 +184,65 @@ class TransformersEngine:
     @property
     def healthy(self) -> bool:
         """Whether the worker thread is alive."""
-        return self._thread.is_alive()
+        return self._batcher.alive
 
     async def generate(self, req: GenRequest) -> list[SeqResult]:
         """Queue ``req`` and wait (without blocking the event loop) for its ``n`` samples."""
-        fut: Future = Future()
-        self._queue.put((req, fut))
+        fut = self._batcher.submit(lambda: self._rows(req), self._results)
         return await asyncio.wrap_future(fut)
 
     def close(self) -> None:
         """Stop the worker thread after the current batch."""
-        self._queue.put(None)
+        self._batcher.close()
 
     # ----------------------------------------------------------------- worker thread
-    def _worker(self) -> None:
-        import torch
+    def _rows(self, req: GenRequest) -> list[Any]:
+        """The rows of ``req``'s samples (sample ``i`` seeded with ``seed + i``)."""
+        stop_ids = set(req.stop_token_ids) | (set() if req.ignore_eos else self.eos_ids)
+        rows = []
+        for index in range(req.n):
+            seq = _Seq(req, index)
+            seed = req.seed + index if req.seed is not None else self._seed_rng.randrange(2**63)
+            row = self.engine.new_row(req.prompt_ids, req.max_tokens, seed, req, sorted(stop_ids),
+                                      min_tokens=req.min_tokens, top_logprobs=req.top_logprobs,
+                                      listener=self._listener)
+            row.tag = seq
+            rows.append(row)
+        return rows
 
-        torch.set_grad_enabled(False)
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            batch = [item]
-            n_seqs = item[0].n
-            while n_seqs < self.max_batch:
-                try:
-                    nxt = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if nxt is None:
-                    self._queue.put(None)
-                    break
-                batch.append(nxt)
-                n_seqs += nxt[0].n
-            pending = [(r, f) for r, f in batch if f.set_running_or_notify_cancel()]
-            if not pending:
-                continue
-            try:
-                results = self._run_batch([r for r, _ in pending])
-            except Exception as exc:  # report to every waiting request; keep serving
-                logger.exception("generation failed")
-                for _, f in pending:
-                    f.set_exception(exc)
-                continue
-            for (_, f), res in zip(pending, results, strict=False):
-                f.set_result(res)
-
-    def _run_batch(self, reqs: list[GenRequest]) -> list[list[SeqResult]]:
-        import torch
-
-        seqs = [_Seq(r, i, self.vocab_size) for r in reqs for i in range(r.n)]
-        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        width = max(len(s.req.prompt_ids) for s in seqs)
-        ids = torch.full((len(seqs), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(seqs), width), dtype=torch.long)
-        for b, s in enumerate(seqs):
-            p = s.req.prompt_ids
-            ids[b, width - len(p) :] = torch.tensor(p, dtype=torch.long)
-            mask[b, width - len(p) :] = 1
-        pos = (mask.cumsum(-1) - 1).clamp(min=0)
-        dev = self.device
-        out = self.model(
-            input_ids=ids.to(dev),
-            attention_mask=mask.to(dev),
-            position_ids=pos.to(dev),
-            use_cache=True,
-            **self._keep_last,
-        )
-        past = _cache_of(out)
-        logits = out.logits[:, -1, :].float().cpu()
-        last_pos = pos[:, -1]
-        while True:
-            next_ids = torch.full((len(seqs),), pad, dtype=torch.long)
-            for b, s in enumerate(seqs):
-                if not s.done:
-                    next_ids[b] = self._step(s, logits[b])
-            if all(s.done for s in seqs):
-                break
-            mask = torch.cat([mask, torch.ones((len(seqs), 1), dtype=torch.long)], dim=1)
-            last_pos = last_pos + 1
-            out = self.model(
-                input_ids=next_ids[:, None].to(dev),
-                attention_mask=mask.to(dev),
-                position_ids=last_pos[:, None].to(dev),
-                use_cache=True,
-                **{self._cache_kw: past},
-            )
-            past = _cache_of(out)
-            logits = out.logits[:, -1, :].float().cpu()
-        results: list[list[SeqResult]] = []
-        k = 0
-        for r in reqs:
-            group = []
-            for s in seqs[k : k + r.n]:
-                group.append(SeqResult(s.out, s.lps, s.tops, s.text, s.finish_reason, s.stop_reason))
-            results.append(group)
-            k += r.n
-        return results
-
-    def _step(self, s: _Seq, logits: Any) -> int:
-        """Sample one token for ``s`` from its raw logits, update its state, return the id."""
-        import torch
-
-        req = s.req
-        banned: set[int] = set()
-        if len(s.out) < req.min_tokens:
-            banned = set(req.stop_token_ids) | (set() if req.ignore_eos else self.eos_ids)
-        raw = logits[: self.vocab_size].float()
-        token, logp = draw_token(
-            s.penalties.apply(raw.clone()),
-            temperature=req.temperature,
-            top_k=req.top_k,
-            top_p=req.top_p,
-            min_p=req.min_p,
-            generator=s.gen,
-            banned=banned,
-        )
-        if self.logprobs_mode == "raw_logprobs":
-            logp = torch.log_softmax(raw, dim=-1)
-        s.penalties.add(token)
-        s.out.append(token)
-        s.lps.append(float(logp[token]))
-        if req.top_logprobs > 0:
-            vals, idx = torch.topk(logp, min(req.top_logprobs, logp.numel()))
-            s.tops.append([(int(i), float(v)) for i, v in zip(idx, vals, strict=False)])
-        else:
-            s.tops.append([])
+    def _listener(self, row: Any) -> bool:
+        """After each id of a sample: pass it to ``on_token``; True when a stop string ended the sample."""
+        seq: _Seq = row.tag
+        req = seq.req
+        seq.out = row.out
+        token = row.out[-1]
         if req.on_token is not None:
             try:
-                req.on_token(s.index, token, s.lps[-1], s.tops[-1])
+                req.on_token(seq.index, token, row.logps[-1], row.tops[-1] if row.top_n else [])
             except Exception:  # a listener's failure must not stop the batch
                 logger.exception("on_token callback failed")
-        self._check_stop(s, token)
-        return token
-
-    def _check_stop(self, s: _Seq, token: int) -> None:
-        req = s.req
-        if len(s.out) >= req.min_tokens:
-            if token in req.stop_token_ids or (not req.ignore_eos and token in self.eos_ids):
-                s.done, s.finish_reason, s.stop_by_token = True, "stop", True
-                s.stop_reason = token if token in req.stop_token_ids else None
-        if req.stop and len(s.out) >= req.min_tokens and not s.done:
-            text, hit = _decode_output(self.tokenizer, s)
+        if req.stop and len(row.out) >= req.min_tokens and token not in row.stop_ids:
+            text, hit = _decode_output(self.tokenizer, seq)
             if hit is not None:
-                s.done, s.finish_reason, s.stop_reason, s.text = True, "stop", hit, text
-                return
-        if not s.done and len(s.out) >= req.max_tokens:
-            s.done, s.finish_reason = True, "length"
-        if s.done:
-            s.text = _decode_output(self.tokenizer, s)[0]
+                seq.hit, seq.stop_reason, seq.text = True, hit, text
+                return True
+        return False
+
+    def _results(self, rows: list[Any]) -> list[SeqResult]:
+        results = []
+        for row in rows:
+            seq: _Seq = row.tag
+            req = seq.req
+            seq.out = row.out
+            if row.finish == "stop" and not seq.hit:
+                token = row.out[-1]
+                seq.stop_by_token = True
+                seq.stop_reason = token if token in req.stop_token_ids else None
+            if not seq.hit:
+                seq.text = _decode_output(self.tokenizer, seq)[0]
+            tops = row.tops if row.top_n else [[] for _ in row.out]
+            results.append(SeqResult(row.out, row.logps, tops, seq.text, str(row.finish), seq.stop_reason))
+        return results
 
 
 class FakeEngine:
