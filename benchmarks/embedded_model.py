@@ -1,6 +1,7 @@
 """Embedded default model benchmark: local batched generation and the reference server.
 
 Run:  python benchmarks/embedded_model.py [--episodes 32] [--sizes 1,8,32] [--repeats 1] [--no-server] [--no-reuse-kv]
+      [--model DIR]
 
 (a) ``TransformersPolicy`` on the embedded default (``default_model_path()``): episodes/s and
     sampled tokens/s of ``--episodes`` held-out ToolUse-v0 episodes (8 per family) at each
@@ -26,6 +27,7 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import agent_gym  # noqa: F401 - registers the env ids
@@ -102,9 +104,11 @@ def main() -> None:
     parser.add_argument("--no-reuse-kv", action="store_true",
                         help="(a) encodes every turn's whole prompt: no session or prompt-head KV cache")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON at the end")
+    parser.add_argument("--model", default=None,
+                        help="model directory (default: the embedded default, default_model_path())")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    model = str(default_model_path())
+    model = str(args.model or default_model_path())
     tasks = _tasks(args.episodes)
     sampling = SamplingParams(temperature=1.0, top_k=-1, top_p=1.0, min_p=0.0, max_tokens=128, seed=0)
     report: dict[str, Any] = {}
@@ -121,7 +125,7 @@ def main() -> None:
         finally:
             proc.terminate()
             proc.wait(timeout=30)
-    record = json.loads((default_model_path() / "training.json").read_text())
+    record = json.loads((Path(model) / "training.json").read_text())
     report["training"] = {k: record.get(k) for k in ("wall_seconds", "train_seconds", "train_cpu_seconds",
                                                      "torch_threads", "command")}
     print(f"\n(c) training script (recorded in training.json): {record.get('wall_seconds')} s wall, "

@@ -12,7 +12,10 @@ is the log-softmax after them (the distribution the id was drawn from).
 Concurrent turns (``aact`` from many episodes, e.g. ``collect(..., n_parallel=8)``) are
 decoded together: a worker thread keeps one batch with a KV cache (continuous batching: a turn
 that arrives joins the batch between decode steps, a finished sequence leaves it), so the event
-loop is never blocked and ``n_parallel`` speeds up local rollouts. The batch's keys/values live
+loop is never blocked and ``n_parallel`` speeds up local rollouts. The decoding is
+:class:`~agent_gym.policy.batch_engine.BatchEngine`'s (``policy.engine``), which the reference
+server's engine uses too. The worker waits a few milliseconds for other turns to join a new batch
+only while another session is open. The batch's keys/values live
 in preallocated per-layer buffers with one slot per sequence: a sequence joins by copying only
 its own cached keys/values into a free slot (turns that arrive together encode their new ids in
 one padded pass), and leaves by moving the last slot into its place, so no step copies the whole

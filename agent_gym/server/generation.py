@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -95,10 +96,11 @@ class SeqResult:
 class _Seq:
     """Server-side state of one sample (a row of the shared :class:`BatchEngine`)."""
 
-    __slots__ = ("hit", "index", "out", "req", "stop_by_token", "stop_reason", "text")
+    __slots__ = ("cancelled", "hit", "index", "out", "req", "stop_by_token", "stop_reason", "text")
 
-    def __init__(self, req: GenRequest, index: int) -> None:
+    def __init__(self, req: GenRequest, index: int, cancelled: threading.Event) -> None:
         self.req = req
+        self.cancelled = cancelled  # set when nobody waits for the request any more
         self.index = index
         self.out: list[int] = []
         self.stop_by_token = False
@@ -187,21 +189,30 @@ class TransformersEngine:
         return self._batcher.alive
 
     async def generate(self, req: GenRequest) -> list[SeqResult]:
-        """Queue ``req`` and wait (without blocking the event loop) for its ``n`` samples."""
-        fut = self._batcher.submit(lambda: self._rows(req), self._results)
-        return await asyncio.wrap_future(fut)
+        """Queue ``req`` and wait (without blocking the event loop) for its ``n`` samples.
+
+        Cancelling the wait (a client that went away) ends the request's samples at their next
+        id, so they leave the batch.
+        """
+        cancelled = threading.Event()
+        fut = self._batcher.submit(lambda: self._rows(req, cancelled), self._results)
+        try:
+            return await asyncio.wrap_future(fut)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
 
     def close(self) -> None:
         """Stop the worker thread after the current batch."""
         self._batcher.close()
 
     # ----------------------------------------------------------------- worker thread
-    def _rows(self, req: GenRequest) -> list[Any]:
+    def _rows(self, req: GenRequest, cancelled: threading.Event) -> list[Any]:
         """The rows of ``req``'s samples (sample ``i`` seeded with ``seed + i``)."""
         stop_ids = set(req.stop_token_ids) | (set() if req.ignore_eos else self.eos_ids)
         rows = []
         for index in range(req.n):
-            seq = _Seq(req, index)
+            seq = _Seq(req, index, cancelled)
             seed = req.seed + index if req.seed is not None else self._seed_rng.randrange(2**63)
             row = self.engine.new_row(req.prompt_ids, req.max_tokens, seed, req, sorted(stop_ids),
                                       min_tokens=req.min_tokens, top_logprobs=req.top_logprobs,
@@ -216,6 +227,8 @@ class TransformersEngine:
         req = seq.req
         seq.out = row.out
         token = row.out[-1]
+        if seq.cancelled.is_set():
+            return True
         if req.on_token is not None:
             try:
                 req.on_token(seq.index, token, row.logps[-1], row.tops[-1] if row.top_n else [])

@@ -266,3 +266,24 @@ def test_a_model_without_sdpa_gets_padding_masks_and_samples_the_same_ids(agent_
                                                             sdpa.generate_batch(prompts, budgets, seeds), strict=True):
         assert ids_a == ids_b and fin_a == fin_b
         assert max(abs(a - b) for a, b in zip(lps_a, lps_b, strict=True)) < 1e-4
+
+
+def test_the_gather_window_is_waited_only_while_another_session_is_open(agent_dir):
+    from agent_gym.policy.batch_engine import Batcher
+
+    policy = TransformersPolicy(agent_dir, sampling=SamplingParams(temperature=0.0, max_tokens=4, seed=0))
+    messages = [{"role": "user", "content": "Compute 12 + 30."}]
+    policy.act(messages, session_id="a")
+    batcher = policy._batcher()
+    assert batcher.expect_more is not None and not batcher.expect_more()  # n_parallel 1: nobody else to wait for
+    policy.act(messages, session_id="b")
+    assert batcher.expect_more()
+    policy.close_session("a")
+    assert not batcher.expect_more()
+    policy.close()
+    # a window of ten minutes that is not waited: the request is served at once
+    lone = Batcher(policy.engine, gather_s=600.0, expect_more=lambda: False)
+    row_of = lambda: [policy._make_row(policy.tokenizer.encode("Hi"), 3, 0, None)]  # noqa: E731
+    future = lone.submit(row_of, lambda rows: rows[0].out)
+    assert len(future.result(timeout=120)) == 3
+    lone.close()

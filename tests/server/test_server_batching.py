@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 import torch
@@ -95,3 +96,27 @@ def test_batched_samples_rescore_with_a_plain_forward_pass(engines, tiny_model_d
                 else:
                     expected = _processed(logits[i], req, prompt + ids[:i])[token]
                 assert abs(float(expected) - sample.logprobs[i]) < 1e-3, (mode, req.temperature, i)
+
+
+def test_a_cancelled_request_leaves_the_batch(engines):
+    engine = engines[0]
+    req = GenRequest(PROMPT, max_tokens=4000, temperature=1.0, seed=5, ignore_eos=True)
+
+    async def cancel_soon() -> None:
+        task = asyncio.ensure_future(engine.generate(req))
+        while engine.engine.stats["decode_steps"] < before + 5:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    before = engine.engine.stats["decode_steps"]
+    asyncio.run(cancel_soon())
+    deadline = time.monotonic() + 120
+    while engine.engine.store.rows and time.monotonic() < deadline:
+        time.sleep(0.01)
+    # the cancelled sample left the batch long before its 4000 ids
+    assert not engine.engine.store.rows
+    assert engine.engine.stats["decode_steps"] - before < 2000
+    after = asyncio.run(engine.generate(GenRequest(PROMPT, max_tokens=2, seed=1)))
+    assert len(after[0].token_ids) == 2
