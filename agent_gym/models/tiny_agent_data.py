@@ -252,18 +252,18 @@ def bootstrap_texts(tasks: Sequence[dict[str, Any]], limit: int = 2000) -> list[
     return [seed_tok.decode(c.input_ids, skip_special_tokens=False) for c in convs]
 
 
-_DRILL_LETTERS = "ABCDEFGHJKLMNPRSTVWXZ"
+_DRILL_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 def _drill_value(rng: random.Random, words: Sequence[str]) -> str:
     """One random value of a kind the tasks carry: an integer, a decimal, a date or an item-like name."""
     kind = rng.random()
-    if kind < 0.3:
+    if kind < 0.25:
         text = str(rng.randint(1, 10 ** rng.randint(1, 6) - 1))
-    elif kind < 0.65:
+    elif kind < 0.5:
         whole = str(rng.randint(0, 10 ** rng.randint(1, 6) - 1))
         text = whole + "." + "".join(rng.choice("0123456789") for _ in range(rng.randint(1, 9)))
-    elif kind < 0.85:
+    elif kind < 0.65:
         text = f"{rng.randint(1900, 2099)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
     else:
         first, second = rng.choice(words).capitalize(), rng.choice(words).lower()
