@@ -18,6 +18,7 @@ or more rows) and get a future; waiting requests join the running batch between 
 from __future__ import annotations
 
 import inspect
+import logging
 import queue
 import threading
 from collections import OrderedDict
@@ -40,6 +41,8 @@ from agent_gym.policy.logits import Penalties, draw_tokens
 from agent_gym.types import FinishReason
 
 __all__ = ["BatchEngine", "Batcher"]
+
+logger = logging.getLogger(__name__)
 
 #: Decode steps with at least this many rows read shared prompt heads once per group.
 _PREFIX_ROWS = 6
@@ -561,6 +564,7 @@ class Batcher:
         try:
             self.engine.run(rows_of(batch), admit, finished)
         except BaseException as exc:  # noqa: BLE001 - every waiting request gets the error
+            logger.exception("batched generation failed")
             failed = {id(owner[0]): owner[0] for owner in owners.values()}
             for future in failed.values():
                 if not future.done():

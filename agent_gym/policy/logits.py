@@ -1,14 +1,15 @@
 """Next-token selection shared by every in-process sampler.
 
-``TransformersPolicy`` and the reference server pick tokens with exactly this
-code, so the logprobs a policy records match what the server reports and what a
-trainer re-scoring the same model at the same temperature computes: penalties,
-then temperature, then top-k / top-p / min-p, then a draw from the resulting
-("processed") distribution.
+``TransformersPolicy`` and the reference server pick tokens with exactly this code
+(:func:`draw_tokens`, called by :class:`~agent_gym.policy.batch_engine.BatchEngine`), so the
+logprobs a policy records match what the server reports and what a trainer re-scoring the same
+model at the same temperature computes: penalties, then temperature, then top-k / top-p /
+min-p, then a draw from the resulting ("processed") distribution.
 
-:func:`draw_tokens` does the same for a whole batch of rows in a few tensor operations (one
-call per decode step instead of one per sequence); each row still draws from its own
-generator, so a row's id does not depend on the other rows of the batch.
+:func:`draw_tokens` works on a whole batch of rows in a few tensor operations (one call per
+decode step and sampling setting instead of one per sequence); each row still draws from its own
+generator, so a row's id does not depend on the other rows of the batch. :func:`draw_token` is
+the same distribution for one row, drawn with ``torch.multinomial`` (other ids for a seed).
 """
 
 from __future__ import annotations

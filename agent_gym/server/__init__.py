@@ -3,7 +3,11 @@
 Run it with ``python -m agent_gym.server --model PATH --port 8000`` or ``agent-gym serve``.
 It exists for CPU development and tests of clients (token-in completions with
 ``return_token_ids``, raw or processed logprobs as vLLM's ``--logprobs-mode``, raw by default,
-vLLM error bodies); it is not a production server.
+vLLM error bodies); it is not a production server. Concurrent requests are decoded together
+with the continuous batching engine ``TransformersPolicy`` uses
+(:class:`~agent_gym.policy.batch_engine.BatchEngine`); a request's ``seed`` gives the same ids
+alone or in a batch (ids drawn by inverse CDF, not the ids of versions that drew with
+``torch.multinomial``).
 
 Testing aids (never enable them in real use): ``--fake-tokens N [--fake-latency-ms M]`` answers
 without a model; ``--fail-first N --fail-status S``, ``--hang``/``--hang-after N``,
