@@ -328,6 +328,7 @@ def train_tiny_agent(out: str | Path, config: TrainConfig | None = None, *, log:
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out_dir))
     tokenizer.save_pretrained(str(out_dir))
+    _portable_tokenizer_class(out_dir / "tokenizer_config.json")
     record = {
         "command": "python -m agent_gym.models.train_tiny_agent " + " ".join(_as_args(config)),
         "config": config.as_dict(),
@@ -357,6 +358,14 @@ def train_tiny_agent(out: str | Path, config: TrainConfig | None = None, *, log:
     (out_dir / "training.json").write_text(json.dumps(record, indent=2) + "\n")
     say(f"saved to {out_dir} in {record['wall_seconds']}s (final loss {record['final_loss']:.4f})")
     return record
+
+
+def _portable_tokenizer_class(path: Path) -> None:
+    """Name the tokenizer class every transformers release (4.x and 5.x) loads: ``PreTrainedTokenizerFast``."""
+    if path.is_file():
+        settings = json.loads(path.read_text())
+        settings["tokenizer_class"] = "PreTrainedTokenizerFast"
+        path.write_text(json.dumps(settings, indent=2) + "\n")
 
 
 def _as_args(config: TrainConfig) -> list[str]:
