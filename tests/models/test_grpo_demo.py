@@ -28,8 +28,8 @@ def test_grpo_advantages_are_normalised_per_group(demo):
 
 @pytest.mark.timeout(900)
 def test_short_grpo_run(demo, tmp_path):
-    record = demo.run(family="units", iterations=2, tasks_per_iteration=2, group_size=4, lr=1e-3, seed=0,
-                      out=tmp_path, log=lambda *a: None)
+    record = demo.run(family="units", iterations=2, tasks_per_iteration=2, group_size=4, lr=1e-3, reward="total",
+                      seed=0, out=tmp_path, log=lambda *a: None)
     assert record["first_ratio_error"] is not None and record["first_ratio_error"] < 1e-3
     assert all(math.isfinite(r["loss"]) for r in record["iterations"])
     assert len(record["iterations"]) == 2 and all(r["episodes"] == 8 for r in record["iterations"])
@@ -40,3 +40,14 @@ def test_short_grpo_run(demo, tmp_path):
     assert record["post_update_rescore_error"] < 1e-3
     saved = json.loads((tmp_path / "rewards.json").read_text())
     assert [r["iteration"] for r in saved["iterations"]] == [0, 1]
+
+
+def test_episode_reward_choices(demo):
+    class Episode:
+        metrics = {"res_reward": 1.0}
+        trajectory_reward = 1.2
+
+    assert demo.episode_reward(Episode(), "answer") == 1.0
+    assert demo.episode_reward(Episode(), "total") == 1.2
+    with pytest.raises(ValueError, match="reward"):
+        demo.episode_reward(Episode(), "shaped")
