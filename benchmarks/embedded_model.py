@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from server_process import start_reference_server
 
 import agent_gym  # noqa: F401 - registers the env ids
 from agent_gym.models import default_model_path
@@ -76,23 +76,8 @@ def bench(label: str, make_policy: Any, tasks: list[dict[str, Any]], sizes: list
 
 
 def start_server(model: str) -> tuple[subprocess.Popen, str]:
-    import httpx
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "agent_gym.server", "--port", str(port), "--model", model],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                return proc, f"http://127.0.0.1:{port}"
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    proc.kill()
-    raise RuntimeError("the reference server did not start")
+    proc, address = start_reference_server(["--model", model])
+    return proc, f"http://{address}"
 
 
 def main() -> None:

@@ -21,7 +21,6 @@ import asyncio
 import gc
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -29,7 +28,7 @@ import tempfile
 import time
 from typing import Any
 
-import httpx
+from server_process import start_reference_server
 
 from agent_gym.models import build_tiny_model, load_qwen_tokenizer
 from agent_gym.policy import ChatTokenBuilder, SamplingParams, VLLMPolicy, as_id_list
@@ -51,31 +50,9 @@ REPLY = (
 TOOL_RESULT = '{"result": 8.857142857142858, "elapsed_ms": 0.02, "note": "computed with the safe evaluator"}'
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_fake_server(model_dir: str, fake_tokens: int) -> tuple[subprocess.Popen, str]:
     """Start ``python -m agent_gym.server --fake-tokens N`` and wait until it is healthy."""
-    port = _free_port()
-    argv = [sys.executable, "-m", "agent_gym.server", "--model", model_dir, "--port", str(port),
-            "--fake-tokens", str(fake_tokens), "--max-model-len", "32768"]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    address = f"127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"fake server exited with code {proc.returncode}")
-        try:
-            if httpx.get(f"http://{address}/health", timeout=1.0).status_code == 200:
-                return proc, address
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("fake server did not become healthy")
+    return start_reference_server(["--model", model_dir, "--fake-tokens", str(fake_tokens), "--max-model-len", "32768"])
 
 
 async def _policy_latencies(

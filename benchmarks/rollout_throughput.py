@@ -25,7 +25,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,6 +32,7 @@ import time
 from typing import Any
 
 import psutil
+from server_process import start_reference_server
 
 import agent_gym  # noqa: F401 - registers the env ids
 from agent_gym.core import AgentEnv
@@ -84,26 +84,7 @@ def plain_env(max_steps: int = 3) -> AgentEnv:
 
 
 def start_fake_server(latency_ms: int) -> tuple[subprocess.Popen, str]:
-    import httpx
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "agent_gym.server", "--port", str(port), "--fake-tokens", "8",
-         "--fake-latency-ms", str(latency_ms)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                return proc, f"127.0.0.1:{port}"
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("fake server did not start")
+    return start_reference_server(["--fake-tokens", "8", "--fake-latency-ms", str(latency_ms)], timeout=120)
 
 
 def _cpu_seconds(process: psutil.Process | None) -> float:
