@@ -28,7 +28,7 @@ import orjson
 from agent_gym.checks import check_bool, check_int, check_timeout
 from agent_gym.envs.grading import normalize_text
 from agent_gym.rewards import RewardConfig
-from agent_gym.spaces import ConversationSpace, TextSpace
+from agent_gym.spaces import AssistantMessageSpace, ConversationSpace
 from agent_gym.tasks import checked_task_list, copy_task, format_tool_call, validate_task
 from agent_gym.tools import (
     DEFAULT_MAX_OUTPUT_CHARS,
@@ -68,8 +68,8 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
     See ``docs/writing_envs.md``.
 
     ## Action Space
-    The next assistant message: any ``str`` (a :class:`~agent_gym.spaces.TextSpace`),
-    or a :class:`~agent_gym.types.PolicyOutput` whose ``text`` is used. A
+    The next assistant message: any ``str`` or a :class:`~agent_gym.types.PolicyOutput`
+    whose ``text`` is used (an :class:`~agent_gym.spaces.AssistantMessageSpace`). A
     ``finish_reason`` of ``"length"``, ``"prompt_truncation"`` or ``"error"`` ends
     the episode as truncated with status TRUNCATION, PROMPT_TRUNCATION or POLICY_ERROR.
 
@@ -167,7 +167,7 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
         self._base_prompt = self.default_system_prompt if system_prompt is None else system_prompt
         self.system_prompt = self._prompt_for(self.tools, self._schemas_json)
 
-        self.action_space = TextSpace()
+        self.action_space = AssistantMessageSpace()
         self.observation_space = ConversationSpace()
         self._task: dict[str, Any] | None = None
         self._messages: list[dict[str, str]] = []

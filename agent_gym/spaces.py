@@ -4,14 +4,20 @@ Gymnasium's :class:`~gymnasium.spaces.Text` only contains strings made of its
 charset, which rejects almost every real model response (punctuation, newlines,
 non-Latin scripts, emoji). :class:`TextSpace` keeps ``Text``'s interface but
 contains *any* ``str`` within its length bounds; its charset is only used to
-sample. :class:`MessageSpace` holds one ``{"role", "content"}`` message and
-:class:`ConversationSpace` a tuple of them (the observation of every agent_gym
-environment). All three pass ``gymnasium.utils.env_checker.check_env`` with
-warnings as errors, pickle, and sample valid elements.
+sample. :class:`AssistantMessageSpace` is the action space of every agent_gym
+environment: the next assistant message, as a ``str`` or as the
+:class:`~agent_gym.types.PolicyOutput` a policy returns. :class:`MessageSpace`
+holds one ``{"role", "content"}`` message and :class:`ConversationSpace` a tuple
+of them (the observation of every agent_gym environment). All of them pass
+``gymnasium.utils.env_checker.check_env`` with warnings as errors, pickle, and
+sample valid elements.
 
 Example:
     >>> space = TextSpace(max_length=4096)
     >>> "héllo, <think>wörld</think>" in space
+    True
+    >>> from agent_gym.types import PolicyOutput
+    >>> PolicyOutput(text="hi") in AssistantMessageSpace()
     True
     >>> obs_space = ConversationSpace()
     >>> ({"role": "user", "content": "hi"},) in obs_space
@@ -28,10 +34,13 @@ import numpy as np
 from gymnasium.spaces import Sequence as SequenceSpace
 from gymnasium.spaces import Space, Text
 
+from agent_gym.types import PolicyOutput
+
 __all__ = [
     "DEFAULT_ROLES",
     "MAX_TEXT_LENGTH",
     "SAMPLE_CHARSET",
+    "AssistantMessageSpace",
     "ConversationSpace",
     "MessageSpace",
     "TextSpace",
@@ -114,16 +123,44 @@ class TextSpace(Text):
         return False
 
     def __repr__(self) -> str:
-        return f"TextSpace({self.min_length}, {self.max_length})"
+        return f"{type(self).__name__}({self.min_length}, {self.max_length})"
 
     def __eq__(self, other: object, /) -> bool:
         return (
-            isinstance(other, TextSpace)
+            type(other) is type(self)
+            and isinstance(other, TextSpace)
             and self.min_length == other.min_length
             and self.max_length == other.max_length
         )
 
     __hash__ = None  # type: ignore[assignment]
+
+
+class AssistantMessageSpace(TextSpace):
+    """The action space of agent_gym envs: the next assistant message, as text or as a policy's output.
+
+    Contains every ``str`` within the length bounds (as :class:`TextSpace`) and every
+    :class:`~agent_gym.types.PolicyOutput` whose ``text`` is within them, since
+    ``env.step`` accepts both. ``sample`` draws plain strings.
+
+    Args:
+        max_length: Largest accepted length in characters.
+        min_length: Smallest accepted length in characters.
+        charset: Characters ``sample`` draws from.
+        sample_max_length: Longest string ``sample`` produces (capped by ``max_length``).
+        seed: Seed of the sampling generator.
+
+    Example:
+        >>> space = AssistantMessageSpace()
+        >>> "<answer>4</answer>" in space and PolicyOutput(text="<answer>4</answer>") in space
+        True
+    """
+
+    def contains(self, x: Any) -> bool:
+        """Return True if ``x`` is a ``str`` or a ``PolicyOutput`` whose text is within the bounds."""
+        if isinstance(x, PolicyOutput):
+            x = x.text
+        return super().contains(x)
 
 
 class MessageSpace(Space[dict]):

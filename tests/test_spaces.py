@@ -6,7 +6,7 @@ import warnings
 import numpy as np
 import pytest
 
-from agent_gym.spaces import ConversationSpace, MessageSpace, TextSpace
+from agent_gym.spaces import AssistantMessageSpace, ConversationSpace, MessageSpace, TextSpace
 
 
 def test_text_space_contains_any_characters_within_length():
@@ -80,3 +80,28 @@ def test_conversation_space_seeding_is_deterministic():
     b.seed(7)
     assert a.sample() == b.sample()
     assert isinstance(np.random.default_rng(0), np.random.Generator)
+
+
+def test_assistant_message_space_contains_text_and_policy_outputs():
+    from agent_gym.types import PolicyOutput
+
+    space = AssistantMessageSpace(max_length=10, seed=0)
+    assert "hi" in space and PolicyOutput(text="hi") in space
+    assert PolicyOutput(text="x" * 11) not in space and "x" * 11 not in space
+    assert 3 not in space and {"text": "hi"} not in space
+    assert all(isinstance(s, str) and s in space for s in (space.sample() for _ in range(20)))
+    assert space == AssistantMessageSpace(max_length=10) and space != TextSpace(max_length=10)
+    assert repr(space) == "AssistantMessageSpace(0, 10)"
+    assert pickle.loads(pickle.dumps(space)) == space
+
+
+def test_env_action_space_contains_what_policies_return():
+    import gymnasium as gym
+
+    import agent_gym  # noqa: F401  (registers the ids)
+    from agent_gym.types import PolicyOutput
+
+    env = gym.make("agent_gym/ToolUse-v0")
+    assert isinstance(env.action_space, AssistantMessageSpace)
+    assert PolicyOutput(text="<answer>4</answer>") in env.action_space
+    env.close()
