@@ -1,7 +1,7 @@
 """Generator of the shipped conversation tasks (``data/tasks.jsonl``), seeded and platform-independent.
 
 Run ``python -m agent_gym.envs.conversation.generate [--check]`` to rewrite the file (``--check``
-only compares). Every task is built from :class:`~agent_gym.envs.generation.DeterministicRandom`
+only compares). Every task is built from :class:`~agent_gym.generation.DeterministicRandom`
 seeded with ``"agent_gym.conversation.<domain>.<i>"``, so adding a domain never changes the others.
 Each domain mixes plain requests, turns whose correct action is to ask the user for a missing
 detail or to refuse, tools that appear mid-conversation, and one to five user turns.
@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agent_gym.envs.generation import DeterministicRandom
+from agent_gym.generation import DeterministicRandom
 
 __all__ = ["PER_DOMAIN", "generate_tasks", "main"]
 

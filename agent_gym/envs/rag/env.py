@@ -8,7 +8,7 @@ from typing import Any
 
 from agent_gym.checks import check_int
 from agent_gym.core import AgentEnv
-from agent_gym.envs.grading import exact_match, token_f1
+from agent_gym.grading import exact_match, token_f1
 from agent_gym.envs.rag.corpus import Corpus, load_corpus
 from agent_gym.envs.rag.remote import RemoteRetriever, RetrieverError
 from agent_gym.envs.rag.retrieval import Retriever

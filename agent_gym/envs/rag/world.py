@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_gym.envs.generation import DeterministicRandom
-from agent_gym.envs.grading import qa_normalize
+from agent_gym.generation import DeterministicRandom
+from agent_gym.grading import qa_normalize
 
 __all__ = ["World", "generate_questions", "generate_world", "main", "world_documents", "write_world"]
 

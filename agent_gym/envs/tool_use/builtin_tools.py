@@ -17,7 +17,7 @@ import re
 from functools import lru_cache
 from typing import Any, Literal, Optional
 
-from agent_gym.envs.generation import DeterministicRandom
+from agent_gym.generation import DeterministicRandom
 from agent_gym.tools import non_blocking
 
 __all__ = [

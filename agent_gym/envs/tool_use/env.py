@@ -6,8 +6,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from agent_gym.core import AgentEnv
-from agent_gym.envs.grading import answer_matches
-from agent_gym.envs.grading import infer_answer_type as _infer_type
+from agent_gym.grading import answer_matches
+from agent_gym.grading import infer_answer_type as _infer_type
 from agent_gym.envs.tool_use.builtin_tools import BUILTIN_TOOLS
 from agent_gym.envs.tool_use.tasks import _builtin
 from agent_gym.tools import Tool

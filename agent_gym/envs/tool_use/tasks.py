@@ -12,7 +12,7 @@ Each task has ``id``, ``question``, ``ground_truth`` (a string), ``answer_type``
 (``number``, ``date``, ``weekday`` or ``string``), ``tolerance`` for numbers,
 ``family`` and ``solution``: the reference tool calls, one list per assistant
 turn, computed by running the real tools so the oracle's results always match.
-Generation uses :class:`~agent_gym.envs.generation.DeterministicRandom`,
+Generation uses :class:`~agent_gym.generation.DeterministicRandom`,
 so the tasks are identical on every platform and release.
 """
 
@@ -24,8 +24,8 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from agent_gym.envs.generation import DeterministicRandom
-from agent_gym.envs.grading import round_answer
+from agent_gym.generation import DeterministicRandom
+from agent_gym.grading import round_answer
 from agent_gym.envs.tool_use.builtin_tools import (
     calculator,
     convert_units,

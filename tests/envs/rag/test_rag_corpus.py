@@ -73,7 +73,7 @@ def test_shipped_data_sizes_types_and_support():
     kinds = {t["type"] for t in tasks}
     assert kinds == {"single_hop", "two_hop", "comparison", "date"}
     assert len({t["id"] for t in tasks}) == len(tasks)
-    from agent_gym.envs.grading import qa_normalize
+    from agent_gym.grading import qa_normalize
 
     for task in tasks:
         assert task["gold_ids"] and all(g in corpus for g in task["gold_ids"])
