@@ -15,11 +15,11 @@ truncation is intended and silences it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from agent_gym.rollout.local_runner import LocalRunner
-from agent_gym.rollout.options import RolloutOptions
+from agent_gym.rollout.options import OPTION_DEFAULTS, RolloutOptions, explicit_changes
 from agent_gym.rollout.planning import plan_episodes
 from agent_gym.rollout.sync import run_sync
 from agent_gym.types import StepTrajectory
@@ -59,14 +59,30 @@ async def collect_async(
     *,
     tasks: Sequence[dict[str, Any]] | None = None,
     num_episodes: int | None = None,
+    samples_per_task: int = OPTION_DEFAULTS.samples_per_task,
+    n_parallel: int = OPTION_DEFAULTS.n_parallel,
+    gamma: float = OPTION_DEFAULTS.gamma,
+    memory: Any = OPTION_DEFAULTS.memory,
+    max_steps: int | None = OPTION_DEFAULTS.max_steps,
+    episode_timeout: float | None = OPTION_DEFAULTS.episode_timeout,
+    env_kwargs: Mapping[str, Any] | None = OPTION_DEFAULTS.env_kwargs,
+    progress: bool = OPTION_DEFAULTS.progress,
+    backend: str = OPTION_DEFAULTS.backend,
+    seed: int = OPTION_DEFAULTS.seed,
+    on_episode: Callable[[Any], Any] | None = OPTION_DEFAULTS.on_episode,
+    ray_address: str | None = OPTION_DEFAULTS.ray_address,
     options: RolloutOptions | None = None,
-    **changes: Any,
 ) -> list[StepTrajectory]:
     """Collect episodes concurrently; awaitable version of :func:`collect`.
 
     See :func:`collect` for the arguments and the returned list. Cancelling the
     call cancels the running episodes (their envs and Ray actors are released).
     """
+    changes = explicit_changes(
+        samples_per_task=samples_per_task, n_parallel=n_parallel, gamma=gamma, memory=memory, max_steps=max_steps,
+        episode_timeout=episode_timeout, env_kwargs=env_kwargs, progress=progress, backend=backend, seed=seed,
+        on_episode=on_episode, ray_address=ray_address,
+    )
     opts = RolloutOptions.build(options, where="collect_async", **changes)
     specs = plan_episodes(tasks, num_episodes, opts.samples_per_task, opts.seed)
     if specs:
@@ -90,8 +106,19 @@ def collect(
     *,
     tasks: Sequence[dict[str, Any]] | None = None,
     num_episodes: int | None = None,
+    samples_per_task: int = OPTION_DEFAULTS.samples_per_task,
+    n_parallel: int = OPTION_DEFAULTS.n_parallel,
+    gamma: float = OPTION_DEFAULTS.gamma,
+    memory: Any = OPTION_DEFAULTS.memory,
+    max_steps: int | None = OPTION_DEFAULTS.max_steps,
+    episode_timeout: float | None = OPTION_DEFAULTS.episode_timeout,
+    env_kwargs: Mapping[str, Any] | None = OPTION_DEFAULTS.env_kwargs,
+    progress: bool = OPTION_DEFAULTS.progress,
+    backend: str = OPTION_DEFAULTS.backend,
+    seed: int = OPTION_DEFAULTS.seed,
+    on_episode: Callable[[Any], Any] | None = OPTION_DEFAULTS.on_episode,
+    ray_address: str | None = OPTION_DEFAULTS.ray_address,
     options: RolloutOptions | None = None,
-    **changes: Any,
 ) -> list[StepTrajectory]:
     """Run many episodes concurrently and return every trajectory, in task order.
 
@@ -118,12 +145,24 @@ def collect(
             ``reset(options={"task": ...})``; None lets the env pick from the seed.
         num_episodes: Number of task groups; required without ``tasks``; with
             ``tasks`` it cycles through them.
-        options: A :class:`~agent_gym.rollout.options.RolloutOptions` (None: the defaults).
-        **changes: Any field of :class:`~agent_gym.rollout.options.RolloutOptions`,
-            overriding ``options``: ``samples_per_task`` (1), ``n_parallel`` (8),
-            ``gamma`` (1.0), ``memory``, ``max_steps``, ``episode_timeout``,
-            ``env_kwargs``, ``progress`` (True), ``backend`` (``"local"`` or
-            ``"ray"``), ``seed`` (0), ``on_episode``, ``ray_address``.
+        samples_per_task: Episodes per task; siblings share ``group_id`` and reset seed.
+        n_parallel: Maximum episodes in flight (also the number of envs and threads,
+            or of Ray actors).
+        gamma: Discount factor for ``Step.mc_return``.
+        memory: A ``MemoryConfig`` or a memory factory (see ``TrajectoryWrapper``);
+            None shows the policy the whole conversation.
+        max_steps: Turn limit passed to ``gym.make`` (env ids only).
+        episode_timeout: Seconds before an episode ends with ``TIMEOUT`` (None: no limit).
+        env_kwargs: Extra ``gym.make`` keyword arguments (env ids only).
+        progress: Show a progress bar with the running mean reward.
+        backend: ``"local"`` (threads and an event loop) or ``"ray"`` (Ray actors).
+        seed: Base seed; group ``g`` resets with ``seed + g``; episode ids derive from it.
+        on_episode: Called with each trajectory as soon as it finishes (may be a
+            coroutine function); its exceptions are logged, never fatal.
+        ray_address: Ray cluster address (``backend="ray"``); None uses ``RAY_ADDRESS``
+            or starts a local instance.
+        options: A :class:`~agent_gym.rollout.options.RolloutOptions` holding the
+            settings above (None: the defaults); each keyword passed overrides its field.
 
     Returns:
         ``len(tasks or range(num_episodes)) * samples_per_task`` trajectories;
@@ -131,11 +170,16 @@ def collect(
 
     Raises:
         TypeError: An argument of the wrong type, or an unknown keyword.
-        ValueError: An argument out of range (``ConfigError``).
+        agent_gym.errors.ConfigError: An argument out of range (a ``ValueError``).
 
     Example:
         >>> trajectories = collect("agent_gym/ToolUse-v0", policy, num_episodes=64, n_parallel=16)  # doctest: +SKIP
     """
+    changes = explicit_changes(
+        samples_per_task=samples_per_task, n_parallel=n_parallel, gamma=gamma, memory=memory, max_steps=max_steps,
+        episode_timeout=episode_timeout, env_kwargs=env_kwargs, progress=progress, backend=backend, seed=seed,
+        on_episode=on_episode, ray_address=ray_address,
+    )
     opts = RolloutOptions.build(options, where="collect", **changes)
     return run_sync(
         lambda: collect_async(env, policy, tasks=tasks, num_episodes=num_episodes, options=opts),

@@ -17,12 +17,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 from agent_gym.checks import check_bool, check_gamma, check_int, check_timeout
 from agent_gym.errors import ConfigError
 
-__all__ = ["BACKENDS", "RolloutOptions"]
+__all__ = ["BACKENDS", "OPTION_DEFAULTS", "OptionDefault", "RolloutOptions", "explicit_changes"]
 
 BACKENDS = ("local", "ray")
 """Values accepted for :attr:`RolloutOptions.backend`."""
@@ -116,3 +117,39 @@ class RolloutOptions:
 
 
 _FIELDS = frozenset(field.name for field in dataclasses.fields(RolloutOptions))
+_DEFAULTS: dict[str, Any] = {field.name: field.default for field in dataclasses.fields(RolloutOptions)}
+
+
+class OptionDefault:
+    """The default of a keyword that mirrors a :class:`RolloutOptions` field.
+
+    ``collect(..., n_parallel=8)`` must override ``options.n_parallel`` even though 8 is
+    the default, so a keyword that was not passed needs a value of its own. Its ``repr``
+    is the field's default, so ``help(collect)`` shows ``n_parallel: int = 8``.
+
+    Attributes:
+        name: The field.
+        value: The field's default.
+    """
+
+    __slots__ = ("name", "value")
+
+    def __init__(self, name: str) -> None:
+        if name not in _DEFAULTS:
+            raise ValueError(f"name: expected a RolloutOptions field, got {name!r}")
+        self.name = name
+        self.value = _DEFAULTS[name]
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+OPTION_DEFAULTS: Any = SimpleNamespace(**{name: OptionDefault(name) for name in _DEFAULTS})
+"""One :class:`OptionDefault` per field, as attributes (``OPTION_DEFAULTS.n_parallel``): the defaults of
+the keyword arguments of ``collect`` and ``collect_async`` (typed ``Any`` so that each can default a
+parameter typed like its field)."""
+
+
+def explicit_changes(**values: Any) -> dict[str, Any]:
+    """The keyword arguments that were passed: ``values`` without those still at their :func:`option_default`."""
+    return {name: value for name, value in values.items() if not isinstance(value, OptionDefault)}

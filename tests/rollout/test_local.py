@@ -18,7 +18,8 @@ from rollout_fakes import (
 )
 
 from agent_gym.errors import MissingExtraError
-from agent_gym.rollout import collect, collect_async, plan_episodes
+from agent_gym.rollout import collect, collect_async
+from agent_gym.rollout.planning import plan_episodes
 from agent_gym.types import EpisodeStatus, StepTrajectory
 
 
@@ -308,7 +309,7 @@ class LockedPolicy(ScriptedPolicy):
 def test_max_steps_above_the_registry_limit_is_honoured():
     import gymnasium as gym
 
-    from agent_gym.rollout import make_env_factory
+    from agent_gym.rollout.planning import make_env_factory
 
     env = make_env_factory("agent_gym/ToolUse-v0", max_steps=25)(0)
     assert env.spec.max_episode_steps == 25

@@ -6,7 +6,11 @@ import pytest
 from rollout_fakes import ScriptedPolicy, make_add_env, make_tasks
 
 from agent_gym.errors import ConfigError
-from agent_gym.rollout import LocalRunner, RolloutOptions, collect, plan_episodes, run_sync
+from agent_gym.rollout import RolloutOptions, collect, collect_async
+from agent_gym.rollout.local_runner import LocalRunner
+from agent_gym.rollout.options import OPTION_DEFAULTS, OptionDefault, explicit_changes
+from agent_gym.rollout.planning import plan_episodes
+from agent_gym.rollout.sync import run_sync
 from agent_gym.types import EpisodeStatus
 
 
@@ -71,3 +75,28 @@ def test_local_runner_takes_options_or_keywords():
     assert [t.status for t in result] == [EpisodeStatus.ENV_DONE] * 3
     with pytest.raises(TypeError, match="LocalRunner\\(\\) got an unexpected keyword argument 'progres'"):
         LocalRunner(make_add_env, ScriptedPolicy(), progres=False)
+
+
+@pytest.mark.parametrize("function", [collect, collect_async], ids=["collect", "collect_async"])
+def test_every_option_is_an_explicit_keyword_with_its_default(function):
+    import dataclasses
+    import inspect
+
+    parameters = inspect.signature(function).parameters
+    fields = {f.name: f.default for f in dataclasses.fields(RolloutOptions)}
+    keywords = {name: p for name, p in parameters.items() if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    assert not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    assert set(fields) | {"tasks", "num_episodes", "options"} == set(keywords)
+    for name, default in fields.items():
+        assert repr(keywords[name].default) == repr(default), name  # what help() shows
+    assert f"n_parallel: int = {fields['n_parallel']}" in str(inspect.signature(function, eval_str=True))
+
+
+def test_a_keyword_passed_at_its_default_value_still_overrides_options():
+    options = RolloutOptions(n_parallel=2, gamma=0.5, progress=False)
+    changes = explicit_changes(n_parallel=8, gamma=OPTION_DEFAULTS.gamma, progress=OPTION_DEFAULTS.progress)
+    assert changes == {"n_parallel": 8}
+    built = RolloutOptions.build(options, **changes)
+    assert (built.n_parallel, built.gamma, built.progress) == (8, 0.5, False)
+    with pytest.raises(ValueError, match="expected a RolloutOptions field"):
+        OptionDefault("n_paralel")
