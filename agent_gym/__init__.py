@@ -4,7 +4,18 @@ Importing the package registers every built environment id with Gymnasium
 (``agent_gym/ToolUse-v0``). The public names below are the stable API; each is
 imported on first use (PEP 562), so ``import agent_gym`` followed by
 ``gym.make("agent_gym/ToolUse-v0")`` loads neither torch, transformers, aiohttp
-nor pyarrow.
+nor pyarrow. The submodules a Gymnasium user reaches for are attributes too,
+loaded the same way: ``agent_gym.spaces``, ``agent_gym.wrappers``,
+``agent_gym.errors``, ``agent_gym.tools`` and ``agent_gym.utils`` (the env checker).
+
+Example:
+    >>> import gymnasium as gym
+    >>> import agent_gym
+    >>> env = gym.make("agent_gym/ToolUse-v0")
+    >>> isinstance(env.unwrapped, agent_gym.AgentEnv)
+    True
+    >>> agent_gym.PolicyOutput(text="<answer>4</answer>") in env.action_space
+    True
 """
 
 from __future__ import annotations
@@ -17,9 +28,12 @@ from agent_gym.envs import register_envs
 __version__ = "0.1.0"
 
 __all__ = [
+    "AgentEnv",
     "AgentGymError",
+    "AssistantMessageSpace",
     "BaseEngineWrapper",
     "ConfigError",
+    "ConversationSpace",
     "EpisodeStatus",
     "FinishReason",
     "GymEngineWrapper",
@@ -27,15 +41,18 @@ __all__ = [
     "MemorySimple",
     "MemorySummary",
     "Message",
+    "MessageSpace",
     "MissingExtraError",
     "Policy",
     "PolicyError",
     "PolicyOutput",
+    "RewardConfig",
     "SamplingParams",
     "Segment",
     "ServerError",
     "Step",
     "StepTrajectory",
+    "TextSpace",
     "Trajectory",
     "TrajectoryError",
     "TrajectoryWrapper",
@@ -45,9 +62,15 @@ __all__ = [
     "collect",
     "collect_async",
     "compute_mc_return",
+    "errors",
+    "spaces",
+    "tools",
+    "utils",
+    "wrappers",
 ]
 
 _LAZY: dict[str, str] = {
+    "AgentEnv": "agent_gym.core",
     "BaseEngineWrapper": "agent_gym.engine",
     "GymEngineWrapper": "agent_gym.engine",
     "AgentGymError": "agent_gym.errors",
@@ -74,12 +97,23 @@ _LAZY: dict[str, str] = {
     "StepTrajectory": "agent_gym.types",
     "Trajectory": "agent_gym.types",
     "compute_mc_return": "agent_gym.types",
+    "RewardConfig": "agent_gym.rewards",
+    "AssistantMessageSpace": "agent_gym.spaces",
+    "ConversationSpace": "agent_gym.spaces",
+    "MessageSpace": "agent_gym.spaces",
+    "TextSpace": "agent_gym.spaces",
     "TrajectoryWrapper": "agent_gym.wrappers",
 }
 """Public name -> module that defines it, imported on first attribute access."""
 
+_SUBMODULES: frozenset[str] = frozenset({"errors", "spaces", "tools", "utils", "wrappers"})
+"""Submodules reachable as attributes of the package, imported on first attribute access."""
+
 
 def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        # import_module also binds the submodule as an attribute of the package.
+        return importlib.import_module(f"{__name__}.{name}")
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'agent_gym' has no attribute {name!r}")
@@ -93,6 +127,8 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from agent_gym import errors, spaces, tools, utils, wrappers
+    from agent_gym.core import AgentEnv
     from agent_gym.engine import BaseEngineWrapper, GymEngineWrapper
     from agent_gym.errors import (
         AgentGymError,
@@ -104,7 +140,9 @@ if TYPE_CHECKING:
     )
     from agent_gym.memory import MemoryConfig, MemorySimple, MemorySummary
     from agent_gym.policy import Policy, SamplingParams, TransformersPolicy, VLLMPolicy
+    from agent_gym.rewards import RewardConfig
     from agent_gym.rollout import collect, collect_async
+    from agent_gym.spaces import AssistantMessageSpace, ConversationSpace, MessageSpace, TextSpace
     from agent_gym.types import (
         EpisodeStatus,
         FinishReason,

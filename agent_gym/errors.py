@@ -14,6 +14,7 @@ __all__ = [
     "AgentGymError",
     "ArgumentError",
     "ConfigError",
+    "EnvCheckError",
     "MissingExtraError",
     "PolicyError",
     "ServerError",
@@ -77,3 +78,19 @@ class MissingExtraError(AgentGymError, ImportError):
         )
         self.module = module
         self.extra = extra
+
+
+class EnvCheckError(AgentGymError, AssertionError):
+    """An environment failed :func:`~agent_gym.utils.env_checker.check_agent_env`.
+
+    The message lists every failed check with what to change; ``report`` holds the
+    whole :class:`~agent_gym.utils.env_checker.EnvCheckReport`. Also an
+    ``AssertionError``, as the failures of Gymnasium's ``check_env`` are.
+
+    Attributes:
+        report: The checker's report (every check, passed or not).
+    """
+
+    def __init__(self, message: str, *, report: object = None) -> None:
+        super().__init__(message)
+        self.report = report

@@ -148,7 +148,9 @@ def test_public_names_load_on_first_use():
     assert set(agent_gym.__all__) <= set(dir(agent_gym))
     for name in agent_gym.__all__:
         value = getattr(agent_gym, name)
-        if name != "__version__":
+        if name in agent_gym._SUBMODULES:
+            assert value is importlib.import_module(f"agent_gym.{name}")
+        elif name != "__version__":
             module = importlib.import_module(agent_gym._LAZY[name])
             assert value is getattr(module, name)
     with pytest.raises(AttributeError, match="no attribute 'NoSuchName'"):
