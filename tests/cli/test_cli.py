@@ -8,6 +8,7 @@ import pytest
 
 from agent_gym.cli import main
 from agent_gym.cli.play import read_message
+from agent_gym.envs.tool_use import ToolUseEnv
 
 
 def run_cli(argv, monkeypatch, capsys, stdin=""):
@@ -24,14 +25,46 @@ def test_list(monkeypatch, capsys):
     assert "tool" in line.lower()
 
 
-def test_check_passes_for_every_id(monkeypatch, capsys):
-    code, out, _ = run_cli(["check"], monkeypatch, capsys)
-    assert code == 0 and "ok    agent_gym/ToolUse-v0" in out
+def test_check_runs_the_env_checker(monkeypatch, capsys):
+    code, out, _ = run_cli(["check", "agent_gym/ToolUse-v0", "--episodes", "2", "--seeds", "0", "--skip", "pickle"],
+                           monkeypatch, capsys)
+    assert code == 0, out
+    assert out.splitlines()[0] == "ok    agent_gym/ToolUse-v0"
+    assert "ok    oracle" in out and "1 seeded tasks solved" in out and "skip  pickle" in out
+    assert out.splitlines()[-1] == "1/1 envs passed"
 
 
 def test_check_fails_for_unknown_id(monkeypatch, capsys):
     code, out, _ = run_cli(["check", "agent_gym/Nope-v0"], monkeypatch, capsys)
-    assert code == 1 and "FAIL  agent_gym/Nope-v0" in out
+    assert code == 1 and "FAIL  agent_gym/Nope-v0" in out and "registered agent_gym ids: agent_gym/" in out
+
+
+class _AnyAnswerEnv(ToolUseEnv):
+    __doc__ = ToolUseEnv.__doc__
+
+    def score_answer(self, task, answer):
+        return 1.0
+
+
+def test_check_reports_a_failing_env_and_exits_non_zero(monkeypatch, capsys):
+    import gymnasium as gym
+
+    env_id = "agent_gym_cli_test/AnyAnswer-v0"
+    gym.register(id=env_id, entry_point=_AnyAnswerEnv, max_episode_steps=10)
+    try:
+        code, out, _ = run_cli(["check", env_id, "agent_gym/ToolUse-v0", "--episodes", "1", "--seeds", "0"],
+                               monkeypatch, capsys)
+    finally:
+        gym.registry.pop(env_id)
+    assert code == 1
+    assert f"FAIL  {env_id}" in out and "ok    agent_gym/ToolUse-v0" in out
+    assert "FAIL  random_actions" in out and "the outcome reward must need a correct answer" in out
+    assert out.splitlines()[-1] == f"1/2 envs passed; failed: {env_id}"
+
+
+def test_check_refuses_an_unknown_check_name(monkeypatch, capsys):
+    with pytest.raises(SystemExit):
+        run_cli(["check", "--skip", "orcale"], monkeypatch, capsys)
 
 
 def test_play_oracle(monkeypatch, capsys):
