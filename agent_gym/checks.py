@@ -13,12 +13,30 @@ Example:
 
 from __future__ import annotations
 
+import enum
 import math
-from typing import Any
+import re
+from collections.abc import Collection, Sized
+from typing import Any, TypeVar
 
 from agent_gym.errors import ConfigError
 
-__all__ = ["check_bool", "check_float", "check_gamma", "check_int", "check_timeout"]
+__all__ = [
+    "check_bool",
+    "check_callable",
+    "check_choice",
+    "check_enum",
+    "check_float",
+    "check_gamma",
+    "check_int",
+    "check_non_empty",
+    "check_pattern",
+    "check_timeout",
+]
+
+E = TypeVar("E", bound=enum.Enum)
+T = TypeVar("T")
+S = TypeVar("S", bound=Sized)
 
 
 def check_int(name: str, value: Any, *, low: int | None = None, high: int | None = None) -> int:
@@ -48,8 +66,9 @@ def check_float(
     low: float | None = None,
     high: float | None = None,
     low_open: bool = False,
+    high_open: bool = False,
 ) -> float:
-    """Return ``value`` as a finite float in ``[low, high]`` (``(low, high]`` with ``low_open``).
+    """Return ``value`` as a finite float in ``[low, high]`` (``(low, high)`` with ``low_open``, ``high_open``).
 
     Args:
         name: Argument name used in the message.
@@ -57,6 +76,7 @@ def check_float(
         low: Smallest allowed value (None: unbounded).
         high: Largest allowed value (None: unbounded).
         low_open: Exclude ``low`` itself.
+        high_open: Exclude ``high`` itself.
 
     Raises:
         TypeError: If ``value`` is not a number.
@@ -66,8 +86,9 @@ def check_float(
         raise TypeError(f"{name}: expected a number, got {type(value).__name__} {value!r:.40}")
     number = float(value)
     too_low = low is not None and (number <= low if low_open else number < low)
-    if not math.isfinite(number) or too_low or (high is not None and number > high):
-        bounds = _range_text(low, high, low_open=low_open)
+    too_high = high is not None and (number >= high if high_open else number > high)
+    if not math.isfinite(number) or too_low or too_high:
+        bounds = _range_text(low, high, low_open=low_open, high_open=high_open)
         raise ConfigError(f"{name}: expected a finite number {bounds}, got {value!r}")
     return number
 
@@ -102,11 +123,82 @@ def check_bool(name: str, value: Any) -> bool:
     return value
 
 
-def _range_text(low: float | None, high: float | None, *, low_open: bool = False) -> str:
+def check_choice(name: str, value: T, choices: Collection[T]) -> T:
+    """Return ``value`` if it is one of ``choices``.
+
+    Raises:
+        ConfigError: Otherwise, listing the choices.
+    """
+    try:
+        found = value in choices
+    except TypeError:  # unhashable value against a set
+        found = False
+    if not found:
+        raise ConfigError(f"{name}: expected one of {list(choices)}, got {value!r:.60}")
+    return value
+
+
+def check_enum(name: str, value: Any, enum_class: type[E]) -> E:
+    """Return the member of ``enum_class`` that ``value`` is or names by value.
+
+    Raises:
+        ConfigError: If ``value`` is neither a member nor a member's value.
+    """
+    if isinstance(value, enum_class):
+        return value
+    try:
+        return enum_class(value)
+    except ValueError:
+        raise ConfigError(f"{name}: expected one of {[m.value for m in enum_class]}, got {value!r:.60}") from None
+
+
+def check_callable(name: str, value: T) -> T:
+    """Return ``value`` if it is callable.
+
+    Raises:
+        TypeError: Otherwise.
+    """
+    if not callable(value):
+        raise TypeError(f"{name}: expected a callable, got {type(value).__name__}")
+    return value
+
+
+def check_pattern(name: str, value: Any, pattern: re.Pattern[str], expected: str) -> str:
+    """Return ``value`` if it is a str matching ``pattern`` as a whole.
+
+    Args:
+        name: Argument name used in the message.
+        value: The value to check.
+        pattern: The compiled pattern the whole string must match.
+        expected: What a valid value is, for the message (e.g. ``"a tag name such as 'think'"``).
+
+    Raises:
+        TypeError: If ``value`` is not a str.
+        ConfigError: If it does not match.
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"{name}: expected {expected}, got {type(value).__name__} {value!r:.40}")
+    if not pattern.fullmatch(value):
+        raise ConfigError(f"{name}: expected {expected}, got {value!r:.60}")
+    return value
+
+
+def check_non_empty(name: str, value: S) -> S:
+    """Return ``value`` if it holds at least one item.
+
+    Raises:
+        ConfigError: If it is empty.
+    """
+    if len(value) == 0:
+        raise ConfigError(f"{name}: expected at least one item, got none")
+    return value
+
+
+def _range_text(low: float | None, high: float | None, *, low_open: bool = False, high_open: bool = False) -> str:
     if low is not None and high is not None:
-        return f"in {'(' if low_open else '['}{low}, {high}]"
+        return f"in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
     if low is not None:
         return f"{'>' if low_open else '>='} {low}"
     if high is not None:
-        return f"<= {high}"
+        return f"{'<' if high_open else '<='} {high}"
     return ""

@@ -26,7 +26,7 @@ import gymnasium as gym
 import orjson
 
 from agent_gym.checks import check_bool, check_int, check_timeout
-from agent_gym.grading import normalize_text
+from agent_gym.envs.grading import normalize_text
 from agent_gym.rewards import RewardConfig
 from agent_gym.spaces import AssistantMessageSpace, ConversationSpace
 from agent_gym.tasks import checked_task_list, copy_task, format_tool_call, validate_task
@@ -37,8 +37,11 @@ from agent_gym.tools import (
     ParsedResponse,
     Tool,
     ToolCallParser,
+    ToolErrorKind,
     as_tool,
     describe_tools,
+    skipped_call_result,
+    unknown_tool_result,
 )
 from agent_gym.types import EpisodeStatus, FinishReason, Message, PolicyOutput
 
@@ -401,8 +404,9 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
 
         Returns:
             ``(obs, reward, terminated, truncated, info)``; ``info`` has ``toolcall_reward``,
-            ``res_reward``, ``tool_calls``, ``error`` (malformed action only) and
-            ``status`` (episode end only).
+            ``res_reward``, ``tool_calls`` (each failed call with its ``kind``), ``error`` and
+            ``error_kinds`` (the :class:`~agent_gym.errors.ToolErrorKind` value of each joined
+            error; a step with error observations only) and ``status`` (episode end only).
 
         Raises:
             TypeError: If ``action`` is neither a ``str`` nor a ``PolicyOutput``.
@@ -516,46 +520,47 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
     def _act(self, parsed: ParsedResponse, info: dict[str, Any]) -> None:
         """Run the tool calls of a message without an answer; fill rewards and errors."""
         errors: list[str] = []
+        kinds: list[str] = []  # the ToolErrorKind of each error, as info["error_kinds"]
         useful = False
         for error in parsed.errors:
             errors.append(error)
+            kinds.append(ToolErrorKind.MALFORMED_CALL.value)
             self._messages.append({"role": "tool", "content": f"Error: {error}"})
         if parsed.errors:
             info["parse_errors"] = list(parsed.errors)
         for index, call in enumerate(parsed.tool_calls):
             record: dict[str, Any] = {"name": call.name, "arguments": call.arguments}
-            kind: str | None
             if index >= self.max_tool_calls_per_step:
-                error = (f"tool call {call.name!r} skipped: at most {self.max_tool_calls_per_step} "
-                         f"calls are run per message")
-                content, kind = f"Error: {error}", "too_many_calls"
+                result = skipped_call_result(call.name, self.max_tool_calls_per_step)
             else:
                 tool = self._episode_tools.get(call.name)
                 if tool is None:
-                    known = ", ".join(self._episode_tools) or "none"
-                    error = f"unknown tool {call.name!r}; available tools: {known}"
-                    content, kind = f"Error: {error}", "unknown_tool"
+                    result = unknown_tool_result(call.name, self._episode_tools)
                 else:
                     result = tool.run(call.arguments)
-                    error, content = result.error, result.content
-                    kind = getattr(result, "kind", None) or (None if error is None else "tool_error")
-                    if error is None:
+                    if result.error is None:
                         useful = self.is_useful_call(call.name, call.arguments) or useful
+            error, content = result.error, result.content
+            kind: str | None = None
+            if error is not None:
+                kind = ToolErrorKind(getattr(result, "kind", None) or "tool_error").value
+                errors.append(error)
+                kinds.append(kind)
             record["ok"] = error is None
             record["error"] = error
             record["kind"] = kind
             record["output"] = content
             info["tool_calls"].append(record)
-            if error is not None:
-                errors.append(error)
             self._messages.append({"role": "tool", "content": content})
         reward = self.rewards.tool_error * len(errors)
         if useful:
             reward += self.rewards.tool_success
         if not parsed.tool_calls and not parsed.errors:
             errors.append("the message has no <tool_call> and no <answer>")
+            kinds.append(ToolErrorKind.NO_ACTION.value)
             self._messages.append({"role": "user", "content": _NUDGE})
             reward += self.rewards.no_action
         if errors:
             info["error"] = "; ".join(errors)
+            info["error_kinds"] = kinds
         info["toolcall_reward"] = reward

@@ -1,25 +1,16 @@
 """Error observations of a step, by kind.
 
-The env records every executed tool call in ``info["tool_calls"]`` (``name``,
-``ok``, ``error``, ``output``) and joins every error of the message into
-``info["error"]``: first the parse errors of malformed ``<tool_call>`` blocks
-(which have no call record), then the errors of the calls, then the nudge for a
-message with neither a call nor an answer. A call record with a ``kind`` field is
-taken as it is (``AgentEnv`` records one, and lists parse errors in
-``info["parse_errors"]``); otherwise, for files written before those fields existed,
-the kind is read from the message, whose prefixes are those of the tool layer:
+The env joins every error observation of a message into ``info["error"]`` and
+records the :class:`~agent_gym.errors.ToolErrorKind` of each one, in the same
+order, in ``info["error_kinds"]``; each executed call's record in
+``info["tool_calls"]`` carries its own ``kind``. :func:`step_errors` reads those
+recorded kinds and never the wording of the messages.
 
-=================  ===============================================================
-kind               message
-=================  ===============================================================
-``malformed_call``  ``tool call N: ...`` / ``found </tool_call> ...`` (parse errors)
-``unknown_tool``    ``unknown tool 'x'; available tools: ...``
-``bad_arguments``   ``invalid arguments: ...``
-``timeout``         ``tool 'x' did not finish within its N s time limit``
-``too_many_calls``  ``tool call 'x' skipped: at most N calls are run per message``
-``tool_error``      any other failed call (the tool raised, output over the limit, ...)
-``no_action``       ``the message has no <tool_call> and no <answer>``
-=================  ===============================================================
+Steps recorded without ``error_kinds`` (the gateway's, and files written before
+the field existed) are read from what they do record: the call records' ``kind``
+and the count of ``info["parse_errors"]``. Only for files older than both fields
+is the kind read from the message (:func:`classify_call_error`), using the
+prefixes the tool layer wrote then.
 """
 
 from __future__ import annotations
@@ -28,47 +19,51 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from agent_gym.errors import ERROR_KINDS, ToolErrorKind
+
 __all__ = ["ERROR_KINDS", "classify_call_error", "step_errors"]
 
-ERROR_KINDS: tuple[str, ...] = (
-    "malformed_call",
-    "unknown_tool",
-    "bad_arguments",
-    "tool_error",
-    "timeout",
-    "output_limit",
-    "too_many_calls",
-    "no_action",
-)
-"""Kinds of error observations, in display order."""
+_NO_RECORD = frozenset((ToolErrorKind.MALFORMED_CALL.value, ToolErrorKind.NO_ACTION.value))
+"""Kinds of errors that belong to the message, not to one call's record."""
 
-_NO_ACTION = "the message has no <tool_call> and no <answer>"
-# Starts of the parser's messages (agent_gym.tools.parsing); each one error of a malformed block.
-_PARSE_ERROR = re.compile(
+# Wording of the tool layer in files written before kinds were recorded.
+_LEGACY_NO_ACTION = "the message has no <tool_call> and no <answer>"
+_LEGACY_PARSE_ERROR = re.compile(
     r"(?:^|; )(?:tool call \d+(?: \([^)]*\))?: |found </[\w.-]+> without an opening|"
     r"could not parse the message|expected the message as str)"
 )
 
 
 def classify_call_error(message: str) -> str:
-    """Kind of the error of one executed tool call, read from its message.
+    """Kind of a failed call's error in a file written before kinds were recorded, read from its message.
 
     Args:
         message: ``record["error"]`` of a call in ``info["tool_calls"]``.
 
     Returns:
-        One of :data:`ERROR_KINDS` (``tool_error`` when nothing more specific matches).
+        A :data:`ERROR_KINDS` value (``tool_error`` when nothing more specific matches).
     """
     text = message.strip()
     if text.startswith("unknown tool"):
-        return "unknown_tool"
+        return ToolErrorKind.UNKNOWN_TOOL.value
     if text.startswith("invalid arguments"):
-        return "bad_arguments"
+        return ToolErrorKind.BAD_ARGUMENTS.value
     if " did not finish within " in text or text.startswith("timeout"):
-        return "timeout"
+        return ToolErrorKind.TIMEOUT.value
     if text.startswith("tool call ") and " skipped: at most " in text:
-        return "too_many_calls"
-    return "tool_error"
+        return ToolErrorKind.TOO_MANY_CALLS.value
+    return ToolErrorKind.TOOL_ERROR.value
+
+
+def _failed_calls(info: Mapping[str, Any]) -> list[dict[str, Any]]:
+    calls = info.get("tool_calls")
+    return [c for c in (calls if isinstance(calls, list) else ())
+            if isinstance(c, dict) and (c.get("ok") is False or c.get("error"))]
+
+
+def _name(call: Mapping[str, Any] | None) -> str | None:
+    name = call.get("name") if call is not None else None
+    return name if isinstance(name, str) else None
 
 
 def step_errors(info: Mapping[str, Any]) -> list[tuple[str, str | None]]:
@@ -78,40 +73,42 @@ def step_errors(info: Mapping[str, Any]) -> list[tuple[str, str | None]]:
         info: A step's ``info`` dict as the env and ``TrajectoryWrapper`` record it.
 
     Returns:
-        One pair per error observation the model received at this step.
+        One pair per error observation the model received at this step, in the
+        order of ``info["error"]``.
     """
-    out: list[tuple[str, str | None]] = []
-    call_errors: list[str] = []
-    calls = info.get("tool_calls")
-    for call in calls if isinstance(calls, list) else ():
-        if not isinstance(call, dict):
-            continue
-        error = call.get("error")
-        if call.get("ok") is not False and not error:
-            continue
-        kind = call.get("kind")
-        if kind not in ERROR_KINDS:
-            kind = classify_call_error(str(error or ""))
-        name = call.get("name")
-        out.append((kind, name if isinstance(name, str) else None))
-        if isinstance(error, str):
-            call_errors.append(error)
-    recorded = info.get("parse_errors")
-    if isinstance(recorded, list):
-        # Envs that record their parse errors (AgentEnv does) need no message matching.
-        out[:0] = [("malformed_call", None)] * len(recorded)
+    failed = _failed_calls(info)
+    kinds = info.get("error_kinds")
+    if isinstance(kinds, list):
+        calls = iter(failed)
+        out: list[tuple[str, str | None]] = []
+        for kind in kinds:
+            if isinstance(kind, str):
+                out.append((kind, None if kind in _NO_RECORD else _name(next(calls, None))))
         return out
+    return _unrecorded_step_errors(info, failed)
+
+
+def _unrecorded_step_errors(info: Mapping[str, Any], failed: list[dict[str, Any]]) -> list[tuple[str, str | None]]:
+    """Steps without ``error_kinds``: call records' kinds, then parse errors (counted, else read from wording)."""
+    out: list[tuple[str, str | None]] = []
+    for call in failed:
+        kind = call.get("kind")
+        if not isinstance(kind, str):
+            kind = classify_call_error(str(call.get("error") or ""))
+        out.append((kind, _name(call)))
+    parse_errors = info.get("parse_errors")
+    if isinstance(parse_errors, list):
+        return [(ToolErrorKind.MALFORMED_CALL.value, None)] * len(parse_errors) + out
     joined = info.get("error")
     if not isinstance(joined, str) or not joined or "tool_calls" not in info:
         # Without a tool_calls record the error is the episode's (policy failure, timeout), not an observation.
         return out
+    if not failed and joined == _LEGACY_NO_ACTION:
+        return [(ToolErrorKind.NO_ACTION.value, None)]
+    call_errors = [c["error"] for c in failed if isinstance(c.get("error"), str)]
     parse_part = joined
     if call_errors:
-        tail = "; ".join(call_errors)
-        cut = joined.find(tail)
+        cut = joined.find("; ".join(call_errors))
         parse_part = joined[:cut] if cut >= 0 else ""
-    elif joined == _NO_ACTION:
-        return [("no_action", None)]
-    parse_errors = len(_PARSE_ERROR.findall(parse_part))
-    out[:0] = [("malformed_call", None)] * parse_errors
-    return out
+    malformed = len(_LEGACY_PARSE_ERROR.findall(parse_part))
+    return [(ToolErrorKind.MALFORMED_CALL.value, None)] * malformed + out

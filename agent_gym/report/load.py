@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from agent_gym.errors import ReportInputError
 from agent_gym.report.errors import step_errors
 
 __all__ = [
@@ -44,10 +45,6 @@ FORMAT_VERSION = 1
 _REQUIRED = ("trajectory_reward", "metrics", "status")
 _KIND_KEY = "_kind"
 _VERSION_KEYS = ("format_version", "_format_version")
-
-
-class ReportInputError(ValueError):
-    """An input file cannot be reported on; the message names the file."""
 
 
 @dataclass

@@ -13,20 +13,9 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from agent_gym.checks import check_float, check_int
-from agent_gym.errors import AgentGymError
+from agent_gym.errors import SandboxError, SandboxUnavailableError
 
 __all__ = ["Result", "Sandbox", "SandboxError", "SandboxLimits", "SandboxUnavailableError"]
-
-
-class SandboxError(AgentGymError):
-    """The sandbox cannot serve a request (it was closed, or its processes are gone)."""
-
-
-class SandboxUnavailableError(SandboxError, RuntimeError):
-    """The isolation tool a backend needs is missing or does not work on this machine.
-
-    The message says what to install. No backend ever falls back to an unconfined shell.
-    """
 
 
 @dataclass(frozen=True)

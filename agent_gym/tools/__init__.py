@@ -4,19 +4,24 @@
   (signature + Google-style docstring).
 * :mod:`agent_gym.tools.arguments`: validation and coercion of decoded JSON arguments
   (pydantic; a value that already satisfies the declared type is passed unchanged).
-* :mod:`agent_gym.tools.base`: the :class:`Tool` protocol, :class:`ToolResult`,
-  :class:`FunctionTool`, :func:`as_tool`, :func:`non_blocking`, :func:`tools_from_object`.
+* :mod:`agent_gym.tools.annotations`: thread-safe type-hint resolution, and the rewrite of
+  ``typing.TypedDict`` pydantic needs before Python 3.12.
+* :mod:`agent_gym.tools.base`: the :class:`Tool` protocol, :class:`ToolResult` (with its
+  :class:`ToolErrorKind` when the call failed), :class:`FunctionTool`, :func:`as_tool`,
+  :func:`non_blocking`, :func:`tools_from_object`, and the results of calls the env does not
+  run (:func:`unknown_tool_result`, :func:`skipped_call_result`).
 * :mod:`agent_gym.tools.execution`: inline calls and time-limited calls on worker threads.
 * :mod:`agent_gym.tools.describe`: :func:`describe_tools`, tools as plain text for prompts.
 * :mod:`agent_gym.tools.parsing`: :class:`ToolCallParser`, :class:`HermesToolCallParser`,
-  :class:`ParsedResponse` (assistant message -> thought, tool calls, answer).
+  :class:`ParsedResponse` (assistant message -> thought, tool calls, answer), and
+  :func:`format_tool_call` (a call -> its ``<tool_call>`` block).
 
 Import the names from ``agent_gym.tools`` itself.
 """
 
 from __future__ import annotations
 
-from agent_gym.errors import ArgumentError
+from agent_gym.errors import ArgumentError, ToolErrorKind
 from agent_gym.tools.arguments import ArgumentValidator, validate_arguments
 from agent_gym.tools.base import (
     DEFAULT_MAX_OUTPUT_CHARS,
@@ -27,10 +32,19 @@ from agent_gym.tools.base import (
     ToolResult,
     as_tool,
     non_blocking,
+    skipped_call_result,
     tools_from_object,
+    unknown_tool_result,
 )
 from agent_gym.tools.describe import describe_tools
-from agent_gym.tools.parsing import HermesToolCallParser, ParsedResponse, ToolCall, ToolCallParser, parse_response
+from agent_gym.tools.parsing import (
+    HermesToolCallParser,
+    ParsedResponse,
+    ToolCall,
+    ToolCallParser,
+    format_tool_call,
+    parse_response,
+)
 from agent_gym.tools.schema import function_schema, parse_google_docstring, shared_function_schema
 
 __all__ = [
@@ -45,14 +59,18 @@ __all__ = [
     "Tool",
     "ToolCall",
     "ToolCallParser",
+    "ToolErrorKind",
     "ToolResult",
     "as_tool",
     "describe_tools",
+    "format_tool_call",
     "function_schema",
     "non_blocking",
     "parse_google_docstring",
     "parse_response",
     "shared_function_schema",
+    "skipped_call_result",
     "tools_from_object",
+    "unknown_tool_result",
     "validate_arguments",
 ]

@@ -39,6 +39,7 @@ from pydantic_core import PydanticCustomError, SchemaValidator, ValidationError
 from pydantic_core import core_schema as cs
 
 from agent_gym.errors import ArgumentError
+from agent_gym.tools.annotations import pydantic_ready, resolve_type_hints
 
 __all__ = ["ArgumentError", "ArgumentValidator", "describe_value", "validate_arguments"]
 
@@ -350,11 +351,6 @@ def _accept(value: Any) -> Any:
     return value
 
 
-def _is_typing_typeddict(annotation: Any) -> bool:
-    return (isinstance(annotation, type) and type(annotation).__module__ == "typing"
-            and type(annotation).__name__ == "_TypedDictMeta")
-
-
 def parameter_validator(annotation: Any, where: str) -> Callable[[Any], Any]:
     """Build the validator of one parameter: a callable that returns the value to pass or raises.
 
@@ -368,11 +364,8 @@ def parameter_validator(annotation: Any, where: str) -> Callable[[Any], Any]:
         return _accept
     if annotation in _SCALARS:
         return _SCALARS[annotation]
-    if _is_typing_typeddict(annotation):
-        raise TypeError(f"{where}: expected typing_extensions.TypedDict (pydantic cannot validate "
-                        f"typing.TypedDict before Python 3.12), got {annotation!r}")
     try:
-        core = TypeAdapter(annotation).core_schema
+        core = TypeAdapter(pydantic_ready(annotation)).core_schema
     except Exception as exc:
         raise TypeError(f"{where}: expected an annotation pydantic can validate, got {annotation!r}: {exc}") from exc
     definitions: list[Any] = []
@@ -408,9 +401,7 @@ class ArgumentValidator:
     def __init__(self, func: Callable[..., Any], tool: str, hints: Mapping[str, Any] | None = None) -> None:
         signature = inspect.signature(func)
         if hints is None:
-            from agent_gym.tools.schema import _type_hints
-
-            hints = _type_hints(func)
+            hints = resolve_type_hints(func)
         self.tool = tool
         self.validators: dict[str, Callable[[Any], Any]] = {}
         self.required: frozenset[str] = frozenset()

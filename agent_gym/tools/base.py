@@ -41,10 +41,20 @@ from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 import orjson
 
-from agent_gym.errors import ArgumentError
+from agent_gym.checks import (
+    check_bool,
+    check_callable,
+    check_choice,
+    check_enum,
+    check_int,
+    check_pattern,
+    check_timeout,
+)
+from agent_gym.errors import ERROR_KINDS, ArgumentError, ConfigError, ToolErrorKind
+from agent_gym.tools.annotations import resolve_type_hints
 from agent_gym.tools.arguments import ArgumentValidator
 from agent_gym.tools.execution import call_with_time_limit, to_text
-from agent_gym.tools.schema import PerCallableCache, _type_hints, function_schema
+from agent_gym.tools.schema import PerCallableCache, function_schema
 
 __all__ = [
     "DEFAULT_MAX_OUTPUT_CHARS",
@@ -52,18 +62,14 @@ __all__ = [
     "ERROR_KINDS",
     "FunctionTool",
     "Tool",
+    "ToolErrorKind",
     "ToolResult",
     "as_tool",
     "non_blocking",
+    "skipped_call_result",
     "tools_from_object",
+    "unknown_tool_result",
 ]
-
-ERROR_KINDS: tuple[str, ...] = (
-    "malformed_call", "unknown_tool", "bad_arguments", "tool_error", "timeout", "output_limit", "too_many_calls",
-)
-"""Kinds of failed tool calls recorded by the envs (``info["tool_calls"][i]["kind"]``): a call that could
-not be parsed, an unknown tool name, arguments that failed validation, an exception inside the tool, a
-time limit, an output over its size limit, and a call over the per-message limit."""
 
 DEFAULT_TIME_LIMIT: float = 10.0
 """Seconds a :class:`FunctionTool` may run before its call gives an error."""
@@ -84,18 +90,60 @@ class ToolResult:
         content: What goes back to the model in the tool message (for an error,
             a message saying what was wrong).
         error: None on success, else a one-line description of the failure.
-        kind: None on success, else the kind of failure, one of :data:`ERROR_KINDS`
-            (``"bad_arguments"``, ``"tool_error"``, ``"timeout"``, ``"output_limit"``).
+        kind: None on success, else the kind of failure, a :class:`ToolErrorKind`
+            (a failed result built without one is a ``TOOL_ERROR``; a string is
+            converted, so ``"timeout"`` works too).
+
+    Raises:
+        ConfigError: If ``kind`` is not a kind of :class:`ToolErrorKind`, or is given
+            for a result without an error.
     """
 
     content: str
     error: str | None = None
-    kind: str | None = None
+    kind: ToolErrorKind | None = None
+
+    def __post_init__(self) -> None:
+        if self.error is None:
+            if self.kind is not None:
+                raise ConfigError(f"kind: expected None for a result without an error, got {self.kind!r}")
+        elif self.kind is None:
+            self.kind = ToolErrorKind.TOOL_ERROR
+        elif type(self.kind) is not ToolErrorKind:
+            self.kind = check_enum("kind", self.kind, ToolErrorKind)
 
     @property
     def ok(self) -> bool:
         """True if the call succeeded."""
         return self.error is None
+
+    @classmethod
+    def failure(cls, kind: ToolErrorKind, message: str) -> ToolResult:
+        """A failed result whose observation is ``"Error: <message>"``."""
+        return cls(f"Error: {message}", message, kind)
+
+
+def unknown_tool_result(name: str, available: Iterable[str]) -> ToolResult:
+    """The result of a call to a tool the episode does not offer (an ``UNKNOWN_TOOL`` error).
+
+    Args:
+        name: The name the model called.
+        available: The names of the tools it may call, in the order to list them.
+    """
+    known = ", ".join(available) or "none"
+    return ToolResult.failure(ToolErrorKind.UNKNOWN_TOOL, f"unknown tool {name!r}; available tools: {known}")
+
+
+def skipped_call_result(name: str, limit: int, *, per: str = "message") -> ToolResult:
+    """The result of a call past a call limit, not run (a ``TOO_MANY_CALLS`` error).
+
+    Args:
+        name: The name the model called.
+        limit: Calls run per ``per``.
+        per: What the limit counts calls in (``"message"``, ``"user turn"``, ...).
+    """
+    return ToolResult.failure(ToolErrorKind.TOO_MANY_CALLS,
+                              f"tool call {name!r} skipped: at most {limit} calls are run per {per}")
 
 
 @runtime_checkable
@@ -138,7 +186,7 @@ def non_blocking(func: F) -> F:
 
 def _build_spec(func: Callable[..., Any], name: str, description: str | None) -> tuple[bytes, dict, ArgumentValidator]:
     schema, _, _ = function_schema(func, name, description)
-    validator = ArgumentValidator(func, name, _type_hints(func))
+    validator = ArgumentValidator(func, name, resolve_type_hints(func))
     return orjson.dumps(schema), schema, validator
 
 
@@ -164,8 +212,9 @@ class FunctionTool:
             reads the :func:`non_blocking` mark of ``func`` and defaults to True.
 
     Raises:
-        TypeError: If ``func`` is not callable or a parameter/annotation is unsupported.
-        ValueError: If a limit, the name or ``on_overflow`` is invalid.
+        TypeError: If ``func`` is not callable, an argument has the wrong type, or a
+            parameter/annotation is unsupported.
+        ConfigError: If a limit, the name or ``on_overflow`` is invalid (a ``ValueError``).
     """
 
     def __init__(
@@ -179,25 +228,18 @@ class FunctionTool:
         on_overflow: Literal["truncate", "error"] = "truncate",
         blocking: bool | None = None,
     ) -> None:
-        if not callable(func):
-            raise TypeError(f"func: expected a callable, got {type(func).__name__}")
-        name = name if name is not None else getattr(func, "__name__", None)
-        if not isinstance(name, str) or not _NAME.fullmatch(name):
-            raise ValueError(f"name: expected a tool name of letters, digits, '_', '-' or '.', got {name!r}")
-        if time_limit is not None and (
-            isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not time_limit > 0
-        ):
-            raise ValueError(f"time_limit: expected a positive number of seconds or None, got {time_limit!r}")
-        if isinstance(max_output_chars, bool) or not isinstance(max_output_chars, int) or max_output_chars < 1:
-            raise ValueError(f"max_output_chars: expected an int >= 1, got {max_output_chars!r}")
-        if on_overflow not in ("truncate", "error"):
-            raise ValueError(f"on_overflow: expected 'truncate' or 'error', got {on_overflow!r}")
-        if blocking is not None and not isinstance(blocking, bool):
-            raise TypeError(f"blocking: expected a bool or None, got {type(blocking).__name__}")
+        check_callable("func", func)
+        name = check_pattern("name", name if name is not None else getattr(func, "__name__", None), _NAME,
+                             "a tool name of letters, digits, '_', '-' or '.'")
+        time_limit = check_timeout("time_limit", time_limit)
+        check_int("max_output_chars", max_output_chars, low=1)
+        check_choice("on_overflow", on_overflow, ("truncate", "error"))
+        if blocking is not None:
+            check_bool("blocking", blocking)
         self.func = func
         self._name = name
         self._description = description
-        self.time_limit = None if time_limit is None else float(time_limit)
+        self.time_limit = time_limit
         self.max_output_chars = max_output_chars
         self.on_overflow = on_overflow
         self.blocking = bool(getattr(func, _BLOCKING_ATTR, True)) if blocking is None else blocking
@@ -248,9 +290,9 @@ class FunctionTool:
         try:
             kwargs = self._validate(arguments)
         except ArgumentError as exc:
-            return self._error(f"invalid arguments: {exc}", "bad_arguments")
+            return ToolResult.failure(ToolErrorKind.BAD_ARGUMENTS, f"invalid arguments: {exc}")
         except Exception as exc:  # defensive: odd values (e.g. huge ints) must not escape
-            return self._error(f"invalid arguments: {type(exc).__name__}: {exc}", "bad_arguments")
+            return ToolResult.failure(ToolErrorKind.BAD_ARGUMENTS, f"invalid arguments: {type(exc).__name__}: {exc}")
         if self._threaded:
             state, value = call_with_time_limit(self.func, kwargs, self.time_limit)  # type: ignore[arg-type]
             if state == "timeout":
@@ -276,15 +318,16 @@ class FunctionTool:
             if self.on_overflow == "truncate":
                 cut = len(text) - self.max_output_chars
                 return ToolResult(f"{text[: self.max_output_chars]}\n[output truncated: {cut} more characters]",
-                                  error, "output_limit")
-            return self._error(error, "output_limit")
+                                  error, ToolErrorKind.OUTPUT_LIMIT)
+            return ToolResult.failure(ToolErrorKind.OUTPUT_LIMIT, error)
         return ToolResult(text)
 
     def _timeout(self) -> ToolResult:
-        return self._error(f"tool {self._name!r} did not finish within its {self.time_limit:g} s time limit", "timeout")
+        return ToolResult.failure(ToolErrorKind.TIMEOUT,
+                                  f"tool {self._name!r} did not finish within its {self.time_limit:g} s time limit")
 
-    def _error(self, message: str, kind: str = "tool_error") -> ToolResult:
-        return ToolResult(f"Error: {message}", message, kind)
+    def _error(self, message: str) -> ToolResult:
+        return ToolResult.failure(ToolErrorKind.TOOL_ERROR, message)
 
     def __call__(self, **kwargs: Any) -> Any:
         """Call the underlying function directly (no validation or limits)."""
@@ -334,7 +377,7 @@ def tools_from_object(obj: Any, *, exclude: Iterable[str] = (), **limits: Any) -
 
     Raises:
         TypeError: If ``obj`` is a class, or a method's signature is unsupported.
-        ValueError: If ``exclude`` names a method the object does not have.
+        ConfigError: If ``exclude`` names a method the object does not have (a ``ValueError``).
     """
     if isinstance(obj, type):
         raise TypeError(f"tools_from_object: expected an instance, got the class {obj.__name__}")
@@ -348,8 +391,6 @@ def tools_from_object(obj: Any, *, exclude: Iterable[str] = (), **limits: Any) -
                 continue
             if inspect.isfunction(attr) or isinstance(attr, (staticmethod, classmethod)):
                 names.append(attr_name)
-    unknown = excluded - set(names)
-    if unknown:
-        raise ValueError(f"exclude: expected names of public methods of {type(obj).__name__} "
-                         f"({', '.join(names)}), got {sorted(unknown)}")
+    for excluded_name in sorted(excluded):
+        check_choice("exclude", excluded_name, names)
     return [FunctionTool(getattr(obj, n), **limits) for n in names if n not in excluded]

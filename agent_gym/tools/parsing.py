@@ -27,14 +27,18 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
+
+from agent_gym.checks import check_pattern
 
 __all__ = [
     "HermesToolCallParser",
     "ParsedResponse",
     "ToolCall",
     "ToolCallParser",
+    "format_tool_call",
     "parse_response",
 ]
 
@@ -43,6 +47,7 @@ _TOOL_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 _ANSWER_BLOCK = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*(.*?)\s*```$", re.DOTALL)
 _MAX_ERROR_SNIPPET = 80
+_TAG_NAME = re.compile(r"[A-Za-z_][\w\-]*")
 
 
 @dataclass
@@ -182,8 +187,7 @@ class HermesToolCallParser:
 
     def __init__(self, think_tag: str = "think", tool_call_tag: str = "tool_call", answer_tag: str = "answer") -> None:
         for arg, value in (("think_tag", think_tag), ("tool_call_tag", tool_call_tag), ("answer_tag", answer_tag)):
-            if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z_][\w\-]*", value):
-                raise ValueError(f"{arg}: expected a tag name such as 'think', got {value!r}")
+            check_pattern(arg, value, _TAG_NAME, "a tag name such as 'think'")
         self.think_tag, self.tool_call_tag, self.answer_tag = think_tag, tool_call_tag, answer_tag
         self._compile()
 
@@ -290,3 +294,13 @@ def parse_response(text: str) -> ParsedResponse:
         ('add', 'add', {'a': 1})
     """
     return _DEFAULT_PARSER.parse(text)
+
+
+def format_tool_call(name: str, arguments: Mapping[str, Any]) -> str:
+    """Render one hermes-style ``<tool_call>`` block, the text :func:`parse_response` reads back as a call.
+
+    Example:
+        >>> format_tool_call("add", {"a": 1})
+        '<tool_call>{"name": "add", "arguments": {"a": 1}}</tool_call>'
+    """
+    return "<tool_call>" + json.dumps({"name": name, "arguments": dict(arguments)}, ensure_ascii=False) + "</tool_call>"

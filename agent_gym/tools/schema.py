@@ -4,7 +4,7 @@
 is not a parameter of a bound method) from its signature and docstring (summary,
 ``Args:``, ``Returns:``). Annotations: ``str``, ``int``, ``float``, ``bool``,
 ``list[...]``/``tuple[...]``/``set[...]``, ``dict[str, ...]``, ``Optional[...]``/``X | None``,
-unions, ``Literal[...]``, ``Enum``, ``TypedDict`` (from ``typing_extensions``), pydantic
+unions, ``Literal[...]``, ``Enum``, ``TypedDict`` (from ``typing`` or ``typing_extensions``), pydantic
 models and dataclasses (as objects with their fields), and other types pydantic can
 describe without references (``datetime.date`` and the like); defaults become ``default``.
 """
@@ -23,6 +23,8 @@ import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
+from agent_gym.tools.annotations import class_hints, is_typeddict, resolve_type_hints, typeddict_required_keys
+
 __all__ = [
     "PerCallableCache",
     "function_schema",
@@ -30,7 +32,6 @@ __all__ = [
     "shared_function_schema",
 ]
 
-_HINTS_LOCK = threading.RLock()
 _SECTION = re.compile(r"^(Args|Arguments|Parameters|Params|Returns|Return|Yields|Raises|Examples?|Notes?|"
                       r"Attributes|Warnings?|See Also|Todo)\s*:\s*$")
 _ARG_LINE = re.compile(r"^\*{0,2}(\w+)\s*(?:\(([^)]*)\))?\s*:\s*(.*)$")
@@ -112,9 +113,9 @@ def _object_fields(cls: type, where: str) -> tuple[dict[str, Any], list[str]] | 
                         f"supported), got {cls!r}")
     _DEPTH.value = depth + 1
     try:
-        if typing.is_typeddict(cls) or _is_extensions_typeddict(cls):
-            hints = _class_hints(cls)
-            required_keys = getattr(cls, "__required_keys__", frozenset(hints))
+        if is_typeddict(cls):
+            hints = class_hints(cls)
+            required_keys = typeddict_required_keys(cls)
             return ({k: _type_schema(t, f"{where}.{k}") for k, t in hints.items()},
                     [k for k in hints if k in required_keys])
         model_fields = getattr(cls, "model_fields", None)
@@ -130,7 +131,7 @@ def _object_fields(cls: type, where: str) -> tuple[dict[str, Any], list[str]] | 
                     required.append(fname)
             return properties, required
         if dataclasses.is_dataclass(cls):
-            hints = _class_hints(cls)
+            hints = class_hints(cls)
             properties, required = {}, []
             for field in dataclasses.fields(cls):
                 if not field.init:
@@ -142,22 +143,6 @@ def _object_fields(cls: type, where: str) -> tuple[dict[str, Any], list[str]] | 
         return None
     finally:
         _DEPTH.value = depth
-
-
-def _is_extensions_typeddict(cls: type) -> bool:
-    try:
-        import typing_extensions
-    except ImportError:  # pragma: no cover - pydantic depends on typing_extensions
-        return False
-    return typing_extensions.is_typeddict(cls)
-
-
-def _class_hints(cls: type) -> dict[str, Any]:
-    with _HINTS_LOCK:
-        try:
-            return typing.get_type_hints(cls)
-        except (NameError, TypeError, AttributeError):
-            return dict(getattr(cls, "__annotations__", {}))
 
 
 def _pydantic_schema(annotation: Any) -> dict[str, Any] | None:
@@ -232,20 +217,6 @@ def parse_google_docstring(doc: str) -> tuple[str, dict[str, str], str]:
 
 
 
-def _type_hints(func: Callable[..., Any]) -> dict[str, Any]:
-    """Resolve ``func``'s annotations; serialized, since resolving compiles code.
-
-    CPython 3.11 can fail with ``SystemError`` when several threads compile at
-    once (envs are built in worker threads by rollouts), so resolution is
-    guarded by a lock.
-    """
-    with _HINTS_LOCK:
-        try:
-            return typing.get_type_hints(func)
-        except (NameError, TypeError, AttributeError):  # unresolved forward references: use raw annotations
-            return {}
-
-
 class PerCallableCache:
     """Results derived from a callable (with a tool name and description), kept for the most recent ones.
 
@@ -315,7 +286,7 @@ def function_schema(
         signature = inspect.signature(func)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{where}: expected a callable with an inspectable signature, got {func!r}") from exc
-    hints = _type_hints(func)
+    hints = resolve_type_hints(func)
     doc_description, doc_args, doc_returns = parse_google_docstring(inspect.getdoc(func) or "")
     properties: dict[str, Any] = {}
     required: list[str] = []

@@ -41,7 +41,8 @@ def call(name, **arguments):
 
 @pytest.fixture
 def env():
-    tools = [FunctionTool(add, time_limit=None), FunctionTool(nap, time_limit=0.05), FunctionTool(boom)]
+    tools = [FunctionTool(add, time_limit=None), FunctionTool(nap, time_limit=0.05), FunctionTool(boom),
+             FunctionTool(shout, max_output_chars=50)]
     env = AgentEnv(tasks=[{"id": "t", "question": "What is 1 + 2?", "ground_truth": "3"}], tools=tools,
                    max_steps=20, max_tool_calls_per_step=3)
     env.reset(seed=0)
@@ -50,7 +51,19 @@ def env():
 
 def kinds_of(env, text):
     *_, info = env.step(text)
-    return step_errors(info)
+    errors = step_errors(info)
+    assert [kind for kind, _ in errors] == info.get("error_kinds", [])
+    assert ("error" in info) == bool(errors)
+    return errors
+
+
+def shout(text: str) -> str:
+    """Repeat the text many times.
+
+    Args:
+        text: What to repeat.
+    """
+    return text * 100
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -64,6 +77,7 @@ def kinds_of(env, text):
     (call("add", a=1), [("bad_arguments", "add")]),
     (call("boom"), [("tool_error", "boom")]),
     (call("nap", seconds=1.0), [("timeout", "nap")]),
+    (call("shout", text="la"), [("output_limit", "shout")]),
     ("just chatting", [("no_action", None)]),
     (call("add", a=1, b=2) * 4, [("too_many_calls", "add")]),
     ("<tool_call>{oops}</tool_call>" + call("teleport") + call("add", a=1, b=2) + call("boom"),
@@ -73,19 +87,61 @@ def test_step_errors_from_recorded_info(env, text, expected):
     assert kinds_of(env, text) == expected
 
 
-def test_every_kind_is_listed():
+def _reworded(value):
+    """The same info with every message replaced by words no classifier knows."""
+    if isinstance(value, dict):
+        return {k: ("zzz" if k in ("error", "output") and isinstance(v, str) else
+                    ["zzz"] * len(v) if k == "parse_errors" else _reworded(v)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_reworded(v) for v in value]
+    return value
+
+
+def test_recorded_kinds_are_read_without_the_wording(env):
+    text = ("<tool_call>{oops}</tool_call>" + call("teleport") + call("add", a="x", b=2) + call("nap", seconds=1.0)
+            + call("boom"))
+    *_, info = env.step(text)
+    expected = [("malformed_call", None), ("unknown_tool", "teleport"), ("bad_arguments", "add"),
+                ("timeout", "nap"), ("too_many_calls", "boom")]
+    assert step_errors(info) == expected
+    assert step_errors(_reworded(info)) == expected
+    *_, info = env.step("just chatting")
+    assert step_errors(_reworded(info)) == [("no_action", None)]
+
+
+def test_kinds_are_one_enum_shared_by_tools_core_and_report():
+    import agent_gym.errors
+    import agent_gym.tools
+    from agent_gym.errors import ToolErrorKind
+
     assert set(ERROR_KINDS) == {"malformed_call", "unknown_tool", "bad_arguments", "tool_error", "timeout",
                                 "output_limit", "too_many_calls", "no_action"}
-    from agent_gym.tools import ERROR_KINDS as RECORDED_KINDS
-
-    assert set(RECORDED_KINDS) <= set(ERROR_KINDS)
+    assert ERROR_KINDS is agent_gym.errors.ERROR_KINDS is agent_gym.tools.ERROR_KINDS
+    assert ERROR_KINDS == tuple(k.value for k in ToolErrorKind)
+    assert agent_gym.tools.ToolErrorKind is ToolErrorKind
 
 
 def test_a_recorded_kind_wins_over_the_message():
-    info = {"tool_calls": [{"name": "x", "ok": False, "error": "something odd", "kind": "timeout"}],
-            "error": "something odd"}
+    info = {"tool_calls": [{"name": "x", "ok": False, "error": "unknown tool 'x'", "kind": "timeout"}],
+            "error": "unknown tool 'x'"}
     assert step_errors(info) == [("timeout", "x")]
+    assert classify_call_error("unknown tool 'x'") == "unknown_tool"
     assert classify_call_error("something odd") == "tool_error"
+
+
+def test_files_written_before_kinds_were_recorded():
+    # No error_kinds, no call kinds, no parse_errors: the tool layer's wording of the time is read.
+    info = {"tool_calls": [{"name": "t", "ok": False, "error": "unknown tool 't'; available tools: add"},
+                           {"name": "add", "ok": False, "error": "invalid arguments: tool 'add' argument 'a'"}],
+            "error": "tool call 1: invalid JSON; unknown tool 't'; available tools: add; "
+                     "invalid arguments: tool 'add' argument 'a'"}
+    assert step_errors(info) == [("malformed_call", None), ("unknown_tool", "t"), ("bad_arguments", "add")]
+    assert step_errors({"tool_calls": [], "error": "the message has no <tool_call> and no <answer>"}) == [
+        ("no_action", None)]
+    # Call kinds and a parse error count, as the gateway records them.
+    info = {"tool_calls": [{"name": "x", "ok": False, "error": "zzz", "kind": "bad_arguments"}],
+            "parse_errors": ["zzz", "zzz"], "error": "zzz"}
+    assert step_errors(info) == [("malformed_call", None)] * 2 + [("bad_arguments", "x")]
 
 
 def test_an_episode_error_is_not_an_observation():

@@ -23,13 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_gym.errors import ConfigError
+from agent_gym.errors import CorpusError
 
 __all__ = ["Corpus", "CorpusError", "Document", "load_corpus", "read_jsonl_records"]
-
-
-class CorpusError(ConfigError):
-    """A corpus or task file cannot be read: a broken line, a missing key, a duplicate id."""
 
 
 @dataclass(frozen=True)

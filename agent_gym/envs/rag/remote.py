@@ -29,26 +29,11 @@ from typing import Any
 from agent_gym.checks import check_float, check_int, check_timeout
 from agent_gym.envs.rag.corpus import Document
 from agent_gym.envs.rag.retrieval import Hit, make_snippet
-from agent_gym.errors import AgentGymError
+from agent_gym.errors import RetrieverError
 
 __all__ = ["RemoteRetriever", "RetrieverError", "parse_document"]
 
 _HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
-
-
-class RetrieverError(AgentGymError):
-    """A retrieval server could not be reached or gave an unusable answer.
-
-    Raised out of ``env.step`` (the rollout records the episode as ENV_ERROR with this
-    message): a failing server is not the model's fault.
-
-    Attributes:
-        server: The server's URL.
-    """
-
-    def __init__(self, message: str, *, server: str) -> None:
-        super().__init__(message)
-        self.server = server
 
 
 def parse_document(raw: Mapping[str, Any]) -> Document:
