@@ -26,7 +26,7 @@ import gymnasium as gym
 import orjson
 
 from agent_gym.checks import check_bool, check_int, check_timeout
-from agent_gym.envs.grading import normalize_text
+from agent_gym.grading import normalize_text
 from agent_gym.rewards import RewardConfig
 from agent_gym.spaces import AssistantMessageSpace, ConversationSpace
 from agent_gym.tasks import checked_task_list, copy_task, format_tool_call, validate_task
