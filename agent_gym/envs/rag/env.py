@@ -179,6 +179,7 @@ def _golds(task: Mapping[str, Any]) -> list[str]:
 class RAGEnv(AgentEnv):
     """Answer questions with a search engine over a document collection.
 
+    ## Description
     The shipped data is an encyclopedia of a generated fictional world (2,024 documents:
     countries, cities, organisations, people, events) and 640 questions about it: 200
     single-hop, 200 two-hop (the first answer is the second query), 120 comparison and
@@ -207,6 +208,13 @@ class RAGEnv(AgentEnv):
     searches so far) and ``gold_retrieved`` (whether all of the task's ``gold_ids`` are
     among them; None for a task without gold ids).
 
+    ## Starting State
+    A task drawn with the env's seeded RNG (or ``options["task"]``, checked like constructor tasks,
+    or ``options["task_index"]``); the documents retrieved in the last episode are forgotten. The
+    observation is the system message and the question as a user message; ``info`` has ``task``,
+    ``tools`` (the ``search`` and ``open`` schemas; ``[]`` when ``tools_in_prompt``),
+    ``tools_in_prompt`` and ``episode_id``.
+
     ## Episode End
     Terminated (ENV_DONE) on an ``<answer>``; truncated after ``max_steps`` messages
     (registered ``max_episode_steps`` = 10) or by the policy output's finish reason.
@@ -220,6 +228,8 @@ class RAGEnv(AgentEnv):
     * ``tasks``: path (JSONL / JSON) or list of task dicts, native, Search-R1 style
       (``golden_answers``) or HotpotQA style (``answer``, ``supporting_facts``); default:
       the shipped questions.
+    * ``tools``: tools or plain callables replacing ``search`` and ``open`` (default: both, bound
+      to the retriever).
     * ``retriever``: ``"bm25"`` (default), ``"dense"``, ``"hybrid"``, a server URL
       ``"http://host:port/retrieve"`` or a retriever object. ``retriever_options``: its
       keyword arguments (e.g. ``{"model": ...}`` for dense, ``{"timeout": 5}`` for a URL).
