@@ -64,6 +64,7 @@ def parse_pytest_summary(output: str) -> tuple[int, int]:
 class TerminalEnv(AgentEnv):
     """Do a task in a Linux shell; the task's tests decide the reward.
 
+    ## Description
     Each episode gets its own sandbox (:class:`~agent_gym.sandbox.LocalSandbox`:
     bubblewrap namespaces, no network, a persistent bash session in ``/app``). The model
     calls ``bash(command)`` and ``submit()``; after the episode the task's tests are copied
@@ -84,6 +85,13 @@ class TerminalEnv(AgentEnv):
     written to ``/logs/verifier/reward.txt`` (Harbor), given when the episode ends (also at
     ``max_steps``). ``toolcall_reward`` shapes tool use as in :class:`~agent_gym.core.AgentEnv`.
     ``info["tests"]`` has ``passed`` and ``total`` at the end.
+
+    ## Starting State
+    A task drawn with the env's seeded RNG (or ``options["task"]`` / ``options["task_index"]``) in a
+    fresh sandbox holding the task's files, its setup commands run. The observation is the system
+    message and the task's instruction as a user message; ``info`` has ``task``, ``tools`` (the
+    ``bash`` and ``submit`` schemas; ``[]`` when ``tools_in_prompt``), ``tools_in_prompt`` and
+    ``episode_id``.
 
     ## Episode End
     Terminated (ENV_DONE) on ``submit()`` or an ``<answer>``; truncated (MAX_STEPS) after
@@ -106,6 +114,9 @@ class TerminalEnv(AgentEnv):
 
     The ``bash`` tool enforces its own timeout inside the sandbox (killing the command's
     processes), so the tool layer runs it without a time limit of its own.
+
+    ## Version History
+    * v0: first version.
     """
 
     default_system_prompt = (
