@@ -23,6 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_gym.errors import RequestError
 from agent_gym.types import FinishReason
 
 __all__ = [
@@ -40,32 +41,6 @@ __all__ = [
     "signature",
     "sse",
 ]
-
-
-class RequestError(Exception):
-    """A client request the gateway cannot serve (becomes an HTTP error answer).
-
-    Attributes:
-        status: HTTP status code.
-        kind: Error type (``BadRequestError``, ``NotFoundError``, ...).
-        param: The offending request field, when known.
-    """
-
-    def __init__(self, message: str, *, status: int = 400, kind: str = "BadRequestError", param: str | None = None):
-        super().__init__(message)
-        self.status = status
-        self.kind = kind
-        self.param = param
-
-    def openai_body(self) -> dict[str, Any]:
-        """The error body in vLLM's format."""
-        return {"error": {"message": str(self), "type": self.kind, "param": self.param, "code": self.status}}
-
-    def anthropic_body(self) -> dict[str, Any]:
-        """Anthropic's error body."""
-        kinds = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
-                 409: "invalid_request_error", 413: "request_too_large", 429: "rate_limit_error"}
-        return {"type": "error", "error": {"type": kinds.get(self.status, "api_error"), "message": str(self)}}
 
 
 @dataclass
