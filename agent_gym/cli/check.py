@@ -7,7 +7,7 @@ non-zero if any failed.
 
 Example:
     agent-gym check agent_gym/ToolUse-v0 --episodes 4
-    agent-gym check my_envs:MyEnv-v0 --skip oracle
+    agent-gym check my_package:my_envs/MyEnv-v0 --skip oracle
 """
 
 from __future__ import annotations

@@ -34,6 +34,12 @@ def test_check_runs_the_env_checker(monkeypatch, capsys):
     assert out.splitlines()[-1] == "1/1 envs passed"
 
 
+def test_check_imports_the_module_of_a_module_colon_id(monkeypatch, capsys):
+    env_id = "agent_gym.envs.tool_use:agent_gym/ToolUse-v0"
+    code, out, _ = run_cli(["check", env_id, "--episodes", "1", "--seeds", "0"], monkeypatch, capsys)
+    assert code == 0 and f"ok    {env_id}" in out and "agent_gym/ToolUse-v0: 8/8 checks passed" in out
+
+
 def test_check_fails_for_unknown_id(monkeypatch, capsys):
     code, out, _ = run_cli(["check", "agent_gym/Nope-v0"], monkeypatch, capsys)
     assert code == 1 and "FAIL  agent_gym/Nope-v0" in out and "registered agent_gym ids: agent_gym/" in out
