@@ -12,18 +12,14 @@ session becomes one episode whose turns are sampled token-in from vLLM (through
 
 from __future__ import annotations
 
-from agent_gym.gateway.app import create_gateway_app, trajectory_json
-from agent_gym.gateway.convert import RequestError
+from agent_gym.gateway.app import create_gateway_app
 from agent_gym.gateway.server import Gateway, SessionHandle
-from agent_gym.gateway.session import GatewaySession, SessionStore, TurnResult
+from agent_gym.gateway.session import GatewaySession, SessionStore
 
 __all__ = [
     "Gateway",
     "GatewaySession",
-    "RequestError",
     "SessionHandle",
     "SessionStore",
-    "TurnResult",
     "create_gateway_app",
-    "trajectory_json",
 ]

@@ -10,6 +10,10 @@ messages the env produced each turn and calls ``get_prompt_messages()`` once per
 turn. A view that rewrote earlier messages (``last_view_rewritten``) makes the next
 prompt ids stop extending the previous ones; the wrapper's token assembly sees that
 in the ids and starts a new trajectory segment.
+
+The parts (token counting in :mod:`~agent_gym.memory.tokens`, text rewriting in
+:mod:`~agent_gym.memory.text`, the chat-client summarizer in
+:mod:`~agent_gym.memory.summary`) are imported from their modules.
 """
 
 from __future__ import annotations
@@ -17,32 +21,16 @@ from __future__ import annotations
 from typing import Any
 
 from agent_gym.memory.config import DEFAULT_SUMMARY_SYSTEM_PROMPT, MemoryConfig
-from agent_gym.memory.simple import ALLOWED_ROLES, MemorySimple
-from agent_gym.memory.summary import (
-    ChatClientSummarizer,
-    MemorySummary,
-    Summarizer,
-    SummaryTimeoutError,
-    make_summarizer,
-)
-from agent_gym.memory.text import THINKING_OMITTED, ViewMessage, clean_summary, elide_thinking
-from agent_gym.memory.tokens import TokenCounter
+from agent_gym.memory.simple import MemorySimple
+from agent_gym.memory.summary import MemorySummary, Summarizer, SummaryTimeoutError
 
 __all__ = [
-    "ALLOWED_ROLES",
     "DEFAULT_SUMMARY_SYSTEM_PROMPT",
-    "THINKING_OMITTED",
-    "ChatClientSummarizer",
     "MemoryConfig",
     "MemorySimple",
     "MemorySummary",
     "Summarizer",
     "SummaryTimeoutError",
-    "TokenCounter",
-    "ViewMessage",
-    "clean_summary",
-    "elide_thinking",
-    "make_summarizer",
     "memory_from_config",
 ]
 

@@ -83,7 +83,7 @@ class _CountingTokenizer:
         if not path:
             return None
         if self._loaded is None or path != self._path:
-            from agent_gym.memory import TokenCounter
+            from agent_gym.memory.tokens import TokenCounter
 
             self._loaded = TokenCounter(None, path).tokenizer
             self._path = path

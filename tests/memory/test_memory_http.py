@@ -8,7 +8,8 @@ import time
 import openai
 import pytest
 
-from agent_gym.memory import ChatClientSummarizer, MemoryConfig, MemorySummary, make_summarizer, memory_from_config
+from agent_gym.memory import MemoryConfig, MemorySummary, memory_from_config
+from agent_gym.memory.summary import ChatClientSummarizer, make_summarizer
 
 PROMPT = "summarize in {max_summary_length}"
 

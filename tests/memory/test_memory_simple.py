@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from agent_gym.memory import THINKING_OMITTED, MemoryConfig, MemorySimple, memory_from_config
+from agent_gym.memory import MemoryConfig, MemorySimple, memory_from_config
+from agent_gym.memory.text import THINKING_OMITTED
 
 T = "<think>reasoning</think>"
 

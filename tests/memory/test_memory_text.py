@@ -8,7 +8,7 @@ import pickle
 
 import pytest
 
-from agent_gym.memory import THINKING_OMITTED, ViewMessage, clean_summary, elide_thinking
+from agent_gym.memory.text import THINKING_OMITTED, ViewMessage, clean_summary, elide_thinking
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from agent_gym.errors import ConfigError
-from agent_gym.memory import MemoryConfig, MemorySimple, TokenCounter
+from agent_gym.memory import MemoryConfig, MemorySimple
+from agent_gym.memory.tokens import TokenCounter
 
 
 class CountingTokenizer:

@@ -7,7 +7,8 @@ import json
 import pytest
 import torch
 
-from agent_gym.models import TINY_AGENT_CHAT_TEMPLATE, default_model_path
+from agent_gym.models import default_model_path
+from agent_gym.models.chat_template import TINY_AGENT_CHAT_TEMPLATE
 from agent_gym.models.tiny_agent_data import (
     TAG_TOKENS,
     oracle_conversations,

@@ -19,7 +19,8 @@ import pytest
 
 import agent_gym  # noqa: F401  (registers the env ids)
 from agent_gym.export import read_jsonl, read_parquet, to_slime_samples, write_jsonl, write_parquet
-from agent_gym.memory import THINKING_OMITTED, MemoryConfig
+from agent_gym.memory import MemoryConfig
+from agent_gym.memory.text import THINKING_OMITTED
 from agent_gym.policy import SamplingParams, VLLMPolicy
 from agent_gym.policy.chat_tokens import ChatTokenBuilder
 from agent_gym.rollout import collect
