@@ -13,32 +13,21 @@ from __future__ import annotations
 
 from agent_gym.envs.conversation.domains import BUILTIN_CLASSES, Calendar, FileSystem, OrderService
 from agent_gym.envs.conversation.env import ConversationEnv
-from agent_gym.envs.conversation.state import CheckedMethod, load_instance, public_state, state_diff
-from agent_gym.envs.conversation.tasks import (
-    builtin_tasks,
-    check_task,
-    load_call_string_tasks,
-    load_tasks,
-    parse_call_string,
-)
+from agent_gym.envs.conversation.state import state_diff
+from agent_gym.envs.conversation.tasks import builtin_tasks, load_call_string_tasks, load_tasks
 from agent_gym.envs.conversation.users import DEFAULT_STOP_MARKER, SimulatedUser, UserReply
 
 __all__ = [
     "BUILTIN_CLASSES",
     "DEFAULT_STOP_MARKER",
     "Calendar",
-    "CheckedMethod",
     "ConversationEnv",
     "FileSystem",
     "OrderService",
     "SimulatedUser",
     "UserReply",
     "builtin_tasks",
-    "check_task",
     "load_call_string_tasks",
-    "load_instance",
     "load_tasks",
-    "parse_call_string",
-    "public_state",
     "state_diff",
 ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent_gym.envs.rag.corpus import Corpus, CorpusError, Document, load_corpus
-from agent_gym.envs.rag.env import RAGEnv, SearchTools, make_retriever
+from agent_gym.envs.rag.env import RAGEnv, make_retriever
 from agent_gym.envs.rag.remote import RemoteRetriever, RetrieverError
 from agent_gym.envs.rag.retrieval import BM25Retriever, Hit, Retriever, shared_retriever
 from agent_gym.envs.rag.tasks import builtin_corpus_path, builtin_tasks, from_hotpotqa, from_search_r1, load_tasks
@@ -26,7 +26,6 @@ __all__ = [
     "RemoteRetriever",
     "Retriever",
     "RetrieverError",
-    "SearchTools",
     "builtin_corpus_path",
     "builtin_tasks",
     "from_hotpotqa",

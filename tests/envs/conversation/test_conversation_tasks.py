@@ -7,14 +7,9 @@ import time
 
 import pytest
 
-from agent_gym.envs.conversation import (
-    ConversationEnv,
-    builtin_tasks,
-    load_call_string_tasks,
-    parse_call_string,
-    state_diff,
-)
+from agent_gym.envs.conversation import ConversationEnv, builtin_tasks, load_call_string_tasks, state_diff
 from agent_gym.envs.conversation.generate import main as generate_main
+from agent_gym.envs.conversation.tasks import parse_call_string
 
 
 class Counter:

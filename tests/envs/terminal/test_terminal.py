@@ -10,7 +10,8 @@ import pytest
 from sandbox_helpers import sandbox_processes
 
 import agent_gym  # noqa: F401
-from agent_gym.envs.terminal import BUILTIN_TASK_DIR, TerminalEnv, builtin_tasks, load_task, parse_pytest_summary
+from agent_gym.envs.terminal import BUILTIN_TASK_DIR, TerminalEnv, builtin_tasks, load_task
+from agent_gym.envs.terminal.env import parse_pytest_summary
 from agent_gym.errors import ConfigError
 from agent_gym.rollout import collect
 from agent_gym.sandbox import bwrap_available
