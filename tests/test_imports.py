@@ -1,13 +1,13 @@
-"""Import structure of agent_gym: no import cycle, and a light ``import agent_gym``."""
+"""Import structure of agent_gym: no import cycle (deferred imports included), and a light ``import agent_gym``."""
 
 from __future__ import annotations
 
 import ast
-import graphlib
 import importlib
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,41 +33,55 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
-def _import_time_nodes(body: list[ast.stmt]):
-    """Yield the import statements that run when the module is imported.
+def _import_nodes(body: list[ast.stmt], *, deferred: bool) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Yield the import statements of a module body.
 
-    Function bodies run later and ``if TYPE_CHECKING:`` blocks never; class bodies,
-    ``try``/``with`` blocks and other ``if`` branches run at import time.
+    ``if TYPE_CHECKING:`` blocks never run and are skipped (their ``else`` branch
+    runs); class bodies, ``try``/``with`` blocks and other ``if`` branches run at
+    import time. Function bodies run later: their imports are yielded only with
+    ``deferred`` (a cycle closed by an import inside a function is a cycle too).
     """
     for node in body:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             yield node
         elif isinstance(node, ast.If):
             if not _is_type_checking(node.test):
-                yield from _import_time_nodes(node.body)
-            yield from _import_time_nodes(node.orelse)
-        elif isinstance(node, ast.Try):
-            for block in (node.body, node.orelse, node.finalbody, *(h.body for h in node.handlers)):
-                yield from _import_time_nodes(block)
-        elif isinstance(node, (ast.With, ast.ClassDef)):
-            yield from _import_time_nodes(node.body)
+                yield from _import_nodes(node.body, deferred=deferred)
+            yield from _import_nodes(node.orelse, deferred=deferred)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if deferred:
+                yield from _import_nodes(node.body, deferred=deferred)
+        else:
+            # try/except/else/finally, with, class bodies, loops, match cases: every nested statement list
+            for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+                for child in getattr(node, field, ()):
+                    if isinstance(child, ast.stmt):
+                        yield from _import_nodes([child], deferred=deferred)
+                    elif hasattr(child, "body"):  # except handlers, match cases
+                        yield from _import_nodes(child.body, deferred=deferred)
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Module -> the agent_gym modules it imports at import time.
+def import_graph(*, deferred: bool = True) -> dict[str, dict[str, int]]:
+    """Module -> {agent_gym module it imports: line of the first such import}.
 
     ``import a.b`` depends on ``a.b``; ``from a import b`` on ``a.b`` when that is a
     module (Python imports the enclosing package ``a`` first anyway), else on ``a``.
+
+    Args:
+        deferred: Count imports inside functions (run on first use) too; False gives
+            what importing the module itself runs.
     """
     modules = _modules()
-    graph: dict[str, set[str]] = {}
+    graph: dict[str, dict[str, int]] = {}
     for name, path in modules.items():
         is_package = path.name == "__init__.py"
         package = name if is_package else name.rpartition(".")[0]
-        deps: set[str] = set()
-        for node in _import_time_nodes(ast.parse(path.read_text(encoding="utf-8"), str(path)).body):
+        deps: dict[str, int] = {}
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node in _import_nodes(tree.body, deferred=deferred):
             if isinstance(node, ast.Import):
-                deps.update(alias.name for alias in node.names)
+                for alias in node.names:
+                    deps.setdefault(alias.name, node.lineno)
                 continue
             if node.level:
                 base_parts = package.split(".")[: len(package.split(".")) - (node.level - 1)]
@@ -76,12 +90,59 @@ def import_graph() -> dict[str, set[str]]:
                 base = node.module or ""
             for alias in node.names:
                 sub = f"{base}.{alias.name}"
-                if sub in modules:
-                    deps.add(sub)
-                else:
-                    deps.add(base)
-        graph[name] = {d for d in deps if d in modules and d != name}
+                deps.setdefault(sub if sub in modules else base, node.lineno)
+        graph[name] = {d: line for d, line in deps.items() if d in modules and d != name}
     return graph
+
+
+def import_cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """Every import cycle: the strongly connected components of more than one module (Tarjan), sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    cycles.append(sorted(component))
+    return sorted(cycles)
+
+
+def _describe(cycle: list[str], graph: dict[str, dict[str, int]]) -> str:
+    modules = _modules()
+    edges = [f"  {modules[a].relative_to(PACKAGE_DIR.parent)}:{line}: imports {b}"
+             for a in cycle for b, line in sorted(graph[a].items()) if b in cycle]
+    return " <-> ".join(cycle) + "\n" + "\n".join(edges)
 
 
 def test_import_graph_sees_relative_and_submodule_imports():
@@ -89,21 +150,23 @@ def test_import_graph_sees_relative_and_submodule_imports():
     assert "agent_gym.types" in graph["agent_gym.core"]
     assert "agent_gym.errors" in graph["agent_gym.types"]
     # The package itself imports only the registration at import time (the rest is lazy).
-    assert graph["agent_gym"] == {"agent_gym.envs"}
+    assert set(import_graph(deferred=False)["agent_gym"]) == {"agent_gym.envs"}
+    # A deferred import is an edge of the full graph, not of the import-time one.
+    assert "agent_gym.report.html" in graph["agent_gym.report.summary"]
+    assert "agent_gym.report.html" not in import_graph(deferred=False)["agent_gym.report.summary"]
 
 
 def test_no_import_cycle_inside_agent_gym():
     graph = import_graph()
     assert len(graph) > 30
-    try:
-        order = list(graphlib.TopologicalSorter(graph).static_order())
-    except graphlib.CycleError as exc:
-        pytest.fail(f"import cycle inside agent_gym: {' -> '.join(exc.args[1])}")
-    assert set(order) == set(graph)
+    cycles = import_cycles(graph)
+    assert not cycles, "import cycles inside agent_gym (imports inside functions count):\n" + "\n".join(
+        _describe(c, graph) for c in cycles)
 
 
 def test_import_graph_finds_a_cycle(tmp_path, monkeypatch):
-    # The checker itself: two modules that import each other are reported.
+    # The checker itself: modules that import each other are reported, whether at import time or in a
+    # function; an import under ``if TYPE_CHECKING:`` is no edge.
     pkg = tmp_path / "agent_gym"
     (pkg / "sub").mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
@@ -114,12 +177,18 @@ def test_import_graph_finds_a_cycle(tmp_path, monkeypatch):
     (pkg / "sub" / "b.py").write_text("def f():\n    from agent_gym.sub import a\n")
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE_DIR", pkg)
     graph = import_graph()
-    assert graph["agent_gym.sub"] == {"agent_gym.sub.a"} and graph["agent_gym.sub.a"] == set()
-    list(graphlib.TopologicalSorter(graph).static_order())
-    (pkg / "sub" / "b.py").write_text("import agent_gym.sub.a\n")
-    (pkg / "sub" / "a.py").write_text("try:\n    from agent_gym.sub import b\nexcept ImportError:\n    pass\nx = 1\n")
-    with pytest.raises(graphlib.CycleError):
-        list(graphlib.TopologicalSorter(import_graph()).static_order())
+    assert graph["agent_gym.sub"] == {"agent_gym.sub.a": 1} and graph["agent_gym.sub.a"] == {}
+    assert graph["agent_gym.sub.b"] == {"agent_gym.sub.a": 2} and import_graph(deferred=False)["agent_gym.sub.b"] == {}
+    assert import_cycles(graph) == []
+    # A cycle closed inside a method of a class, and one at import time through try/except.
+    (pkg / "sub" / "a.py").write_text("class A:\n    def m(self):\n        import agent_gym.sub.b\nx = 1\n")
+    cycles = import_cycles(import_graph())
+    assert cycles == [["agent_gym.sub.a", "agent_gym.sub.b"]]
+    assert "sub/a.py:3: imports agent_gym.sub.b" in _describe(cycles[0], import_graph())
+    (pkg / "sub" / "b.py").write_text("import agent_gym.sub.c\n")
+    (pkg / "sub" / "c.py").write_text("try:\n    from agent_gym.sub import a\nexcept ImportError:\n    pass\n")
+    assert import_cycles(import_graph()) == [["agent_gym.sub.a", "agent_gym.sub.b", "agent_gym.sub.c"]]
+    assert import_cycles(import_graph(deferred=False)) == []
 
 
 def _loaded_after(code: str) -> dict:

@@ -11,10 +11,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from agent_gym.checks import check_choice
 from agent_gym.errors import MissingExtraError
-from agent_gym.report.summary import SERIES, FileSummary, Report
+from agent_gym.report.file_summary import SERIES, FileSummary
+from agent_gym.report.load import stats_from_trajectories
+
+if TYPE_CHECKING:
+    from agent_gym.report.summary import Report
 
 __all__ = [
     "METRICS",
@@ -42,12 +47,14 @@ def _figure_class() -> Any:
     return Figure
 
 
-def _as_report(data: Any) -> Report:
-    if isinstance(data, Report):
-        return data
+def _files(data: Report | FileSummary | Any) -> list[FileSummary]:
+    """The file summaries to draw: a report's, one summary, or trajectories as one batch."""
     if isinstance(data, FileSummary):
-        return Report([data])
-    return Report.from_trajectories(list(data))
+        return [data]
+    files = getattr(data, "files", None)  # a Report (not imported here: the report draws these plots)
+    if isinstance(files, list) and files and all(isinstance(f, FileSummary) for f in files):
+        return files
+    return [FileSummary("batch", stats_from_trajectories(list(data), "batch"))]
 
 
 def _bins(values: Sequence[float], metric: str, bins: int) -> list[float]:
@@ -79,14 +86,12 @@ def plot_distributions(data: Any, metrics: Sequence[str] = ("reward", "steps"), 
 
     Raises:
         MissingExtraError: If matplotlib is not installed.
-        ValueError: If a metric is unknown.
+        ConfigError: If a metric is unknown (a ``ValueError``).
     """
     figure_class = _figure_class()
-    report = _as_report(data)
+    files = _files(data)
     for metric in metrics:
-        if metric not in METRICS:
-            raise ValueError(f"metrics: expected keys of {list(METRICS)}, got {metric!r}")
-    files = report.files
+        check_choice("metrics", metric, METRICS)
     fig = figure_class(figsize=(width * len(files), height * len(metrics)), layout="constrained")
     axes = fig.subplots(len(metrics), len(files), squeeze=False, sharey="row")
     for row, metric in enumerate(metrics):
@@ -138,8 +143,7 @@ def plot_tool_use(data: Any, *, top: int = 8, width: float = 4.0, height: float 
         A figure with one row per file and three panels per row.
     """
     figure_class = _figure_class()
-    report = _as_report(data)
-    files = report.files
+    files = _files(data)
     fig = figure_class(figsize=(width * 3, height * len(files)), layout="constrained")
     axes = fig.subplots(len(files), 3, squeeze=False)
     calls = [f.series("tool_calls_per_episode") for f in files]
@@ -169,8 +173,7 @@ def plot_tool_use(data: Any, *, top: int = 8, width: float = 4.0, height: float 
 def plot_time_split(data: Any, *, width: float = 5.0, height: float = 0.6) -> Any:
     """Share of env, LLM and reward time per file (stacked bars), with the seconds and tokens/s."""
     figure_class = _figure_class()
-    report = _as_report(data)
-    files = report.files
+    files = _files(data)
     fig = figure_class(figsize=(width, 1.2 + height * len(files)), layout="constrained")
     ax = fig.subplots()
     parts = ("env_time", "llm_time", "reward_time")

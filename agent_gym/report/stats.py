@@ -5,13 +5,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from agent_gym.checks import check_float, check_int
+
 __all__ = ["mean_pass_at_k", "pass_at_k", "wilson_interval"]
-
-
-def _check_count(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name}: expected an int >= {minimum}, got {value!r}")
-    return value
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -29,15 +25,12 @@ def pass_at_k(n: int, c: int, k: int) -> float:
         The estimate, in [0, 1].
 
     Raises:
-        ValueError: If the counts are inconsistent.
+        TypeError: If a count is not an int.
+        ConfigError: If the counts are inconsistent (a ``ValueError``).
     """
-    _check_count("n", n, 1)
-    _check_count("c", c, 0)
-    _check_count("k", k, 1)
-    if c > n:
-        raise ValueError(f"c: expected at most n={n} correct samples, got {c}")
-    if k > n:
-        raise ValueError(f"k: expected at most n={n} samples drawn, got {k}")
+    check_int("n", n, low=1)
+    check_int("c", c, low=0, high=n)
+    check_int("k", k, low=1, high=n)
     if n - c < k:
         return 1.0
     # Product form of C(n-c, k) / C(n, k): no huge integers.
@@ -69,14 +62,12 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
         ``(low, high)``; ``(0.0, 1.0)`` when ``n == 0``.
 
     Raises:
-        ValueError: If the counts or the level are invalid.
+        TypeError: If a count is not an int or the level not a number.
+        ConfigError: If the counts or the level are invalid (a ``ValueError``).
     """
-    _check_count("n", n, 0)
-    _check_count("successes", successes, 0)
-    if successes > n:
-        raise ValueError(f"successes: expected at most n={n}, got {successes}")
-    if isinstance(confidence, bool) or not isinstance(confidence, float) or not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence: expected a float in (0, 1), got {confidence!r}")
+    check_int("n", n, low=0)
+    check_int("successes", successes, low=0, high=n)
+    confidence = check_float("confidence", confidence, low=0.0, high=1.0, low_open=True, high_open=True)
     if n == 0:
         return 0.0, 1.0
     z = _normal_quantile(0.5 + confidence / 2)

@@ -1,7 +1,7 @@
 """The summary object of a report: figures per file, per env and per task field.
 
-:class:`Report` holds one :class:`FileSummary` per input (a file or an
-in-memory batch). Its figures are those of the ``agent-gym rollout`` summary
+:class:`Report` holds one :class:`~agent_gym.report.file_summary.FileSummary`
+per input (a file or an in-memory batch). Its figures are those of the ``agent-gym rollout`` summary
 table for the same episodes (episodes, mean reward, success rate = share of
 episodes with ``res_reward > 0``, mean steps, tokens sampled, env and LLM time,
 statuses), plus success confidence intervals, pass@k over ``samples_per_task``
@@ -13,198 +13,15 @@ tools and the time split. :meth:`Report.to_text` renders the terminal tables;
 from __future__ import annotations
 
 import os
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent_gym.report.errors import ERROR_KINDS
-from agent_gym.report.load import EpisodeStats, load_file, stats_from_trajectories
-from agent_gym.report.stats import mean_pass_at_k, wilson_interval
+from agent_gym.checks import check_non_empty
+from agent_gym.report.file_summary import MISSING, SERIES, FileSummary, GroupRow
+from agent_gym.report.load import load_file, stats_from_trajectories
 
-__all__ = ["FileSummary", "GroupRow", "Report", "format_table", "load_report"]
-
-_MISSING = "-"
-
-
-@dataclass
-class GroupRow:
-    """Figures of the episodes of one env and one value of the ``by`` field.
-
-    Attributes:
-        env: Env id (``"-"`` when not recorded).
-        value: Value of the ``by`` task field (``"all"`` without one).
-        episodes: Episodes in the row.
-        tasks: Distinct tasks (``group_id``s).
-        successes: Episodes with ``res_reward > 0``.
-        success_rate: ``successes / episodes``.
-        ci: 95% Wilson interval of the success rate.
-        mean_reward: Mean ``trajectory_reward``.
-        k: Samples per task (the smallest sibling count of the row's tasks).
-        pass_at_1: Mean unbiased pass@1 over tasks.
-        pass_at_k: Mean unbiased pass@k over tasks with ``k`` samples.
-        mean_steps: Mean ``metrics["steps"]``.
-        statuses: Episodes per status.
-    """
-
-    env: str
-    value: str
-    episodes: int
-    tasks: int
-    successes: int
-    success_rate: float
-    ci: tuple[float, float]
-    mean_reward: float
-    k: int
-    pass_at_1: float | None
-    pass_at_k: float | None
-    mean_steps: float
-    statuses: dict[str, int]
-
-
-def _row(env: str, value: str, episodes: Sequence[EpisodeStats]) -> GroupRow:
-    n = len(episodes)
-    successes = sum(1 for e in episodes if e.success)
-    groups: dict[str, list[int]] = {}
-    for e in episodes:
-        counts = groups.setdefault(e.group, [0, 0])
-        counts[0] += 1
-        counts[1] += int(e.success)
-    pairs = [(a, b) for a, b in groups.values()]
-    k = min(a for a, _ in pairs) if pairs else 1
-    return GroupRow(
-        env=env,
-        value=value,
-        episodes=n,
-        tasks=len(groups),
-        successes=successes,
-        success_rate=successes / n if n else 0.0,
-        ci=wilson_interval(successes, n),
-        mean_reward=sum(e.reward for e in episodes) / n if n else 0.0,
-        k=k,
-        pass_at_1=mean_pass_at_k(pairs, 1),
-        pass_at_k=mean_pass_at_k(pairs, k),
-        mean_steps=sum(e.steps for e in episodes) / n if n else 0.0,
-        statuses=dict(sorted(Counter(e.status for e in episodes).items())),
-    )
-
-
-def _field_value(task: Any, by: str) -> str:
-    value: Any = task
-    for part in by.split("."):
-        if not isinstance(value, Mapping) or part not in value:
-            return _MISSING
-        value = value[part]
-    if isinstance(value, (dict, list)):
-        return str(value)[:40]
-    return str(value)
-
-
-class FileSummary:
-    """Figures of the episodes of one file or batch.
-
-    Attributes:
-        label: Name of the file or batch.
-        path: The file read (None for an in-memory batch).
-        episodes: One :class:`~agent_gym.report.load.EpisodeStats` per episode.
-        skipped_lines: Incomplete last lines skipped while reading (interrupted writer).
-    """
-
-    def __init__(
-        self, label: str, episodes: list[EpisodeStats], *, path: Path | None = None, skipped_lines: int = 0
-    ) -> None:
-        self.label = label
-        self.path = path
-        self.episodes = episodes
-        self.skipped_lines = skipped_lines
-
-    def __repr__(self) -> str:
-        return f"FileSummary({self.label!r}, episodes={len(self.episodes)}, skipped_lines={self.skipped_lines})"
-
-    def figures(self) -> dict[str, Any]:
-        """The batch figures of the ``agent-gym rollout`` summary table, plus reward time and tokens/s.
-
-        Returns:
-            ``episodes``, ``mean_reward``, ``success_rate``, ``mean_steps``, ``tokens_sampled``,
-            ``env_time``, ``llm_time``, ``reward_time``, ``statuses`` (as the CLI computes them)
-            and ``tokens_per_llm_s`` (sampled tokens per second of LLM time; the files
-            record no wall time).
-        """
-        eps = self.episodes
-        n = len(eps)
-        tokens = sum(e.tokens_sampled for e in eps)
-        llm_time = sum(e.llm_time for e in eps)
-        statuses: dict[str, int] = {}
-        for e in eps:
-            statuses[e.status] = statuses.get(e.status, 0) + 1
-        return {
-            "episodes": n,
-            "mean_reward": sum(e.reward for e in eps) / n if n else 0.0,
-            "success_rate": sum(1 for e in eps if e.success) / n if n else 0.0,
-            "mean_steps": sum(e.steps for e in eps) / n if n else 0.0,
-            "tokens_sampled": tokens,
-            "env_time": sum(e.env_time for e in eps),
-            "llm_time": llm_time,
-            "reward_time": sum(e.reward_time for e in eps),
-            "statuses": statuses,
-            "tokens_per_llm_s": tokens / llm_time if llm_time > 0 else 0.0,
-        }
-
-    def rows(self, by: str | None = None) -> list[GroupRow]:
-        """One row per env and value of the task field ``by`` (dotted for nested keys), sorted."""
-        buckets: dict[tuple[str, str], list[EpisodeStats]] = {}
-        for e in self.episodes:
-            key = (e.env, _field_value(e.task, by) if by else "all")
-            buckets.setdefault(key, []).append(e)
-        return [_row(env, value, eps) for (env, value), eps in sorted(buckets.items())]
-
-    def total(self) -> GroupRow:
-        """The row of every episode together."""
-        return _row("all", "all", self.episodes)
-
-    def error_kinds(self) -> dict[str, int]:
-        """Error observations by kind, every kind of :data:`ERROR_KINDS` present (0 when none)."""
-        counts = dict.fromkeys(ERROR_KINDS, 0)
-        for e in self.episodes:
-            for kind, count in e.errors.items():
-                counts[kind] = counts.get(kind, 0) + count
-        return counts
-
-    def failing_tools(self, top: int = 10) -> list[tuple[str, int]]:
-        """The ``top`` tools with the most failed calls, most first."""
-        counts: Counter[str] = Counter()
-        for e in self.episodes:
-            counts.update(e.failing_tools)
-        return sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:top]
-
-    def series(self, metric: str) -> list[float]:
-        """Values of a histogram metric (see :data:`agent_gym.report.plots.METRICS`)."""
-        eps = self.episodes
-        if metric == "reward":
-            return [e.reward for e in eps]
-        if metric == "steps":
-            return [float(e.steps) for e in eps]
-        if metric == "response_tokens_per_episode":
-            return [float(e.tokens_sampled) for e in eps]
-        if metric == "response_tokens_per_turn":
-            return [float(v) for e in eps for v in e.sampled_tokens_per_turn]
-        if metric == "prompt_tokens_per_turn":
-            return [float(v) for e in eps for v in e.prompt_tokens_per_turn]
-        if metric == "tool_calls_per_episode":
-            return [float(e.tool_calls) for e in eps]
-        raise ValueError(f"metric: expected one of {list(SERIES)}, got {metric!r}")
-
-
-SERIES: dict[str, str] = {
-    "reward": "episode reward",
-    "steps": "steps per episode",
-    "response_tokens_per_turn": "response tokens per turn",
-    "response_tokens_per_episode": "response tokens per episode",
-    "prompt_tokens_per_turn": "prompt tokens per turn",
-    "tool_calls_per_episode": "tool calls per episode",
-}
-"""Histogram metrics of :meth:`FileSummary.series` and their titles."""
+__all__ = ["SERIES", "FileSummary", "GroupRow", "Report", "format_table", "load_report"]
 
 
 def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
@@ -223,11 +40,11 @@ def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
 
 
 def _pct(value: float | None) -> str:
-    return _MISSING if value is None else f"{value:.1%}"
+    return MISSING if value is None else f"{value:.1%}"
 
 
 def _statuses(statuses: Mapping[str, int]) -> str:
-    return ", ".join(f"{k or '?'}={v}" for k, v in sorted(statuses.items())) or _MISSING
+    return ", ".join(f"{k or '?'}={v}" for k, v in sorted(statuses.items())) or MISSING
 
 
 class Report:
@@ -243,9 +60,7 @@ class Report:
     """
 
     def __init__(self, files: Sequence[FileSummary], *, by: str | None = None) -> None:
-        if not files:
-            raise ValueError("Report: expected at least one file or batch, got none")
-        self.files = list(files)
+        self.files = list(check_non_empty("files", files))
         if by is None and any(isinstance(e.task, Mapping) and "family" in e.task
                               for f in self.files for e in f.episodes):
             by = "family"
@@ -337,7 +152,7 @@ class Report:
             busy = fig["env_time"] + fig["llm_time"] + fig["reward_time"]
 
             def share(x: float, busy: float = busy) -> str:
-                return f"{x / busy:.0%}" if busy > 0 else _MISSING
+                return f"{x / busy:.0%}" if busy > 0 else MISSING
 
             rows.append([f.label, f"{fig['env_time']:.2f}s ({share(fig['env_time'])})",
                          f"{fig['llm_time']:.2f}s ({share(fig['llm_time'])})",

@@ -2,6 +2,7 @@ import math
 
 import pytest
 
+from agent_gym.errors import ConfigError
 from agent_gym.report import mean_pass_at_k, pass_at_k, wilson_interval
 
 
@@ -37,9 +38,12 @@ def test_mean_pass_at_k_leaves_out_tasks_with_fewer_samples():
     assert mean_pass_at_k([(1, 1)], 2) is None
 
 
-@pytest.mark.parametrize("args", [(0, 0, 1), (3, 4, 1), (3, 1, 4), (3, 1, 0), (3.0, 1, 1)])
-def test_pass_at_k_rejects_inconsistent_counts(args):
-    with pytest.raises(ValueError, match="expected"):
+@pytest.mark.parametrize("args, error", [
+    ((0, 0, 1), ConfigError), ((3, 4, 1), ConfigError), ((3, 1, 4), ConfigError), ((3, 1, 0), ConfigError),
+    ((3.0, 1, 1), TypeError), ((3, True, 1), TypeError),
+])
+def test_pass_at_k_rejects_inconsistent_counts(args, error):
+    with pytest.raises(error, match="expected"):
         pass_at_k(*args)
 
 
