@@ -48,6 +48,7 @@ _ANSWER_BLOCK = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*(.*?)\s*```$", re.DOTALL)
 _MAX_ERROR_SNIPPET = 80
 _TAG_NAME = re.compile(r"[A-Za-z_][\w\-]*")
+_TAG_START = re.compile(r"<(?=[/A-Za-z_!?])")  # JSON has no '<' outside strings: this escapes only string text
 
 
 @dataclass
@@ -297,10 +298,14 @@ def parse_response(text: str) -> ParsedResponse:
 
 
 def format_tool_call(name: str, arguments: Mapping[str, Any]) -> str:
-    """Render one hermes-style ``<tool_call>`` block, the text :func:`parse_response` reads back as a call.
+    """Render one hermes-style ``<tool_call>`` block, the text :func:`parse_response` reads back as the call.
+
+    A ``<`` that starts something tag-like inside a JSON string is written ``\\u003c``
+    (still the same JSON value), so an argument such as ``"</tool_call>"`` cannot end the block.
 
     Example:
         >>> format_tool_call("add", {"a": 1})
         '<tool_call>{"name": "add", "arguments": {"a": 1}}</tool_call>'
     """
-    return "<tool_call>" + json.dumps({"name": name, "arguments": dict(arguments)}, ensure_ascii=False) + "</tool_call>"
+    body = json.dumps({"name": name, "arguments": dict(arguments)}, ensure_ascii=False)
+    return "<tool_call>" + _TAG_START.sub(r"\\u003c", body) + "</tool_call>"

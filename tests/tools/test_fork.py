@@ -15,8 +15,8 @@ import gymnasium as gym
 import pytest
 from tools_fixtures import add, sleepy
 
-from agent_gym.core import AgentEnv, format_tool_call
-from agent_gym.tools import FunctionTool
+from agent_gym.core import AgentEnv
+from agent_gym.tools import FunctionTool, format_tool_call
 
 pytestmark = pytest.mark.skipif(
     "fork" not in multiprocessing.get_all_start_methods() or sys.platform == "darwin",

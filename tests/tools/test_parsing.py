@@ -5,7 +5,8 @@ import pickle
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_gym.tools import HermesToolCallParser, ParsedResponse, ToolCallParser, parse_response
+from agent_gym.errors import ConfigError
+from agent_gym.tools import HermesToolCallParser, ParsedResponse, ToolCallParser, format_tool_call, parse_response
 
 
 def test_think_tool_calls_and_answer():
@@ -96,8 +97,27 @@ def test_custom_tags_and_pickle():
 def test_bad_tag_names_raise():
     import pytest
 
-    with pytest.raises(ValueError):
+    with pytest.raises(ConfigError, match="think_tag: expected a tag name"):
         HermesToolCallParser(think_tag="<think>")
+    with pytest.raises(TypeError, match="answer_tag"):
+        HermesToolCallParser(answer_tag=None)  # type: ignore[arg-type]
+
+
+_WORDS = st.one_of(st.text(max_size=8), st.sampled_from(["</tool_call>", "<tool_call>", "<answer>", "</think>"]))
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | _WORDS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_WORDS, inner, max_size=3),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.from_regex(r"[A-Za-z_][\w\-.]{0,20}", fullmatch=True), st.dictionaries(_WORDS, _JSON, max_size=4))
+def test_format_tool_call_is_read_back_by_the_parser(name, arguments):
+    text = format_tool_call(name, arguments)
+    parsed = parse_response(text)
+    assert not parsed.errors
+    assert [(c.name, c.arguments) for c in parsed.tool_calls] == [(name, arguments)]
 
 
 def test_deeply_nested_json_does_not_raise():

@@ -6,7 +6,18 @@ import time
 import pytest
 from tools_fixtures import add, fail, huge, sleepy, typed
 
-from agent_gym.tools import FunctionTool, Tool, ToolResult, as_tool, describe_tools, validate_arguments
+from agent_gym.errors import ConfigError
+from agent_gym.tools import (
+    FunctionTool,
+    Tool,
+    ToolErrorKind,
+    ToolResult,
+    as_tool,
+    describe_tools,
+    skipped_call_result,
+    unknown_tool_result,
+    validate_arguments,
+)
 
 
 def test_schema_from_signature_and_docstring():
@@ -160,3 +171,42 @@ def test_schemas_are_derived_once_and_handed_out_as_copies():
     schema["function"]["parameters"]["properties"].clear()  # a caller's copy
     assert second.schema["function"]["parameters"]["properties"]
     assert first.run({"a": 1, "b": 2}).ok
+
+
+@pytest.mark.parametrize(("kwargs", "error", "fragment"), [
+    ({"time_limit": 0}, ConfigError, "time_limit"),
+    ({"time_limit": "1"}, TypeError, "time_limit"),
+    ({"max_output_chars": 0}, ConfigError, "max_output_chars"),
+    ({"max_output_chars": 1.5}, TypeError, "max_output_chars"),
+    ({"on_overflow": "drop"}, ConfigError, "on_overflow: expected one of ['truncate', 'error']"),
+    ({"name": "bad name"}, ConfigError, "name: expected a tool name"),
+    ({"blocking": "yes"}, TypeError, "blocking"),
+])
+def test_function_tool_arguments_are_checked(kwargs, error, fragment):
+    with pytest.raises(error, match=fragment.replace("[", r"\[").replace("]", r"\]")):
+        FunctionTool(add, **kwargs)
+
+
+def test_every_failed_result_has_a_kind():
+    assert FunctionTool(add).run({"a": "x"}).kind is ToolErrorKind.BAD_ARGUMENTS
+    assert FunctionTool(fail).run({"reason": "r"}).kind is ToolErrorKind.TOOL_ERROR
+    assert FunctionTool(sleepy, time_limit=0.05).run({"seconds": 1.0}).kind is ToolErrorKind.TIMEOUT
+    assert FunctionTool(huge, max_output_chars=10).run({"n": 25}).kind is ToolErrorKind.OUTPUT_LIMIT
+    assert FunctionTool(add).run({"a": 1}).kind is None
+    # A tool of another kind that reports an error without a kind gets TOOL_ERROR; a string kind is converted.
+    assert ToolResult("Error: x", "x").kind is ToolErrorKind.TOOL_ERROR
+    assert ToolResult("Error: x", "x", "timeout").kind is ToolErrorKind.TIMEOUT  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="kind: expected one of"):
+        ToolResult("Error: x", "x", "slow")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="kind: expected None"):
+        ToolResult("fine", None, ToolErrorKind.TIMEOUT)
+
+
+def test_results_of_calls_that_are_not_run():
+    unknown = unknown_tool_result("teleport", ["add", "mul"])
+    assert unknown.kind is ToolErrorKind.UNKNOWN_TOOL and unknown.content == f"Error: {unknown.error}"
+    assert unknown.error == "unknown tool 'teleport'; available tools: add, mul"
+    assert unknown_tool_result("x", []).error.endswith("available tools: none")
+    skipped = skipped_call_result("add", 2, per="user turn")
+    assert skipped.kind is ToolErrorKind.TOO_MANY_CALLS
+    assert skipped.error == "tool call 'add' skipped: at most 2 calls are run per user turn"
