@@ -1,16 +1,30 @@
-from __future__ import annotations
+"""Every registered id: what register_envs registers, and the env checker over each of them."""
 
-import pickle
-import warnings
+from __future__ import annotations
 
 import gymnasium as gym
 import pytest
-from gymnasium.utils.env_checker import check_env
 
-import agent_gym  # noqa: F401
+import agent_gym  # noqa: F401  (registers the ids)
 from agent_gym.envs import ENV_INFOS, register_envs
+from agent_gym.utils.env_checker import check_agent_env
 
 IDS = sorted(env_id for env_id in gym.registry if env_id.startswith("agent_gym/"))
+
+# Episodes of sampled actions per env. Terminal-v0 runs every episode in its own sandbox and grades
+# it with the task's tests in there (about a second each on a loaded 2-core machine); 3 episodes
+# still reach the step limit, and its own tests run every task.
+SAMPLED_EPISODES = {"agent_gym/Terminal-v0": 3}
+
+# Checks an env is known to fail, with why. The test fails when one of them starts passing, so
+# that the entry is removed with the fix.
+KNOWN_FAILURES: dict[str, dict[str, str]] = {
+    "agent_gym/Conversation-v0": {
+        "sampled_actions": "a turn whose right move is to ask for details or to refuse has no calls and no "
+                           "expected outputs, so any reply passes it (78 of 180 tasks pay random text)",
+        "random_actions": "the same: a random <answer> passes those turns",
+    },
+}
 
 
 def test_registry_has_the_built_envs():
@@ -18,60 +32,17 @@ def test_registry_has_the_built_envs():
     assert {info.id for info in ENV_INFOS} == set(IDS)
     for info in ENV_INFOS:
         spec = gym.spec(info.id)
-        assert isinstance(spec.entry_point, str) and spec.max_episode_steps == info.max_episode_steps
+        assert isinstance(spec.entry_point, str) and spec.max_episode_steps is None  # the env's max_steps is the limit
+        assert spec.nondeterministic == info.nondeterministic
     register_envs()  # idempotent
 
 
 @pytest.mark.parametrize("env_id", IDS)
-def test_check_env_with_warnings_as_errors(env_id):
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        env = gym.make(env_id)
-        check_env(env.unwrapped)
-        env.close()
-
-
-@pytest.mark.parametrize("env_id", IDS)
-def test_reset_is_deterministic_from_seed(env_id):
-    a, b = gym.make(env_id), gym.make(env_id)
-    for seed in (0, 1, 123):
-        obs_a, info_a = a.reset(seed=seed)
-        obs_b, info_b = b.reset(seed=seed)
-        assert obs_a == obs_b and info_a == info_b
-        action = a.unwrapped.oracle_action()
-        assert a.step(action)[:4] == b.step(action)[:4]
-    firsts = {a.reset(seed=s)[0][1]["content"] for s in range(20)}
-    assert len(firsts) > 1
-
-
-@pytest.mark.parametrize("env_id", IDS)
-def test_env_pickles_before_and_during_an_episode(env_id):
-    env = gym.make(env_id)
-    clone = pickle.loads(pickle.dumps(env))
-    assert clone.reset(seed=4)[0] == env.reset(seed=4)[0]
-    env.step(env.unwrapped.oracle_action())
-    clone = pickle.loads(pickle.dumps(env))
-    assert clone.unwrapped.messages == env.unwrapped.messages
-
-
-# Episodes of random actions per env. Terminal-v0 runs every episode in its own sandbox and grades
-# it with the task's tests in there (about a second each on a loaded 2-core machine); 6 episodes
-# still cover submit, the step limit and malformed calls, and its own tests run every task.
-SAMPLED_EPISODES = {"agent_gym/Terminal-v0": 6}
-
-
-@pytest.mark.parametrize("env_id", IDS)
-def test_step_with_sampled_actions_survives(env_id):
-    env = gym.make(env_id)
-    env.action_space.seed(0)
-    for episode in range(SAMPLED_EPISODES.get(env_id, 20)):
-        obs, _ = env.reset(seed=episode)
-        while True:
-            obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
-            assert obs in env.observation_space and isinstance(reward, float)
-            if terminated or truncated:
-                assert "status" in info
-                break
+def test_env_checker_passes(env_id):
+    report = check_agent_env(env_id, episodes=SAMPLED_EPISODES.get(env_id, 10), raise_on_failure=False)
+    known = KNOWN_FAILURES.get(env_id, {})
+    failed = {r.name: r.detail for r in report.failures}
+    assert set(failed) == set(known), report.format()
 
 
 @pytest.mark.parametrize("env_id", IDS)
@@ -80,3 +51,4 @@ def test_render_ansi(env_id):
     env.reset(seed=0)
     text = env.render()
     assert isinstance(text, str) and "[system]" in text and "[user]" in text
+    env.close()
