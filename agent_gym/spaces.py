@@ -237,7 +237,7 @@ class MessageSpace(Space[dict]):
         """False: messages have no fixed-size array form."""
         return False
 
-    def to_jsonable(self, sample_n: Sequence[dict[str, str]]) -> list[dict[str, str]]:
+    def to_jsonable(self, sample_n: Iterable[dict[str, str]]) -> list[dict[str, str]]:
         """Convert a batch of messages to JSON-ready dicts."""
         return [dict(m) for m in sample_n]
 
