@@ -9,17 +9,20 @@ holding every episode that finished:
 * JSONL: one JSON object per line, flushed after every record. A final line cut
   short by a hard kill is skipped (with a warning) by :func:`read_jsonl`.
 * Parquet: token columns are native ``list<int64>`` / ``list<float>`` columns a
-  trainer can read directly; nested records (steps, task, conversation) are JSON
-  strings. Rows are written in row groups; the file footer is written when the
+  trainer can read directly; nested records (steps, task, conversation, sampling)
+  and any field without a typed column are JSON strings, so every field of
+  ``StepTrajectory`` has a column. Rows are written in row groups; the file footer is written when the
   writer closes, which happens on ``KeyboardInterrupt`` too.
 
 :func:`to_slime_samples` turns trajectories into the dicts a slime/vime custom
 generate function returns: one sample per trainable segment, siblings sharing
-``rollout_id``.
+``rollout_id``, every field of the record carried in the sample or its ``metadata``.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import logging
 import os
@@ -29,7 +32,7 @@ from types import TracebackType
 from typing import Any
 
 from agent_gym.checks import check_int
-from agent_gym.segments import trajectory_segments
+from agent_gym.segments import split_segments, trajectory_segments
 from agent_gym.types import METRIC_KEYS, EpisodeStatus, StepTrajectory, Trajectory
 
 __all__ = [
@@ -46,7 +49,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_JSON_COLUMNS = ("chat_completions", "task", "steps", "sampling")
 _KIND_KEY = "_kind"
 
 SLIME_STATUS: dict[str, str] = {
@@ -151,7 +153,8 @@ def _pyarrow() -> Any:
     return pa, pq
 
 
-def _schema() -> Any:
+def _native_columns() -> dict[str, Any]:
+    """Fields stored as typed Parquet columns; every other field is a JSON string column."""
     pa, _ = _pyarrow()
     metric_fields = [pa.field(k, pa.int64() if k == "steps" else pa.float64()) for k in METRIC_KEYS]
     segment = pa.struct(
@@ -164,39 +167,55 @@ def _schema() -> Any:
             pa.field("last_step", pa.int64()),
         ]
     )
-    return pa.schema(
-        [
-            pa.field(_KIND_KEY, pa.string()),
-            pa.field("idx", pa.int64()),
-            pa.field("rollout_id", pa.string()),
-            pa.field("group_id", pa.string()),
-            pa.field("status", pa.string()),
-            pa.field("retokenized", pa.bool_()),
-            pa.field("env_id", pa.string()),
-            pa.field("trajectory_reward", pa.float64()),
-            pa.field("reward_is_int", pa.bool_()),
-            pa.field("prompt_tokens", pa.list_(pa.int64())),
-            pa.field("response_tokens", pa.list_(pa.int64())),
-            pa.field("response_masks", pa.list_(pa.int64())),
-            pa.field("response_logprobs", pa.list_(pa.float32())),
-            pa.field("metrics", pa.struct(metric_fields)),
-            pa.field("segments", pa.list_(segment)),
-            pa.field("chat_completions", pa.string()),
-            pa.field("task", pa.string()),
-            pa.field("steps", pa.string()),
-            pa.field("sampling", pa.string()),
-        ]
-    )
+    return {
+        "idx": pa.int64(),
+        "rollout_id": pa.string(),
+        "group_id": pa.string(),
+        "status": pa.string(),
+        "retokenized": pa.bool_(),
+        "env_id": pa.string(),
+        "trajectory_reward": pa.float64(),
+        "prompt_tokens": pa.list_(pa.int64()),
+        "response_tokens": pa.list_(pa.int64()),
+        "response_masks": pa.list_(pa.int64()),
+        "response_logprobs": pa.list_(pa.float32()),
+        "metrics": pa.struct(metric_fields),
+        "segments": pa.list_(segment),
+    }
+
+
+@functools.cache
+def _columns(record_type: type) -> tuple[Any, tuple[str, ...]]:
+    """The Parquet schema of ``record_type`` and the fields it stores as JSON strings.
+
+    One column per field, plus the record kind and the reward's type; nested records and any
+    field without a typed column are JSON strings.
+    """
+    pa, _ = _pyarrow()
+    native = _native_columns()
+    names = [f.name for f in dataclasses.fields(record_type)]
+    columns = [pa.field(_KIND_KEY, pa.string()), pa.field("reward_is_int", pa.bool_())]
+    columns += [pa.field(name, native.get(name, pa.string())) for name in names]
+    return pa.schema(columns), tuple(name for name in names if name not in native)
+
+
+def _schema() -> Any:
+    return _columns(StepTrajectory)[0]
+
+
+def _json_columns() -> tuple[str, ...]:
+    return _columns(StepTrajectory)[1]
 
 
 def _to_row(trajectory: Trajectory) -> dict[str, Any]:
     data = _record(trajectory)
-    row: dict[str, Any] = {k: data.get(k) for k in _schema().names if k not in _JSON_COLUMNS}
+    json_columns = _json_columns()
+    row: dict[str, Any] = {k: data.get(k) for k in _schema().names if k not in json_columns}
     reward = data["trajectory_reward"]
     row["trajectory_reward"] = float(reward)
     row["reward_is_int"] = isinstance(reward, int)
     row["metrics"] = {k: data["metrics"][k] for k in METRIC_KEYS}
-    for name in _JSON_COLUMNS:
+    for name in json_columns:
         row[name] = json.dumps(data[name]) if name in data else None
     return row
 
@@ -205,7 +224,7 @@ def _from_row(row: dict[str, Any]) -> Trajectory:
     data = dict(row)
     if data.pop("reward_is_int", False):
         data["trajectory_reward"] = int(data["trajectory_reward"])
-    for name in _JSON_COLUMNS:
+    for name in _json_columns():
         value = data.pop(name, None)  # files written before a column existed lack it
         if value is not None:
             data[name] = json.loads(value)
@@ -370,19 +389,41 @@ class TrajectoryWriter:
 
 
 # --------------------------------------------------------------------------- slime
+_SLIME_NATIVE = frozenset(
+    {
+        "prompt_tokens",
+        "response_tokens",
+        "response_masks",
+        "response_logprobs",
+        "segments",
+        "trajectory_reward",
+        "rollout_id",
+        "status",
+    }
+)
+"""Trajectory fields a slime sample carries in its own keys (``tokens``, ``loss_mask``,
+``rollout_log_probs``, ``reward``, ``rollout_id``, ``metadata["episode_status"]``, the
+segment's position); every other field goes to ``metadata`` under its own name."""
+
+
 def to_slime_samples(
     trajectories: Iterable[Trajectory], *, include_empty: bool = False
 ) -> list[dict[str, Any]]:
     """Turn trajectories into slime/vime ``Sample``-style dicts, one per segment.
 
-    Each dict has ``tokens`` (prompt + response ids), ``response_length``,
-    ``loss_mask`` (one entry per response token: 1 on sampled ids),
-    ``rollout_log_probs`` (aligned with ``loss_mask``, 0 on masked positions),
-    ``reward`` (the episode's reward), ``status`` (slime's ``completed`` /
-    ``truncated`` / ``aborted``, see :data:`SLIME_STATUS`), ``rollout_id`` (shared
-    by the segments of one episode), ``group_index`` / ``index`` and
-    ``metadata`` (agent_gym status, group id, segment position, task id, the sampling
-    record with its logprobs mode, metrics).
+    Each sample is one record of :func:`~agent_gym.segments.split_segments`. It has
+    ``tokens`` (prompt + response ids), ``response_length``, ``loss_mask`` (one
+    entry per response token: 1 on sampled ids), ``rollout_log_probs`` (aligned
+    with ``loss_mask``, 0 on masked positions), ``reward`` (the episode's reward),
+    ``status`` (slime's ``completed`` / ``truncated`` / ``aborted``, see
+    :data:`SLIME_STATUS`), ``rollout_id`` (shared by the segments of one episode),
+    ``group_index`` / ``index``, ``label`` (the task's ``ground_truth``) and
+    ``metadata``: the agent_gym status (``episode_status``), the segment's position
+    (``segment_index``, ``num_segments``, ``first_step``, ``last_step``),
+    ``task_id``, and every other field of the record in its JSON form under its
+    own name (``idx``, ``group_id``, ``env_id``, ``retokenized``, ``sampling``
+    with the logprobs mode, ``metrics``, ``task``, ``chat_completions``, and the
+    ``steps`` the segment covers).
 
     Args:
         trajectories: Records from ``collect`` or a file.
@@ -396,19 +437,28 @@ def to_slime_samples(
     samples: list[dict[str, Any]] = []
     group_index: dict[str, int] = {}
     for trajectory in trajectories:
-        segments = trajectory_segments(trajectory)
+        records = split_segments([trajectory])  # type: ignore[list-item]
         status = trajectory.status or ""
-        task = getattr(trajectory, "task", None)
-        for position, segment in enumerate(segments):
+        for position, record in enumerate(records):
+            segment = trajectory_segments(record)[0]
             response_length = len(segment.response_tokens)
             if response_length == 0 and not include_empty:
                 continue
-            prompt = segment.prompt_tokens.tolist()
-            response = segment.response_tokens.tolist()
+            data = record.to_dict()
+            task = data.get("task")
+            metadata = {name: value for name, value in data.items() if name not in _SLIME_NATIVE}
+            metadata.update(
+                episode_status=status,
+                segment_index=position,
+                num_segments=len(records),
+                first_step=segment.first_step,
+                last_step=segment.last_step,
+                task_id=task.get("id") if isinstance(task, dict) else None,
+            )
             group = trajectory.group_id or trajectory.rollout_id
             samples.append(
                 {
-                    "tokens": prompt + response,
+                    "tokens": segment.prompt_tokens.tolist() + segment.response_tokens.tolist(),
                     "response_length": response_length,
                     "loss_mask": segment.response_masks.tolist(),
                     "rollout_log_probs": segment.response_logprobs.tolist(),
@@ -418,19 +468,7 @@ def to_slime_samples(
                     "group_index": group_index.setdefault(group, len(group_index)),
                     "index": len(samples),
                     "label": task.get("ground_truth") if isinstance(task, dict) else None,
-                    "metadata": {
-                        "episode_status": status,
-                        "group_id": trajectory.group_id,
-                        "idx": trajectory.idx,
-                        "segment_index": position,
-                        "num_segments": len(segments),
-                        "first_step": segment.first_step,
-                        "last_step": segment.last_step,
-                        "task_id": task.get("id") if isinstance(task, dict) else None,
-                        "retokenized": trajectory.retokenized,
-                        "sampling": dict(trajectory.sampling),
-                        "metrics": dict(trajectory.metrics),
-                    },
+                    "metadata": metadata,
                 }
             )
     return samples

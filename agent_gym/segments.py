@@ -6,16 +6,19 @@ segments are built by the wrapper's token assembly and stored in
 turns any trajectory into its list of segments (a trajectory without
 ``segments`` is one segment made of its top-level tensors);
 :func:`split_segments` turns episodes into one record per segment (the engine's
-output) and the slime export writes one sample per segment, both through it.
+output, each made by :func:`segment_record` with ``dataclasses.replace``) and the
+slime export writes one sample per such record.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from collections.abc import Sequence
 
 from agent_gym.types import Segment, StepTrajectory, Trajectory
 
-__all__ = ["split_segments", "trajectory_segments"]
+__all__ = ["segment_record", "split_segments", "trajectory_segments"]
 
 
 def trajectory_segments(trajectory: Trajectory) -> list[Segment]:
@@ -47,13 +50,45 @@ def trajectory_segments(trajectory: Trajectory) -> list[Segment]:
     ]
 
 
+def segment_record(trajectory: StepTrajectory, segment: Segment) -> StepTrajectory:
+    """Return ``trajectory`` narrowed to one of its segments.
+
+    The record carries the segment's tokens at the top level, ``segments=[segment]``
+    and the steps the segment covers (all of them when the range is empty); every
+    other field is the episode's, copied by ``dataclasses.replace`` so a field added
+    to ``StepTrajectory`` later is carried too. Mutable values (lists, dicts) are
+    shallow copies: labelling one record does not change its siblings.
+
+    Args:
+        trajectory: The episode.
+        segment: One of its segments.
+
+    Returns:
+        A new record.
+    """
+    steps = trajectory.steps[segment.first_step : segment.last_step + 1] or trajectory.steps
+    narrowed = {
+        "prompt_tokens": segment.prompt_tokens,
+        "response_tokens": segment.response_tokens,
+        "response_masks": segment.response_masks,
+        "response_logprobs": segment.response_logprobs,
+        "steps": list(steps),
+        "segments": [segment],
+    }
+    copies = {
+        f.name: copy.copy(value)
+        for f in dataclasses.fields(trajectory)
+        if f.init and f.name not in narrowed and isinstance(value := getattr(trajectory, f.name), (list, dict))
+    }
+    return dataclasses.replace(trajectory, **narrowed, **copies)
+
+
 def split_segments(trajectories: Sequence[StepTrajectory]) -> list[StepTrajectory]:
     """Return one record per trainable segment; segments of an episode share ``rollout_id``.
 
-    An episode with one segment comes back as it is. Each record of a
-    multi-segment episode carries its segment's tokens at the top level,
-    ``segments=[segment]`` and the steps the segment covers; reward, metrics,
-    status and ids are the episode's.
+    An episode with one segment comes back as it is; a multi-segment one becomes
+    one :func:`segment_record` per segment (reward, metrics, status, ids and every
+    other field are the episode's).
 
     Args:
         trajectories: Episodes from ``collect``.
@@ -66,26 +101,6 @@ def split_segments(trajectories: Sequence[StepTrajectory]) -> list[StepTrajector
         segments = trajectory_segments(trajectory)
         if len(segments) == 1:
             out.append(trajectory)
-            continue
-        for segment in segments:
-            steps = trajectory.steps[segment.first_step : segment.last_step + 1] or trajectory.steps
-            out.append(
-                StepTrajectory(
-                    prompt_tokens=segment.prompt_tokens,
-                    response_tokens=segment.response_tokens,
-                    response_masks=segment.response_masks,
-                    response_logprobs=segment.response_logprobs,
-                    idx=trajectory.idx,
-                    trajectory_reward=trajectory.trajectory_reward,
-                    chat_completions=list(trajectory.chat_completions),
-                    metrics=dict(trajectory.metrics),
-                    rollout_id=trajectory.rollout_id,
-                    group_id=trajectory.group_id,
-                    status=trajectory.status,
-                    retokenized=trajectory.retokenized,
-                    task=trajectory.task,
-                    steps=list(steps),
-                    segments=[segment],
-                )
-            )
+        else:
+            out.extend(segment_record(trajectory, segment) for segment in segments)
     return out

@@ -285,7 +285,8 @@ def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = 
             body = orjson.loads(raw) if raw.strip() else {}
             if not isinstance(body, dict):
                 raise RequestError(f"expected a JSON object, got {type(body).__name__}")
-            session = store.create(body.get("session_id"), task=body.get("task"))
+            session = store.create(body.get("session_id"), task=body.get("task"), group_id=body.get("group_id", ""),
+                                   env_id=body.get("env_id", ""), idx=body.get("idx", 0))
         except orjson.JSONDecodeError as exc:
             return errors(False)(RequestError(f"expected a JSON body ({exc})"))
         except RequestError as exc:

@@ -161,9 +161,15 @@ class Gateway:
         if self.writer is not None:
             self.writer.close()
 
-    def session(self, session_id: str | None = None, *, task: Any = None) -> SessionHandle:
-        """Open a session; use it as a context manager to get its trajectory at exit."""
-        return SessionHandle(self, self.store.create(session_id, task=task))
+    def session(
+        self, session_id: str | None = None, *, task: Any = None, group_id: str = "", env_id: str = "", idx: int = 0
+    ) -> SessionHandle:
+        """Open a session; use it as a context manager to get its trajectory at exit.
+
+        ``task``, ``group_id``, ``env_id`` and ``idx`` label the trajectory (see :meth:`SessionStore.create`).
+        """
+        return SessionHandle(self, self.store.create(session_id, task=task, group_id=group_id, env_id=env_id,
+                                                     idx=idx))
 
     def __enter__(self) -> Gateway:
         return self.start()

@@ -5,9 +5,10 @@ episode. It resolves the client's history into agent_gym messages (the assistant
 produced become the exact sampled text again, see :mod:`agent_gym.gateway.convert`), asks
 the policy for the next turn with the session id (so the prompt ids extend the previous
 prompt + sampled ids, and a rewritten history starts a new segment), and records a
-:class:`~agent_gym.types.Step` plus the turn's ids in a
-:class:`~agent_gym.wrappers.token_assembly.TokenAssembler` (the prefix check decides the
-segments, as for env episodes). :meth:`GatewaySession.finish` attaches rewards and builds the
+:class:`~agent_gym.types.Step` plus the turn's ids, timing and sampling record in a
+:class:`~agent_gym.wrappers.trajectory_builder.TrajectoryBuilder` (the builder of env
+episodes too: the prefix check decides the segments, the first turn's ``PolicyOutput.sampling``
+is the trajectory's ``sampling``). :meth:`GatewaySession.finish` attaches rewards and builds the
 :class:`~agent_gym.types.StepTrajectory`.
 
 :class:`SessionStore` holds the sessions of a gateway and streams finished ones to a
@@ -19,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
-import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -30,16 +30,8 @@ from agent_gym.errors import ServerError
 from agent_gym.gateway.convert import ClientCall, ClientTurn, RequestError, render_assistant, signature
 from agent_gym.policy.vllm_protocol import CONTEXT_ERROR
 from agent_gym.tools import HermesToolCallParser, ToolCallParser
-from agent_gym.types import (
-    EpisodeStatus,
-    FinishReason,
-    PolicyOutput,
-    Step,
-    StepTrajectory,
-    compute_mc_return,
-    default_metrics,
-)
-from agent_gym.wrappers.token_assembly import TokenAssembler
+from agent_gym.types import EpisodeStatus, FinishReason, PolicyOutput, Step, StepTrajectory
+from agent_gym.wrappers.trajectory_builder import TrajectoryBuilder
 
 __all__ = ["GatewaySession", "SessionStore", "TurnResult", "TurnStream"]
 
@@ -80,22 +72,31 @@ class GatewaySession:
         task: Anything JSON-like describing the task (stored in the trajectory).
         parser: Splits sampled text into thought / tool calls.
         gamma: Discount of ``mc_return``.
+        group_id: Shared by the sessions that sample the same task (``Trajectory.group_id``).
+        env_id: Names the agent or env driving the session (``Trajectory.env_id``).
+        idx: Index of the episode in the caller's batch (``Trajectory.idx``).
     """
 
-    def __init__(self, session_id: str, *, task: Any = None, parser: ToolCallParser, gamma: float = 1.0) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        task: Any = None,
+        parser: ToolCallParser,
+        gamma: float = 1.0,
+        group_id: str = "",
+        env_id: str = "",
+        idx: int = 0,
+    ) -> None:
         self.id = session_id
-        self.task = task
         self.parser = parser
-        self.gamma = gamma
         self.turn_lock = asyncio.Lock()  # one turn at a time per session (asyncio.Lock binds on first use)
         self._lock = threading.Lock()
-        self.steps: list[Step] = []
-        self.assembler = TokenAssembler()
+        self.record = TrajectoryBuilder(session_id, gamma=gamma, env_id=env_id, task=task, group_id=group_id,
+                                        idx=idx)
+        self.steps = self.record.steps  # the builder's list
         self._raw_by_signature: dict[str, str] = {}
         self._conversation: list[dict[str, str]] = []
-        self._llm_time = 0.0
-        self._retokenized = False
-        self.start = time.perf_counter()
         self.last_error: str | None = None
         self.status_hint: EpisodeStatus | None = None
         self.finished: StepTrajectory | None = None
@@ -267,26 +268,24 @@ class GatewaySession:
             step_index = len(self.steps)
             if self.finished is not None:  # finished while sampling: the trajectory must not change
                 return TurnResult(turn, output, step_index, False, rewritten)
-            new_segment = False
-            if output.token_ids is not None and output.prompt_token_ids is not None:
-                new_segment = self.assembler.add_turn(step_index, output.prompt_token_ids, output.token_ids,
-                                                      output.logprobs)
-            self._retokenized = self._retokenized or output.retokenized
-            self._llm_time += output.llm_time
-            last_assistant = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1)
-            observed = [m["content"] for m in messages[last_assistant + 1:] if m["role"] != "system"]
             info: dict[str, Any] = {
                 "finish_reason": output.finish_reason,
-                "num_prompt_tokens": len(output.prompt_token_ids or []),
-                "num_sampled_tokens": len(output.token_ids or []),
-                "new_segment": new_segment,
-                "history_rewritten": rewritten,
+                "num_prompt_tokens": 0,
+                "num_sampled_tokens": 0,
+                "new_segment": False,
                 "llm_time": output.llm_time,
+                **self.record.add_output(step_index, output),
+            }
+            new_segment = bool(info["new_segment"])
+            last_assistant = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1)
+            observed = [m["content"] for m in messages[last_assistant + 1:] if m["role"] != "system"]
+            info.update({
+                "history_rewritten": rewritten,
                 "server": output.server,
                 "api": api,
                 "stream": stream,
                 "tool_calls": [c.to_dict() for c in parsed.tool_calls],
-            }
+            })
             if parsed.errors:
                 info["parse_errors"] = list(parsed.errors)
             if disconnected:
@@ -334,56 +333,33 @@ class GatewaySession:
         with self._lock:
             if self.finished is not None:
                 raise RequestError(f"session {self.id!r} is already finished", status=409, kind="ConflictError")
-            if rewards is not None:
-                if not isinstance(rewards, (list, tuple)) or len(rewards) != len(self.steps):
-                    raise RequestError(f"rewards: expected {len(self.steps)} numbers (one per step), got {rewards!r}",
-                                       param="rewards")
-                for step, value in zip(self.steps, rewards, strict=True):
-                    step.reward = _number("rewards[]", value)
-            if reward is not None:
-                value = _number("reward", reward)
-                if self.steps:
-                    self.steps[-1].reward += value
-                else:
-                    self.steps.append(Step(chat_completions=[], reward=value, done=True))
             if status is None:
                 status = (self.status_hint or EpisodeStatus.ENV_DONE).value
             if status not in EpisodeStatus._value2member_map_:
                 raise RequestError(f"status: expected one of {[s.value for s in EpisodeStatus]}, got {status!r}",
                                    param="status")
-            if self.last_error and self.steps:
-                self.steps[-1].info["error"] = self.last_error
+            if rewards is not None:
+                if not isinstance(rewards, (list, tuple)) or len(rewards) != len(self.steps):
+                    raise RequestError(f"rewards: expected {len(self.steps)} numbers (one per step), got {rewards!r}",
+                                       param="rewards")
+                values = [_number("rewards[]", value) for value in rewards]
+                for step, value in zip(self.steps, values, strict=True):
+                    step.reward = value
+            if reward is not None:
+                value = _number("reward", reward)
+                self.record.end()  # a session without turns gets one step holding the reward
+                self.steps[-1].reward += value
+            for step in self.steps:  # the client's rewards are the outcome (res_reward in the metrics)
+                step.info["res_reward"] = step.reward
+            self.record.end(self.last_error)
             self.finished = self._build(status)
             return self.finished
 
     def _build(self, status: str) -> StepTrajectory:
-        steps = self.steps or [Step(chat_completions=[], observation=None, done=bool(status))]
-        if status:
-            steps[-1].done = True
-        compute_mc_return(steps, self.gamma)
-        segments = self.assembler.segments()
-        metrics = default_metrics()
-        metrics["steps"] = len(self.steps)
-        metrics["res_reward"] = float(sum(s.reward for s in steps))
-        metrics["llm_time"] = self._llm_time
-        metrics["total_time"] = time.perf_counter() - self.start
-        metrics["env_time"] = max(0.0, metrics["total_time"] - self._llm_time)
-        first = segments[0] if segments else None
-        return StepTrajectory(
-            prompt_tokens=first.prompt_tokens if first is not None else [],
-            response_tokens=first.response_tokens if first is not None else [],
-            response_masks=first.response_masks if first is not None else [],
-            response_logprobs=first.response_logprobs if first is not None else [],
-            trajectory_reward=float(sum(s.reward for s in steps)),
-            chat_completions=[dict(m) for m in self._conversation],
-            metrics=metrics,
-            rollout_id=self.id,
-            status=status,
-            retokenized=self._retokenized,
-            task=self.task,
-            steps=[Step.from_dict(s.to_dict()) for s in steps],
-            segments=segments,
-        )
+        record = self.record
+        # The session's env time is the client's own time between turns (its tools, its thinking).
+        record.times["env_time"] = max(0.0, record.elapsed - record.times["llm_time"])
+        return record.build(status, conversation=self._conversation, detach=True)
 
 
 def _number(name: str, value: Any) -> float:
@@ -422,20 +398,35 @@ class SessionStore:
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
 
-    def create(self, session_id: str | None = None, task: Any = None) -> GatewaySession:
+    def create(
+        self, session_id: str | None = None, task: Any = None, *, group_id: str = "", env_id: str = "", idx: int = 0
+    ) -> GatewaySession:
         """Open a new session (a random id by default).
 
+        Args:
+            session_id: The id; a random one by default.
+            task: Anything JSON-like describing the task (stored in the trajectory).
+            group_id: Shared by the sessions sampling the same task (an advantage group).
+            env_id: Names the agent or env driving the session.
+            idx: Index of the episode in the caller's batch.
+
         Raises:
-            RequestError: The id is malformed or already used (409).
+            RequestError: The id is malformed or already used (409), or a label has the wrong type (400).
         """
         session_id = session_id or uuid.uuid4().hex
         if not isinstance(session_id, str) or not _ID_PATTERN.match(session_id):
             raise RequestError(f"session_id: expected 1-128 characters of [A-Za-z0-9._:-], got {session_id!r}",
                                param="session_id")
+        for name, value in (("group_id", group_id), ("env_id", env_id)):
+            if not isinstance(value, str):
+                raise RequestError(f"{name}: expected a string, got {value!r}", param=name)
+        if isinstance(idx, bool) or not isinstance(idx, int) or idx < 0:
+            raise RequestError(f"idx: expected an int >= 0, got {idx!r}", param="idx")
+        labels = {"group_id": group_id, "env_id": env_id, "idx": idx}
         with self._lock:
             if session_id in self._open or session_id in self._finished:
                 raise RequestError(f"session {session_id!r} already exists", status=409, kind="ConflictError")
-            session = GatewaySession(session_id, task=task, parser=self.parser, gamma=self.gamma)
+            session = GatewaySession(session_id, task=task, parser=self.parser, gamma=self.gamma, **labels)
             self._open[session_id] = session
             return session
 

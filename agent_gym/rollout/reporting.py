@@ -11,10 +11,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-import gymnasium as gym
-
 from agent_gym.rollout.planning import EpisodeSpec
 from agent_gym.types import EpisodeStatus, StepTrajectory
+from agent_gym.wrappers.trajectory_builder import TrajectoryBuilder
 
 __all__ = ["Progress", "failed_trajectory", "label", "notify"]
 
@@ -85,18 +84,10 @@ def label(trajectory: StepTrajectory, spec: EpisodeSpec) -> StepTrajectory:
 
 
 def failed_trajectory(spec: EpisodeSpec, gamma: float, error: str) -> StepTrajectory:
-    """The ``ENV_ERROR`` record of an episode that could not run (no env, a dead actor)."""
-    from agent_gym.wrappers.trajectory import TrajectoryWrapper
+    """The ``ENV_ERROR`` record of an episode that could not run (no env, a dead actor).
 
-    trajectory = TrajectoryWrapper(_NullEnv(), gamma=gamma).finish(EpisodeStatus.ENV_ERROR, error)
-    return label(trajectory, spec)
-
-
-class _NullEnv(gym.Env):
-    """Stand-in env used to record an episode whose env could not be built."""
-
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
-        return (), {}
-
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
-        return (), 0.0, True, False, {}
+    Its ``rollout_id`` is the episode id the episode would have run under.
+    """
+    builder = TrajectoryBuilder(spec.episode_id, gamma=gamma, task=spec.task)
+    builder.end(error)
+    return label(builder.build(EpisodeStatus.ENV_ERROR, conversation=()), spec)

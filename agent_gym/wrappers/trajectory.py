@@ -20,16 +20,9 @@ import gymnasium as gym
 
 from agent_gym.checks import check_gamma
 from agent_gym.tools import HermesToolCallParser
-from agent_gym.types import (
-    EpisodeStatus,
-    PolicyOutput,
-    Step,
-    StepTrajectory,
-    compute_mc_return,
-    default_metrics,
-)
+from agent_gym.types import EpisodeStatus, PolicyOutput, Step, StepTrajectory
 from agent_gym.wrappers.prompt_view import FullConversation, PromptView, make_prompt_view
-from agent_gym.wrappers.token_assembly import TokenAssembler
+from agent_gym.wrappers.trajectory_builder import TrajectoryBuilder
 
 __all__ = ["TrajectoryWrapper"]
 
@@ -88,36 +81,31 @@ class TrajectoryWrapper(gym.Wrapper):
         self.tokenizer = tokenizer
         self._parser = getattr(env.unwrapped, "parser", None) or HermesToolCallParser()
         self._lock = threading.Lock()
-        self._builder: Any = None
+        self._chat_tokens: Any = None
         self._view_factory: Callable[[], PromptView] = make_prompt_view(memory, tokenizer=tokenizer)
         spec = getattr(env, "spec", None)
         self._env_id: str = str(getattr(spec, "id", "") or "")
         self._reset_state()
 
     # ------------------------------------------------------------------ state
-    def _reset_state(self) -> None:
-        if getattr(self, "_builder", None) is not None and getattr(self, "_rollout_id", ""):
-            self._builder.close(self._rollout_id)
+    def _reset_state(self, rollout_id: str = "", task: Any = None) -> None:
+        previous = getattr(self, "_episode", None)
+        if self._chat_tokens is not None and previous is not None and previous.rollout_id:
+            self._chat_tokens.close(previous.rollout_id)
         self._view: PromptView | None = None
-        self._steps: list[Step] = []
-        self._assembler = TokenAssembler()
+        self._episode = TrajectoryBuilder(rollout_id, gamma=self.gamma, env_id=self._env_id, task=task)
+        self._steps = self._episode.steps  # the builder's list, appended to step by step
         self._conversation: list[dict[str, str]] = []
         self._prompt_view: list[dict[str, str]] = []
         self._observation: Any = None
-        self._task: Any = None
         self._policy_tools: list[dict] | None = None
         self._tools_in_prompt = False
-        self._rollout_id = ""
-        self._retokenized = False
-        self._sampling: dict[str, Any] = {}
-        self._times = {"env_time": 0.0, "llm_time": 0.0, "reward_time": 0.0}
-        self._start = time.perf_counter()
         self._finished: StepTrajectory | None = None
 
     @property
     def rollout_id(self) -> str:
         """The current episode's id (also used as the policy session id)."""
-        return self._rollout_id
+        return self._episode.rollout_id
 
     @property
     def steps(self) -> list[Step]:
@@ -144,12 +132,13 @@ class TrajectoryWrapper(gym.Wrapper):
         episode_id = options.pop("episode_id", None)
         if episode_id is not None and (not isinstance(episode_id, str) or not episode_id):
             raise ValueError(f'options["episode_id"]: expected a non-empty str, got {episode_id!r}')
-        self._reset_state()
+        self._reset_state()  # a failing env.reset leaves no episode to step
         started = time.perf_counter()
         obs, info = self.env.reset(seed=seed, options=options or None)
-        self._times["env_time"] += time.perf_counter() - started
-        self._rollout_id = episode_id or uuid.uuid4().hex
-        self._task = info.get("task")
+        reset_time = time.perf_counter() - started
+        self._reset_state(episode_id or uuid.uuid4().hex, info.get("task"))
+        self._episode.start = started
+        self._episode.times["env_time"] += reset_time
         self._tools_in_prompt = bool(info.get("tools_in_prompt"))
         self._policy_tools = None if self._tools_in_prompt else (info.get("tools") or None)
         self._conversation = _plain(obs)
@@ -158,7 +147,7 @@ class TrajectoryWrapper(gym.Wrapper):
         self._prompt_view = self._view_messages()
         self._observation = self._initial_observation()
         info = dict(info)
-        info["episode_id"] = self._rollout_id
+        info["episode_id"] = self._episode.rollout_id
         info["policy_tools"] = self._policy_tools
         return tuple(self._prompt_view), info
 
@@ -208,8 +197,9 @@ class TrajectoryWrapper(gym.Wrapper):
         info: dict[str, Any],
     ) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """Record the step the env just took; build the trajectory if it ended the episode."""
-        self._times["env_time"] += time.perf_counter() - started
-        self._times["reward_time"] += float(getattr(self.env.unwrapped, "last_reward_time", 0.0) or 0.0)
+        times = self._episode.times
+        times["env_time"] += time.perf_counter() - started
+        times["reward_time"] += float(getattr(self.env.unwrapped, "last_reward_time", 0.0) or 0.0)
         token_info = self._record_tokens(step_index, action, seen)
 
         # The env only appends to the conversation: convert just the new messages.
@@ -276,25 +266,12 @@ class TrajectoryWrapper(gym.Wrapper):
     def _finish(self, status: EpisodeStatus, error: str | None) -> StepTrajectory:
         if self._finished is not None:
             return self._finished
-        if not self._steps:
-            self._steps.append(
-                Step(
-                    chat_completions=list(self._prompt_view),
-                    observation=self._observation,
-                    info={"error": error} if error else {},
-                    done=True,
-                )
-            )
-        else:
-            last = self._steps[-1]
-            last.done = True
-            if error:
-                last.info["error"] = error
+        self._episode.end(error, context=self._prompt_view, observation=self._observation)
         return self._build(status)
 
     def record_llm_time(self, seconds: float) -> None:
         """Add policy time measured outside a ``PolicyOutput`` (e.g. string policies)."""
-        self._times["llm_time"] += float(seconds)
+        self._episode.times["llm_time"] += float(seconds)
 
     # ------------------------------------------------------------------ internals
     def _view_messages(self) -> list[dict[str, str]]:
@@ -305,7 +282,7 @@ class TrajectoryWrapper(gym.Wrapper):
         return _plain(view.messages())  # type: ignore[union-attr]
 
     def _initial_observation(self) -> Any:
-        task = self._task
+        task = self._episode.task
         if isinstance(task, dict) and "question" in task:
             return task["question"]
         users = [m["content"] for m in self._conversation if m["role"] == "user"]
@@ -314,77 +291,30 @@ class TrajectoryWrapper(gym.Wrapper):
     def _record_tokens(self, step_index: int, action: Any, seen: list[dict[str, str]]) -> dict[str, Any]:
         """Add this turn's ids to the assembler and return what the step info keeps."""
         if isinstance(action, PolicyOutput):
-            self._times["llm_time"] += float(action.llm_time)
-            if action.retokenized:
-                self._retokenized = True
-            if action.sampling and not self._sampling:
-                self._sampling = dict(action.sampling)
-            if action.token_ids is not None and action.prompt_token_ids is not None:
-                new_segment = self._assembler.add_turn(
-                    step_index,
-                    action.prompt_token_ids,
-                    action.token_ids,
-                    action.logprobs,
-                )
-                return {
-                    "finish_reason": action.finish_reason,
-                    "num_prompt_tokens": len(action.prompt_token_ids),
-                    "num_sampled_tokens": len(action.token_ids),
-                    "new_segment": new_segment,
-                    "llm_time": action.llm_time,
-                }
+            token_info = self._episode.add_output(step_index, action)
+            if token_info:
+                return token_info
             text = action.text
         else:
             text = action
         if self.tokenizer is None or not isinstance(text, str):
             return {}
         prompt_ids, sampled_ids = self._retokenize(seen, text)
-        self._retokenized = True
-        new_segment = self._assembler.add_turn(step_index, prompt_ids, sampled_ids, None)
-        return {
-            "num_prompt_tokens": len(prompt_ids),
-            "num_sampled_tokens": len(sampled_ids),
-            "new_segment": new_segment,
-        }
+        return self._episode.add_ids(step_index, prompt_ids, sampled_ids)
 
     def _retokenize(self, messages: list[dict[str, str]], text: str) -> tuple[list[int], list[int]]:
         """Render this turn's prompt with the chat token builder and re-tokenize ``text``."""
-        if self._builder is None:
+        if self._chat_tokens is None:
             from agent_gym.policy.chat_tokens import ChatTokenBuilder
 
-            self._builder = ChatTokenBuilder(self.tokenizer, track_retokenization=False)
-        plan = self._builder.prepare(self._rollout_id, messages, self._policy_tools or None)
+            self._chat_tokens = ChatTokenBuilder(self.tokenizer, track_retokenization=False)
+        plan = self._chat_tokens.prepare(self._episode.rollout_id, messages, self._policy_tools or None)
         sampled = list(self.tokenizer.encode(text, add_special_tokens=False))
-        sampled.append(self._builder.eot_token_id)
-        self._builder.commit(plan, sampled, text)
+        sampled.append(self._chat_tokens.eot_token_id)
+        self._chat_tokens.commit(plan, sampled, text)
         return plan.prompt_ids, sampled
 
     def _build(self, status: EpisodeStatus) -> StepTrajectory:
-        compute_mc_return(self._steps, self.gamma)
-        segments = self._assembler.segments()
-        metrics = default_metrics()
-        metrics["steps"] = len(self._steps)
-        metrics["toolcall_reward"] = float(sum(float(s.info.get("toolcall_reward", 0.0)) for s in self._steps))
-        metrics["res_reward"] = float(sum(float(s.info.get("res_reward", 0.0)) for s in self._steps))
-        metrics.update({k: float(v) for k, v in self._times.items()})
-        metrics["total_time"] = time.perf_counter() - self._start
-        first = segments[0] if segments else None
-        trajectory = StepTrajectory(
-            prompt_tokens=first.prompt_tokens if first is not None else [],
-            response_tokens=first.response_tokens if first is not None else [],
-            response_masks=first.response_masks if first is not None else [],
-            response_logprobs=first.response_logprobs if first is not None else [],
-            trajectory_reward=float(sum(s.reward for s in self._steps)),
-            chat_completions=list(self._conversation),
-            metrics=metrics,
-            rollout_id=self._rollout_id,
-            status=status.value,
-            retokenized=self._retokenized,
-            env_id=self._env_id,
-            sampling=dict(self._sampling),
-            task=self._task,
-            steps=list(self._steps),
-            segments=segments,
-        )
+        trajectory = self._episode.build(status, conversation=self._conversation)
         self._finished = trajectory
         return trajectory
