@@ -141,10 +141,7 @@ class GatewaySession:
             RequestError: The session is finished, the prompt is too long (400, vLLM's message) or
                 every server failed (502).
         """
-        if self.finished is not None:
-            raise RequestError(f"session {self.id!r} is finished (its reward was set)", status=409,
-                               kind="ConflictError")
-        resolved, rewritten = self.resolve(messages)
+        resolved, rewritten = self._start_turn(messages)
         async with self.turn_lock:
             # The turn completes even if the client goes away meanwhile: the session stays consistent.
             task = asyncio.ensure_future(policy.aact(resolved, session_id=self.id, tools=tools))
@@ -155,23 +152,41 @@ class GatewaySession:
                 self._record(resolved, output, rewritten, api, stream, disconnected=True)
                 raise
             except ServerError as exc:
-                self.last_error = str(exc)
-                self.status_hint = EpisodeStatus.POLICY_ERROR
-                status = 400 if exc.status == 400 else 502
-                raise RequestError(str(exc), status=status, kind="BadRequestError" if status == 400 else
-                                   "BadGatewayError") from None
-            if output.finish_reason == FinishReason.PROMPT_TRUNCATION:
-                self.last_error = output.error
-                self.status_hint = EpisodeStatus.PROMPT_TRUNCATION
-                message = output.error or "prompt too long"
-                if CONTEXT_ERROR not in message.lower():
-                    message = f"This model's {CONTEXT_ERROR} is exceeded: {message}"
-                raise RequestError(message, status=400, param="messages")
-            if output.error is not None:
-                self.last_error = output.error
-                self.status_hint = EpisodeStatus.POLICY_ERROR
-                raise RequestError(output.error, status=502, kind="BadGatewayError")
+                raise self._upstream_error(exc) from None
+            failure = self._failed_turn(output)
+            if failure is not None:
+                raise failure
             return self._record(resolved, output, rewritten, api, stream)
+
+    def _start_turn(self, messages: Sequence[dict[str, Any]]) -> tuple[list[dict[str, str]], bool]:
+        """Resolve a request's messages (see :meth:`resolve`); a finished session refuses the turn (409)."""
+        if self.finished is not None:
+            raise RequestError(f"session {self.id!r} is finished (its reward was set)", status=409,
+                               kind="ConflictError")
+        return self.resolve(messages)
+
+    def _upstream_error(self, exc: ServerError) -> RequestError:
+        """The client's error for a request every server failed or rejected; the episode would end POLICY_ERROR."""
+        self.last_error = str(exc)
+        self.status_hint = EpisodeStatus.POLICY_ERROR
+        if exc.status == 400:
+            return RequestError(str(exc), status=400, kind="BadRequestError")
+        return RequestError(str(exc), status=502, kind="BadGatewayError")
+
+    def _failed_turn(self, output: PolicyOutput) -> RequestError | None:
+        """The client's error for a turn that sampled nothing (prompt too long, policy error), else None."""
+        if output.finish_reason == FinishReason.PROMPT_TRUNCATION:
+            self.last_error = output.error
+            self.status_hint = EpisodeStatus.PROMPT_TRUNCATION
+            message = output.error or "prompt too long"
+            if CONTEXT_ERROR not in message.lower():
+                message = f"This model's {CONTEXT_ERROR} is exceeded: {message}"
+            return RequestError(message, status=400, param="messages")
+        if output.error is not None:
+            self.last_error = output.error
+            self.status_hint = EpisodeStatus.POLICY_ERROR
+            return RequestError(output.error, status=502, kind="BadGatewayError")
+        return None
 
     def stream_turn(
         self, policy: Any, messages: Sequence[dict[str, Any]], tools: list[dict[str, Any]], *, api: str,
@@ -184,10 +199,7 @@ class GatewaySession:
         Raises:
             RequestError: The session is finished (409).
         """
-        if self.finished is not None:
-            raise RequestError(f"session {self.id!r} is finished (its reward was set)", status=409,
-                               kind="ConflictError")
-        resolved, rewritten = self.resolve(messages)
+        resolved, rewritten = self._start_turn(messages)
         stream = TurnStream()
         stream.task = asyncio.ensure_future(self._drive(stream, policy, resolved, rewritten, tools, api, splitter))
         return stream
@@ -222,11 +234,7 @@ class GatewaySession:
                     if event.text:
                         forward(splitter.feed(event.text))
             except ServerError as exc:
-                self.last_error = str(exc)
-                self.status_hint = EpisodeStatus.POLICY_ERROR
-                status = 400 if exc.status == 400 else 502
-                put(("error", RequestError(str(exc), status=status, kind="BadRequestError" if status == 400 else
-                                           "BadGatewayError"), started))
+                put(("error", self._upstream_error(exc), started))
                 return
             except Exception as exc:  # noqa: BLE001 - the client gets a 502, the gateway keeps serving
                 self.last_error = f"{type(exc).__name__}: {exc}"
@@ -237,18 +245,9 @@ class GatewaySession:
                 put(("error", RequestError("the upstream stream ended without a turn", status=502,
                                            kind="BadGatewayError"), started))
                 return
-            if output.finish_reason == FinishReason.PROMPT_TRUNCATION:
-                self.last_error = output.error
-                self.status_hint = EpisodeStatus.PROMPT_TRUNCATION
-                message = output.error or "prompt too long"
-                if CONTEXT_ERROR not in message.lower():
-                    message = f"This model's {CONTEXT_ERROR} is exceeded: {message}"
-                put(("error", RequestError(message, status=400, param="messages"), started))
-                return
-            if output.error is not None:
-                self.last_error = output.error
-                self.status_hint = EpisodeStatus.POLICY_ERROR
-                put(("error", RequestError(output.error, status=502, kind="BadGatewayError"), started))
+            failure = self._failed_turn(output)
+            if failure is not None:
+                put(("error", failure, started))
                 return
             forward(splitter.finish(output.text))
             view = signature("".join(content), calls)
