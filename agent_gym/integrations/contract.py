@@ -1,0 +1,220 @@
+"""The training contract every trainer adapter follows.
+
+An episode is one ``rollout_id``. When memory or subagents split it into several
+trainable segments, the segments are siblings under that id, never separate
+rollouts. Advantage groups are keyed by the task (and the role in multi-agent
+episodes), never by position in a batch. The reward each segment carries follows a
+named :class:`RewardAssignment`, and each segment has a loss weight (``1 / K`` for an
+episode of ``K`` segments) for trainers that take one. An episode that failed for
+infrastructure reasons (server down, env error, timeout) is flagged ``masked`` so
+the trainer leaves it out of the loss instead of learning from a zero reward.
+
+:func:`training_segments` turns one trajectory into its :class:`TrainingSegment`
+list, and :func:`group_advantages` normalises rewards within task groups with each
+rollout counted once, however many segments it has.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import Enum
+
+from agent_gym.segments import trajectory_segments
+from agent_gym.types import EpisodeStatus, Trajectory
+
+__all__ = [
+    "INFRA_FAILURE_STATUSES",
+    "RewardAssignment",
+    "TrainingSegment",
+    "advantage_group_key",
+    "group_advantages",
+    "is_infra_failure",
+    "training_segments",
+]
+
+INFRA_FAILURE_STATUSES: frozenset[str] = frozenset(
+    {EpisodeStatus.ENV_ERROR.value, EpisodeStatus.POLICY_ERROR.value, EpisodeStatus.TIMEOUT.value}
+)
+"""Episode statuses that mean the infrastructure failed, not the policy: mask, never train on them."""
+
+
+class RewardAssignment(str, Enum):
+    """How an episode's reward is given to its segments.
+
+    Attributes:
+        EPISODE: Every segment carries the full episode reward (slime's behaviour).
+        SPLIT: Each of the ``K`` segments carries ``reward / K``, so a long fan-out
+            does not weigh more in the gradient than a one-segment episode.
+    """
+
+    EPISODE = "episode"
+    SPLIT = "split"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class TrainingSegment:
+    """One trainable sequence of an episode, as every adapter hands it to a trainer.
+
+    Attributes:
+        rollout_id: The episode's id, shared by all its segments.
+        group_key: The advantage group (task id, plus the role when there is one).
+        index: Position of the segment in its episode.
+        count: Number of segments of the episode.
+        prompt_ids: The segment's prompt token ids.
+        response_ids: Sampled ids and the environment's ids between turns.
+        response_mask: 1 on sampled ids, 0 on prompt, tool and user ids.
+        response_logprobs: The server's logprob per response id, 0 where masked.
+        reward: The reward this segment carries under the chosen assignment.
+        episode_reward: The episode's total reward.
+        loss_weight: ``1 / count``: for trainers that weight samples.
+        status: The agent_gym episode status.
+        masked: True when the episode failed for infrastructure reasons.
+        trajectory: The episode the segment belongs to.
+    """
+
+    rollout_id: str
+    group_key: str
+    index: int
+    count: int
+    prompt_ids: list[int]
+    response_ids: list[int]
+    response_mask: list[int]
+    response_logprobs: list[float]
+    reward: float
+    episode_reward: float
+    loss_weight: float
+    status: str
+    masked: bool
+    trajectory: Trajectory
+
+    @property
+    def is_last(self) -> bool:
+        """Whether this is the episode's final segment."""
+        return self.index == self.count - 1
+
+
+def is_infra_failure(trajectory: Trajectory) -> bool:
+    """Return True when the episode ended for infrastructure reasons (see :data:`INFRA_FAILURE_STATUSES`)."""
+    return str(getattr(trajectory, "status", "") or "") in INFRA_FAILURE_STATUSES
+
+
+def advantage_group_key(trajectory: Trajectory, role: str | None = None) -> str:
+    """Return the key of the advantage group ``trajectory`` belongs to.
+
+    The key is the task's id when the task has one, else the trajectory's
+    ``group_id`` (shared by the samples of one task in ``collect``), else its
+    ``rollout_id``; ``role`` (multi-agent episodes) is appended after ``"/"``.
+
+    Args:
+        trajectory: An episode.
+        role: The role whose turns are grouped, if any.
+
+    Returns:
+        A string shared by exactly the episodes that should be compared.
+    """
+    task = getattr(trajectory, "task", None)
+    task_id = task.get("id") if isinstance(task, dict) else None
+    key = str(task_id) if task_id not in (None, "") else (trajectory.group_id or trajectory.rollout_id)
+    return key if role is None else f"{key}/{role}"
+
+
+def training_segments(
+    trajectory: Trajectory,
+    *,
+    reward_assignment: RewardAssignment | str = RewardAssignment.EPISODE,
+    role: str | None = None,
+) -> list[TrainingSegment]:
+    """Split one episode into the segments a trainer trains on.
+
+    Args:
+        trajectory: An episode from ``collect``, the gateway or a file.
+        reward_assignment: ``"episode"`` (full reward on each segment) or ``"split"``
+            (``reward / K``).
+        role: Role appended to the advantage group key (multi-agent episodes).
+
+    Returns:
+        At least one segment, in order.
+
+    Raises:
+        ValueError: ``reward_assignment`` is not a known assignment.
+    """
+    try:
+        assignment = RewardAssignment(reward_assignment)
+    except ValueError:
+        names = ", ".join(repr(a.value) for a in RewardAssignment)
+        raise ValueError(f"reward_assignment: expected one of {names}, got {reward_assignment!r}") from None
+    segments = trajectory_segments(trajectory)
+    count = len(segments)
+    episode_reward = float(trajectory.trajectory_reward)
+    reward = episode_reward if assignment is RewardAssignment.EPISODE else episode_reward / count
+    masked = is_infra_failure(trajectory)
+    key = advantage_group_key(trajectory, role)
+    status = str(getattr(trajectory, "status", "") or "")
+    return [
+        TrainingSegment(
+            rollout_id=trajectory.rollout_id,
+            group_key=key,
+            index=i,
+            count=count,
+            prompt_ids=segment.prompt_tokens.tolist(),
+            response_ids=segment.response_tokens.tolist(),
+            response_mask=segment.response_masks.tolist(),
+            response_logprobs=segment.response_logprobs.tolist(),
+            reward=reward,
+            episode_reward=episode_reward,
+            loss_weight=1.0 / count,
+            status=status,
+            masked=masked,
+            trajectory=trajectory,
+        )
+        for i, segment in enumerate(segments)
+    ]
+
+
+def group_advantages(
+    items: Iterable[tuple[str, str, float, bool]], *, normalize_std: bool = True, eps: float = 1e-6
+) -> dict[str, float]:
+    """GRPO advantages per rollout, with groups keyed by task and each rollout counted once.
+
+    Args:
+        items: ``(group_key, rollout_id, reward, masked)`` per sample; the several
+            samples (segments) of one rollout repeat its id and are counted once.
+            Masked rollouts take no part in their group's statistics and get 0.
+        normalize_std: Divide by the group's standard deviation (GRPO) or only
+            subtract the mean (Dr. GRPO).
+        eps: Added to the standard deviation.
+
+    Returns:
+        ``rollout_id -> advantage``.
+
+    Raises:
+        ValueError: One rollout id appears with two different groups or rewards.
+    """
+    seen: dict[str, tuple[str, float, bool]] = {}
+    for group_key, rollout_id, reward, masked in items:
+        entry = (group_key, float(reward), bool(masked))
+        previous = seen.setdefault(rollout_id, entry)
+        if previous[:2] != entry[:2]:
+            raise ValueError(
+                f"rollout {rollout_id!r}: expected one group and reward for all its samples, got {previous[:2]} and "
+                f"{entry[:2]}"
+            )
+    groups: dict[str, list[tuple[str, float]]] = {}
+    for rollout_id, (group_key, reward, masked) in seen.items():
+        if not masked:
+            groups.setdefault(group_key, []).append((rollout_id, reward))
+    advantages = dict.fromkeys(seen, 0.0)
+    for members in groups.values():
+        rewards = [reward for _, reward in members]
+        mean = sum(rewards) / len(rewards)
+        std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards))
+        for rollout_id, reward in members:
+            centred = reward - mean
+            advantages[rollout_id] = centred / (std + eps) if normalize_std else centred
+    return advantages
+
