@@ -13,11 +13,15 @@ from __future__ import annotations
 import abc
 import asyncio
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from agent_gym.checks import check_gamma, check_int, check_timeout
-from agent_gym.errors import ConfigError, ServerError
+from agent_gym.errors import ConfigError
+from agent_gym.policy.client_options import ClientOptions
+from agent_gym.policy.completions import CompletionsFn, ServerCompletions
+from agent_gym.policy.routing import normalize_address
+from agent_gym.policy.vllm_client import VLLMClient
 from agent_gym.segments import split_segments
 from agent_gym.types import Trajectory
 
@@ -44,11 +48,6 @@ MAX_STEPS = 10
 
 _AGENT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
-CompletionsFn = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
-"""An async callable taking a ``/v1/completions`` request dict and returning the response JSON."""
-
-_CONNECT_TIMEOUT_S = 10.0
-
 
 def validate_server_address(address: Any) -> str:
     """Check an inference server address of the form ``IP:PORT`` (or ``HOST:PORT``).
@@ -67,8 +66,6 @@ def validate_server_address(address: Any) -> str:
         TypeError: If ``address`` is not a string.
         ConfigError: If it is not ``IP:PORT`` with a port in [0, 65535].
     """
-    from agent_gym.policy.routing import normalize_address
-
     if not isinstance(address, str):
         raise TypeError(f"server address: expected str 'IP:PORT', got {type(address).__name__}")
     try:
@@ -80,52 +77,6 @@ def validate_server_address(address: Any) -> str:
     if not sep or not host or not port.isdigit() or int(port) > 65535 or "@" in name or not base.endswith("://" + name):
         raise ConfigError(f"server address: expected 'IP:PORT' with a port in [0, 65535], got {address!r}")
     return name
-
-
-class _Completions:
-    """``POST /v1/completions`` on one server, as an async callable.
-
-    Each call opens a connection through the policy's HTTP transport
-    (:class:`~agent_gym.policy.http_transport.HttpTransport`) and closes it
-    afterwards, so the callable works from any event loop.
-    """
-
-    def __init__(self, address: str, *, default_max_tokens: int, timeout: float) -> None:
-        self.address = address
-        self.url = f"http://{address}/v1/completions"
-        self.default_max_tokens = default_max_tokens
-        self.timeout = timeout
-
-    async def __call__(self, request: dict[str, Any]) -> dict[str, Any]:
-        from agent_gym.policy.http_transport import HttpTransport, TransportFailure, TransportTimeout
-
-        if not isinstance(request, dict):
-            raise TypeError(f"completions request: expected dict, got {type(request).__name__}")
-        if "prompt" not in request:
-            raise ValueError("completions request: expected a 'prompt' key, got none")
-        body = dict(request)
-        body.setdefault("max_tokens", self.default_max_tokens)
-        transport = HttpTransport(
-            max_connections=1, timeout=self.timeout, connect_timeout=min(self.timeout, _CONNECT_TIMEOUT_S)
-        )
-        try:
-            reply = await transport.post_json(self.url, body)
-        except (TransportFailure, TransportTimeout) as exc:
-            raise ServerError(f"{self.url}: request failed: {exc}", server=self.address) from exc
-        finally:
-            await transport.aclose()
-        if reply.status != 200:
-            raise ServerError(
-                f"{self.url}: HTTP {reply.status}: {reply.text[:500]}", server=self.address, status=reply.status
-            )
-        try:
-            return reply.json()
-        except ValueError as exc:
-            message = f"{self.url}: expected a JSON body, got {reply.text[:200]!r}"
-            raise ServerError(message, server=self.address) from exc
-
-    def __repr__(self) -> str:
-        return f"<completions {self.url}>"
 
 
 class BaseEngineWrapper(abc.ABC):
@@ -212,10 +163,13 @@ class BaseEngineWrapper(abc.ABC):
         if isinstance(addresses, str) or not isinstance(addresses, Sequence):
             raise TypeError(f"server_addresses: expected list[str], got {type(addresses).__name__}")
         self._server_addresses = [validate_server_address(a) for a in addresses]
-        self._completions = [
-            _Completions(a, default_max_tokens=self.max_response_length, timeout=self.request_timeout)
-            for a in self._server_addresses
-        ]
+        self._completions = []
+        if self._server_addresses:
+            client = VLLMClient(self._server_addresses, ClientOptions(timeout=self.request_timeout))
+            self._completions = [
+                ServerCompletions(client, a, default_max_tokens=self.max_response_length)
+                for a in self._server_addresses
+            ]
 
     @property
     def completions(self) -> list[CompletionsFn]:
@@ -223,7 +177,9 @@ class BaseEngineWrapper(abc.ABC):
 
         ``await engine.completions[0](request)`` posts ``request`` (``max_tokens``
         defaults to ``max_response_length``) and returns the response JSON;
-        a failure raises :class:`~agent_gym.errors.ServerError`.
+        a failure raises :class:`~agent_gym.errors.ServerError`. Each is a
+        :class:`~agent_gym.policy.completions.ServerCompletions` (pooled connections,
+        transient failures retried on the same server).
         """
         return list(self._completions)
 
@@ -268,7 +224,8 @@ class GymEngineWrapper(BaseEngineWrapper):
         episode_timeout: Seconds before an episode ends with status TIMEOUT.
         seed: Base seed of the episodes.
         policy_kwargs: Extra ``VLLMPolicy`` keyword arguments (``max_response_length``,
-            the budget of ids after an episode's first prompt, defaults to the engine's).
+            the budget of ids after an episode's first prompt, defaults to the engine's;
+            ``client_options`` to ``ClientOptions(timeout=request_timeout)``).
         request_timeout: Seconds before a request fails.
 
     Example:
@@ -345,6 +302,7 @@ class GymEngineWrapper(BaseEngineWrapper):
         from agent_gym.policy import VLLMPolicy
 
         kwargs = {
+            "client_options": ClientOptions(timeout=self.request_timeout),
             "max_response_length": self.max_response_length,
             # The prompt budget is enforced as the context limit: prompt + response.
             "max_model_len": self.max_prompt_length + self.max_response_length,

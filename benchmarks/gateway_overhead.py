@@ -89,7 +89,8 @@ async def _policy_sessions(address: str, tokenizer, concurrency: int, turns: int
                            stream: bool = False):
     from agent_gym.policy import SamplingParams, VLLMPolicy
 
-    policy = VLLMPolicy([address], tokenizer, SamplingParams(max_tokens=16), concurrency=max(concurrency, 8))
+    policy = VLLMPolicy([address], tokenizer, SamplingParams(max_tokens=16),
+                        client_options={"concurrency": max(concurrency, 8)})
     times: list[float] = []
     counter = iter(range(10**9))
 

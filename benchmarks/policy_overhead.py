@@ -31,7 +31,8 @@ from typing import Any
 from server_process import start_reference_server
 
 from agent_gym.models import build_tiny_model, load_qwen_tokenizer
-from agent_gym.policy import ChatTokenBuilder, SamplingParams, VLLMPolicy, as_id_list
+from agent_gym.policy import ChatTokenBuilder, SamplingParams, VLLMPolicy
+from agent_gym.policy.chat_tokens import as_id_list
 
 TOOLS = [
     {
@@ -115,7 +116,8 @@ def bench_requests(model_dir: str, tokenizer: Any, requests: int, fake_tokens: i
     proc, address = start_fake_server(model_dir, fake_tokens)
     results: dict[str, Any] = {"fake_tokens": fake_tokens, "requests": requests}
     try:
-        policy = VLLMPolicy([address], tokenizer, SamplingParams(max_tokens=64), concurrency=64)
+        policy = VLLMPolicy([address], tokenizer, SamplingParams(max_tokens=64),
+                            client_options={"concurrency": 64})
         prompt = ChatTokenBuilder(tokenizer).render_ids(
             [{"role": "system", "content": "You are an agent."}, {"role": "user", "content": "task"}], TOOLS
         )

@@ -54,10 +54,11 @@ def _tokenizer(name: str) -> Any:
 def build_gateway(args: argparse.Namespace) -> Any:
     """The FastAPI app (and its policy and store) described by ``args``."""
     from agent_gym.gateway import SessionStore, create_gateway_app
-    from agent_gym.policy import SamplingParams, VLLMPolicy
+    from agent_gym.policy import ClientOptions, SamplingParams, VLLMPolicy
 
     sampling = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature)
-    policy = VLLMPolicy(args.server, _tokenizer(args.tokenizer), sampling, max_retries=args.max_retries)
+    policy = VLLMPolicy(args.server, _tokenizer(args.tokenizer), sampling,
+                        client_options=ClientOptions(max_retries=args.max_retries))
     writer = None
     if args.output:
         from agent_gym.export import TrajectoryWriter

@@ -119,12 +119,12 @@ def build_policy(args: argparse.Namespace) -> tuple[Any, str]:
     sampling = build_sampling(args)
     mode = getattr(args, "logprobs_mode", "raw_logprobs")
     if args.server:
-        from agent_gym.policy import VLLMPolicy
+        from agent_gym.policy import VLLMChatPolicy, VLLMPolicy
 
         if args.model:
             policy = VLLMPolicy(args.server, args.model, sampling, logprobs_mode=mode)
             return policy, f"vLLM servers {args.server} (tokenizer {args.model})"
-        policy = VLLMPolicy(args.server, None, sampling, mode="chat", logprobs_mode=mode)
+        policy = VLLMChatPolicy(args.server, None, sampling, logprobs_mode=mode)
         return policy, f"vLLM servers {args.server} (chat mode)"
     from agent_gym.policy import TransformersPolicy
 

@@ -80,7 +80,7 @@ class Gateway:
         auto_create: Create sessions on first use of an unknown id.
         gamma: Discount of ``mc_return``.
         model: Model name reported to clients.
-        **policy_kwargs: More ``VLLMPolicy`` arguments (``max_retries``, ``timeout``, ...).
+        **policy_kwargs: More ``VLLMPolicy`` arguments (``client_options``, ``max_model_len``, ...).
     """
 
     def __init__(

@@ -6,36 +6,34 @@
 * :class:`SamplingParams` - validated sampling parameters (seed API ranges).
 * :class:`ChatTokenBuilder` - incremental, token-exact prompt ids per session.
 * :class:`VLLMPolicy` - vLLM/OpenAI-compatible servers, token-in; its HTTP side (sticky routing,
-  retries, failover, ``/v1/models``) is :class:`VLLMClient`.
+  retries, failover, ``/v1/models``) is :class:`VLLMClient`, configured by :class:`ClientOptions`.
+* :class:`VLLMChatPolicy` - the same servers through ``/v1/chat/completions`` (messages in).
 * :class:`TransformersPolicy` - a Hugging Face causal LM in-process.
 """
 
 from __future__ import annotations
 
 from agent_gym.policy.base import AsyncPolicyBase, Policy, TokenPolicyBase
-from agent_gym.policy.chat_tokens import ChatTokenBuilder, PromptPlan, as_id_list, template_supports_tools
-from agent_gym.policy.routing import HashRing, SessionRouter, normalize_address
-from agent_gym.policy.sampling import SAMPLING_RANGES, SamplingParams
-from agent_gym.policy.transformers_policy import TransformersPolicy, sample_next
+from agent_gym.policy.chat_tokens import ChatTokenBuilder
+from agent_gym.policy.client_options import ClientOptions
+from agent_gym.policy.sampling import LOGPROBS_MODES, SAMPLING_RANGES, SamplingParams
+from agent_gym.policy.transformers_policy import TransformersPolicy
+from agent_gym.policy.vllm_chat import VLLMChatPolicy
 from agent_gym.policy.vllm_client import VLLMClient
-from agent_gym.policy.vllm_policy import VLLMPolicy, parse_completion_choice
+from agent_gym.policy.vllm_policy import StreamEvent, VLLMPolicy
 
 __all__ = [
+    "LOGPROBS_MODES",
     "SAMPLING_RANGES",
     "AsyncPolicyBase",
     "ChatTokenBuilder",
-    "HashRing",
+    "ClientOptions",
     "Policy",
-    "PromptPlan",
     "SamplingParams",
-    "SessionRouter",
+    "StreamEvent",
     "TokenPolicyBase",
     "TransformersPolicy",
+    "VLLMChatPolicy",
     "VLLMClient",
     "VLLMPolicy",
-    "as_id_list",
-    "normalize_address",
-    "parse_completion_choice",
-    "sample_next",
-    "template_supports_tools",
 ]

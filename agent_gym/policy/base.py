@@ -202,10 +202,12 @@ class AsyncPolicyBase(abc.ABC):
 class TokenPolicyBase(AsyncPolicyBase):
     """The turn steps shared by token-exact policies (``VLLMPolicy``, ``TransformersPolicy``).
 
-    Subclasses set ``tokenizer``, ``sampling``, ``builder`` (a
+    Subclasses set ``tokenizer``, ``sampling``, ``logprobs_mode``, ``builder`` (a
     :class:`~agent_gym.policy.chat_tokens.ChatTokenBuilder`, or None) and
     ``max_response_length``, call :meth:`_remember_config` with their constructor's
-    arguments, and use the steps below in ``aact``.
+    arguments, and use the steps below in ``aact``. Every turn's
+    :class:`~agent_gym.types.PolicyOutput` is made by :meth:`_output`, which stamps the
+    policy's sampling record on it.
 
     Tools per session: a turn called with ``tools=None`` keeps the tools the session was
     last given (the env passes them with the first turn only); ``tools=[]`` removes them.
@@ -217,6 +219,7 @@ class TokenPolicyBase(AsyncPolicyBase):
 
     tokenizer: Any
     sampling: Any
+    logprobs_mode: str
     builder: Any
     max_response_length: int | None
 
@@ -272,16 +275,29 @@ class TokenPolicyBase(AsyncPolicyBase):
             limit = min(limit, self.max_response_length - response_len)
         return limit
 
-    @staticmethod
-    def _truncated(prompt_ids: list[int] | None, new_segment: bool, start: float, why: str) -> PolicyOutput:
-        """The output of a turn whose prompt leaves no room to sample."""
+    def _output(self, start: float, **fields: Any) -> PolicyOutput:
+        """The turn's :class:`~agent_gym.types.PolicyOutput`, the one place every policy output is made.
+
+        Sets ``llm_time`` (seconds since ``start``) and ``sampling`` (the policy's
+        :meth:`~agent_gym.policy.sampling.SamplingParams.record` in its ``logprobs_mode``).
+
+        Args:
+            start: ``time.perf_counter()`` at the start of the turn.
+            **fields: The other ``PolicyOutput`` fields.
+        """
         return PolicyOutput(
+            llm_time=time.perf_counter() - start, sampling=self.sampling.record(self.logprobs_mode), **fields
+        )
+
+    def _truncated(self, prompt_ids: list[int] | None, new_segment: bool, start: float, why: str) -> PolicyOutput:
+        """The output of a turn whose prompt leaves no room to sample."""
+        return self._output(
+            start,
             text="",
             prompt_token_ids=list(prompt_ids) if prompt_ids is not None else None,
             token_ids=[],
             logprobs=[],
             finish_reason=FinishReason.PROMPT_TRUNCATION,
-            llm_time=time.perf_counter() - start,
             new_segment=new_segment,
             error=why,
         )
@@ -297,8 +313,13 @@ class TokenPolicyBase(AsyncPolicyBase):
         stop_ids: frozenset[int] | set[int] | tuple[int, ...] = (),
         retokenized: bool = False,
         server: str | None = None,
+        error: str | None = None,
     ) -> PolicyOutput:
         """Decode the sampled ids, commit them to the session and return the turn.
+
+        A turn that ended with an ``error`` (the server aborted it, a stream broke) is not
+        committed: its ids and text are reported with the error and the session's token state
+        stays where it was (the episode ends with ``POLICY_ERROR``).
 
         Args:
             plan: The turn's :class:`~agent_gym.policy.chat_tokens.PromptPlan`.
@@ -309,22 +330,25 @@ class TokenPolicyBase(AsyncPolicyBase):
             stop_ids: A final id in this set ends a ``"stop"`` turn and is left out of the text.
             retokenized: Whether the ids were re-tokenized from text.
             server: The server that sampled the turn.
+            error: Why the turn failed; None for a turn to commit.
         """
-        if finish == FinishReason.STOP and token_ids and token_ids[-1] in stop_ids:
+        if error is None and finish == FinishReason.STOP and token_ids and token_ids[-1] in stop_ids:
             text = self.tokenizer.decode(token_ids[:-1], skip_special_tokens=False)
         else:
             text = self.tokenizer.decode(token_ids, skip_special_tokens=False)
-        self.builder.commit(plan, token_ids, text)
-        return PolicyOutput(
+        if error is None:
+            self.builder.commit(plan, token_ids, text)
+        return self._output(
+            start,
             text=text,
             prompt_token_ids=list(plan.prompt_ids),
             token_ids=token_ids,
             logprobs=logprobs,
             finish_reason=finish,
-            llm_time=time.perf_counter() - start,
             retokenized=retokenized,
             new_segment=plan.new_segment,
             server=server,
+            error=error,
         )
 
     def close_session(self, session_id: str) -> None:

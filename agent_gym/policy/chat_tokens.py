@@ -32,7 +32,7 @@ from typing import Any
 
 from agent_gym.policy.piece_encoder import PieceEncoder
 
-__all__ = ["ChatTokenBuilder", "PromptPlan", "as_id_list", "template_supports_tools"]
+__all__ = ["ChatTokenBuilder", "PromptPlan", "as_id_list", "normalize_messages", "template_supports_tools"]
 
 _BASE_USER = "Say hello."
 _BASE_ASSISTANT = "Hello there, friend."
@@ -86,8 +86,13 @@ def _describe_tools(schemas: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _normalize(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Return shallow copies of ``messages`` (None content becomes "")."""
+def normalize_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Return shallow copies of ``messages`` (None content becomes "").
+
+    Raises:
+        TypeError: ``messages`` is not a sequence of dicts with a ``role``.
+        ValueError: ``messages`` is empty.
+    """
     if isinstance(messages, (str, bytes)) or not isinstance(messages, (list, tuple, Sequence)):
         raise TypeError(f"messages: expected a sequence of message dicts, got {type(messages).__name__}")
     out: list[dict[str, Any]] = []
@@ -216,7 +221,7 @@ class ChatTokenBuilder:
         add_generation_prompt: bool = True,
     ) -> str:
         """Render ``messages`` with the chat template (tools in the template or the system message)."""
-        msgs, kwargs = self._template_args(_normalize(messages), tools)
+        msgs, kwargs = self._template_args(normalize_messages(messages), tools)
         return self.tokenizer.apply_chat_template(
             msgs, tokenize=False, add_generation_prompt=add_generation_prompt, **kwargs
         )
@@ -338,7 +343,7 @@ class ChatTokenBuilder:
             The ids, or None when the rendered base part does not look like the cached base
             conversation (the caller then renders the whole conversation).
         """
-        new = _normalize(new_messages) if new_messages else []
+        new = normalize_messages(new_messages) if new_messages else []
         if tools and self.supports_tools:
             text, info = self._suffix_render(new, tools, tools_key or _tools_key(tools))
         else:
@@ -415,7 +420,7 @@ class ChatTokenBuilder:
         Raises:
             RuntimeError: If the incremental prompt breaks the prefix invariant (a bug).
         """
-        msgs = _normalize(messages)
+        msgs = normalize_messages(messages)
         key = _tools_key(tools)
         with self._lock:
             state = self._sessions.get(session_id)

@@ -22,6 +22,8 @@ from typing import Any
 import aiohttp
 import orjson
 
+from agent_gym.errors import AgentGymError
+
 __all__ = [
     "HttpReply",
     "HttpTransport",
@@ -34,11 +36,11 @@ __all__ = [
 _JSON_HEADERS = {"Content-Type": "application/json"}
 
 
-class TransportTimeout(Exception):
+class TransportTimeout(AgentGymError):
     """No complete answer arrived within the timeout (connect or read)."""
 
 
-class TransportFailure(Exception):
+class TransportFailure(AgentGymError):
     """The connection could not be made or broke before a complete answer arrived."""
 
 

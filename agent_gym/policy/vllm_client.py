@@ -20,19 +20,19 @@ import random
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from agent_gym.checks import check_float, check_int, check_timeout
-from agent_gym.errors import ServerError
+from agent_gym.errors import AgentGymError, ServerError
+from agent_gym.policy.client_options import ClientOptions
 from agent_gym.policy.http_transport import HttpTransport, TransportFailure, TransportTimeout
 from agent_gym.policy.routing import SessionRouter, normalize_address
 from agent_gym.policy.vllm_protocol import CONTEXT_ERROR, PromptTooLong, error_text
 
-__all__ = ["LoopResources", "StreamInterrupted", "VLLMClient"]
+__all__ = ["ClientOptions", "LoopResources", "StreamInterrupted", "VLLMClient"]
 
 # Seconds the exit handler waits for a still-running loop to close its pool.
 _EXIT_CLOSE_TIMEOUT_S = 2.0
@@ -47,7 +47,7 @@ class LoopResources:
     finalizer: weakref.finalize | None = None
 
 
-class _StreamError(Exception):
+class _StreamError(AgentGymError):
     """An error event before the first chunk (retried like an HTTP 5xx)."""
 
 
@@ -76,36 +76,87 @@ def _runs_here(loop: asyncio.AbstractEventLoop) -> bool:
         return False
 
 
+def _routing_headers(session_id: str | None) -> dict[str, str]:
+    """The headers that keep a session on one server behind vllm-router or the SGLang gateway."""
+    return {"x-session-id": session_id, "X-SMG-Routing-Key": session_id} if session_id else {}
+
+
+class _Attempts:
+    """The retry step of one request: the server of each attempt, the wait between them, the final error.
+
+    ``async for target in attempts`` yields the server to try, at most ``max_retries + 1`` times;
+    :meth:`failed` records why an attempt failed (the server is then avoided by this request and by
+    new picks, unless the request is pinned to it), and the next iteration first waits an
+    exponential backoff with jitter (at least a 429's ``Retry-After``, at most ``max_backoff``).
+    """
+
+    def __init__(self, client: VLLMClient, session_id: str | None, path: str, server: str | None) -> None:
+        self.client = client
+        self.session_id = session_id or ""
+        self.path = path
+        self.server = server
+        self.tried: list[str] = []
+        self.errors: list[str] = []
+        self.status: int | None = None
+        self.retry_after: float | None = None
+
+    def __aiter__(self) -> _Attempts:
+        return self
+
+    async def __anext__(self) -> str:
+        options = self.client.options
+        attempt = len(self.errors)
+        if attempt > options.max_retries:
+            raise StopAsyncIteration
+        if attempt:
+            delay = min(options.max_backoff, options.backoff * 2 ** (attempt - 1)) * (0.5 + random.random() / 2)
+            if self.retry_after is not None:
+                delay = max(delay, min(self.retry_after, options.max_backoff))
+            await asyncio.sleep(delay)
+        return self.server or self.client.router.pick(self.session_id, exclude=self.tried)
+
+    def failed(self, target: str, error: str, status: int | None = None, retry_after: float | None = None) -> None:
+        """Record a failed attempt on ``target`` (``status``: the HTTP status, None without an answer)."""
+        self.errors.append(f"{target}: {error}")
+        self.status, self.retry_after = status, retry_after
+        if self.server is None:
+            self.client.router.mark_unhealthy(target)
+            self.tried.append(target)
+
+    def exhausted(self) -> ServerError:
+        """The error raised when every attempt failed."""
+        tried = sorted(set(self.tried) or {self.server or ""})
+        return ServerError(
+            f"POST {self.path} failed after {len(self.errors)} attempt(s) on {', '.join(tried)}: "
+            + "; ".join(self.errors),
+            server=", ".join(tried),
+            status=self.status,
+        )
+
+
 class VLLMClient:
     """Requests to a set of vLLM-compatible servers with session affinity, retries and failover.
 
     Args:
         server_addresses: ``"IP:PORT"`` strings or URLs (duplicates are merged).
-        concurrency: Most requests in flight at once (per event loop).
-        timeout: Seconds to wait for one response.
-        connect_timeout: Seconds to wait for a connection (at most ``timeout``).
-        max_retries: Retries after the first attempt.
-        backoff: First retry delay in seconds; doubles each retry (with jitter).
-        max_backoff: Cap of the retry delay.
-        unhealthy_seconds: How long a failed server is avoided by new picks.
-        api_key: Sent as a bearer token when given.
+        options: :class:`~agent_gym.policy.client_options.ClientOptions` (or a dict of them):
+            concurrency, timeouts, retries, backoff, how long a failed server is avoided, API key.
+
+    The client pickles as its addresses and options (pools and session assignments are not
+    carried over).
 
     Raises:
-        ValueError: No address, or a malformed one; an argument out of range (``ConfigError``).
+        ValueError: No address, or a malformed one; an option out of range (``ConfigError``).
+        TypeError: An option of the wrong type.
+
+    Example:
+        >>> client = VLLMClient(["127.0.0.1:8000"], ClientOptions(max_retries=1))
+        >>> client.options.max_retries
+        1
     """
 
     def __init__(
-        self,
-        server_addresses: Sequence[str] | str,
-        *,
-        concurrency: int = 64,
-        timeout: float = 300.0,
-        connect_timeout: float = 10.0,
-        max_retries: int = 3,
-        backoff: float = 0.5,
-        max_backoff: float = 8.0,
-        unhealthy_seconds: float = 10.0,
-        api_key: str | None = None,
+        self, server_addresses: Sequence[str] | str, options: ClientOptions | Mapping[str, Any] | None = None
     ) -> None:
         if isinstance(server_addresses, str):
             server_addresses = [server_addresses]
@@ -116,16 +167,8 @@ class VLLMClient:
         if not names:
             raise ValueError("server_addresses: expected at least one 'IP:PORT' address, got none")
         self._bases = names
-        self.concurrency = check_int("concurrency", concurrency, low=1)
-        self.max_retries = check_int("max_retries", max_retries, low=0)
-        self.timeout = float(check_timeout("timeout", timeout, allow_none=False))
-        self.connect_timeout = min(float(check_timeout("connect_timeout", connect_timeout, allow_none=False)),
-                                   self.timeout)
-        self.backoff = check_float("backoff", backoff, low=0.0)
-        self.max_backoff = check_float("max_backoff", max_backoff, low=0.0)
-        self.unhealthy_seconds = check_float("unhealthy_seconds", unhealthy_seconds, low=0.0)
-        self.api_key = api_key
-        self.router = SessionRouter(list(names), unhealthy_seconds=self.unhealthy_seconds)
+        self.options = ClientOptions.coerce(options)
+        self.router = SessionRouter(list(names), unhealthy_seconds=self.options.unhealthy_seconds)
         self._resources: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopResources] = (
             weakref.WeakKeyDictionary()
         )
@@ -133,6 +176,9 @@ class VLLMClient:
         self._server_info: dict[str, dict[str, Any]] = {}
         # server -> (failed /v1/models lookups in a row, monotonic time before which not to retry)
         self._info_failures: dict[str, tuple[int, float]] = {}
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (list(self._bases.values()), self.options)
 
     @property
     def server_addresses(self) -> list[str]:
@@ -159,17 +205,17 @@ class VLLMClient:
     def _new_resources(self, loop: asyncio.AbstractEventLoop) -> LoopResources:
         # As at most `concurrency` requests are in flight, the few extra connections
         # serve the /v1/models lookups made outside the limit.
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else None
+        headers = {"Authorization": f"Bearer {self.options.api_key}"} if self.options.api_key else None
         transport = HttpTransport(
-            max_connections=self.concurrency + 8,
-            timeout=self.timeout,
-            connect_timeout=self.connect_timeout,
+            max_connections=self.options.concurrency + 8,
+            timeout=self.options.timeout,
+            connect_timeout=self.options.connect_timeout,
             headers=headers,
         )
         # Released when the loop is collected (a closed asyncio.run loop) or at exit (a loop still
         # running in its thread), whichever comes first, unless aclose() released it before.
         finalizer = weakref.finalize(loop, _release_pool, weakref.ref(loop), transport)
-        return LoopResources(transport, asyncio.Semaphore(self.concurrency), finalizer)
+        return LoopResources(transport, asyncio.Semaphore(self.options.concurrency), finalizer)
 
     async def aclose(self) -> None:
         """Close the connection pool of the running event loop."""
@@ -197,7 +243,7 @@ class VLLMClient:
             return {}
         try:
             resp = await self.loop_resources().transport.get(
-                self.url(server, "/v1/models"), timeout=min(self.timeout, 10.0)
+                self.url(server, "/v1/models"), timeout=min(self.options.timeout, 10.0)
             )
             data = resp.json() if resp.status == 200 else None
         except (TransportTimeout, TransportFailure, ValueError):
@@ -205,7 +251,7 @@ class VLLMClient:
         models = data.get("data") if isinstance(data, dict) else None
         first = models[0] if isinstance(models, list) and models else None
         if not isinstance(first, dict):
-            delay = min(self.max_backoff, self.backoff * 2**failures)
+            delay = min(self.options.max_backoff, self.options.backoff * 2**failures)
             self._info_failures[server] = (failures + 1, time.monotonic() + delay)
             return {}
         info = {"model": first.get("id"), "max_model_len": first.get("max_model_len")}
@@ -235,14 +281,10 @@ class VLLMClient:
             ServerError: A non-retryable error, malformed JSON, or every attempt failed.
         """
         res = self.loop_resources()
-        headers = {"x-session-id": session_id, "X-SMG-Routing-Key": session_id} if session_id else {}
-        failed: list[str] = []
-        errors: list[str] = []
-        last_status: int | None = None
-        for attempt in range(self.max_retries + 1):
-            target = server or self.router.pick(session_id or "", exclude=failed)
+        headers = _routing_headers(session_id)
+        attempts = _Attempts(self, session_id, path, server)
+        async for target in attempts:
             body = await make_body(target)
-            retry_after: float | None = None
             try:
                 async with res.semaphore:
                     self.router.begin(target)
@@ -250,30 +292,20 @@ class VLLMClient:
                         resp = await res.transport.post_json(self.url(target, path), body, headers=headers)
                     finally:
                         self.router.end(target)
-            except TransportTimeout:
-                error, last_status = f"no response within {self.timeout:g}s (timeout)", None
-            except TransportFailure as exc:
-                error, last_status = f"connection failed ({exc})", None
-            else:
-                last_status = resp.status
-                if resp.status == 200:
-                    return self._parse_ok(resp, target, path), target
-                error, retry_after = self._rejection(resp, target, path)
-            errors.append(f"{target}: {error}")
-            if server is None:
-                self.router.mark_unhealthy(target)
-                failed.append(target)
-            if attempt < self.max_retries:
-                delay = min(self.max_backoff, self.backoff * 2**attempt) * (0.5 + random.random() / 2)
-                if retry_after is not None:
-                    delay = max(delay, min(retry_after, self.max_backoff))
-                await asyncio.sleep(delay)
-        tried = sorted(set(failed) or {server or ""})
-        raise ServerError(
-            f"POST {path} failed after {self.max_retries + 1} attempt(s) on {', '.join(tried)}: " + "; ".join(errors),
-            server=", ".join(tried),
-            status=last_status,
-        )
+            except (TransportTimeout, TransportFailure) as exc:
+                attempts.failed(target, self._transport_error(exc))
+                continue
+            if resp.status == 200:
+                return self._parse_ok(resp, target, path), target
+            error, retry_after = self._rejection(resp, target, path)
+            attempts.failed(target, error, resp.status, retry_after)
+        raise attempts.exhausted()
+
+    def _transport_error(self, exc: Exception) -> str:
+        """The words for a request that got no answer."""
+        if isinstance(exc, TransportTimeout):
+            return f"no response within {self.options.timeout:g}s (timeout)"
+        return f"connection failed ({exc})"
 
     @staticmethod
     def _parse_ok(resp: Any, target: str, path: str) -> dict[str, Any]:
@@ -337,61 +369,40 @@ class VLLMClient:
             ServerError: A non-retryable error, a malformed chunk, or every attempt failed.
         """
         res = self.loop_resources()
-        headers = {"x-session-id": session_id, "X-SMG-Routing-Key": session_id} if session_id else {}
-        failed: list[str] = []
-        errors: list[str] = []
-        last_status: int | None = None
-        for attempt in range(self.max_retries + 1):
-            target = self.router.pick(session_id or "", exclude=failed)
+        headers = _routing_headers(session_id)
+        attempts = _Attempts(self, session_id, path, None)
+        async for target in attempts:
             body = await make_body(target)
-            retry_after: float | None = None
             started = False
             try:
                 async with res.semaphore:
                     self.router.begin(target)
                     try:
                         async with res.transport.post_sse(self.url(target, path), body, headers=headers) as reply:
-                            last_status = reply.status
-                            if reply.reply is not None:
-                                if reply.status == 200:
-                                    raise ServerError(
-                                        f"server {target} answered a streamed POST {path} without an event "
-                                        f"stream: {reply.reply.text[:120]!r}", server=target, status=200)
-                                error, retry_after = self._rejection(reply.reply, target, path)
-                            else:
+                            if reply.reply is None:
                                 async for payload in reply.events():
                                     chunk = self._parse_chunk(payload, target, path, started)
                                     started = True
                                     yield chunk, target
                                 return
+                            if reply.status == 200:
+                                raise ServerError(
+                                    f"server {target} answered a streamed POST {path} without an event "
+                                    f"stream: {reply.reply.text[:120]!r}", server=target, status=200)
+                            status = reply.status
+                            error, retry_after = self._rejection(reply.reply, target, path)
                     finally:
                         self.router.end(target)
-            except TransportTimeout:
+            except (TransportTimeout, TransportFailure) as exc:
                 if started:
-                    raise StreamInterrupted(f"the stream from {target} stalled past the timeout",
-                                            server=target, status=200) from None
-                error, last_status = f"no response within {self.timeout:g}s (timeout)", None
-            except TransportFailure as exc:
-                if started:
-                    raise StreamInterrupted(f"the stream from {target} broke: {exc}", server=target,
+                    broke = "stalled past the timeout" if isinstance(exc, TransportTimeout) else f"broke: {exc}"
+                    raise StreamInterrupted(f"the stream from {target} {broke}", server=target,
                                             status=200) from None
-                error, last_status = f"connection failed ({exc})", None
+                error, status, retry_after = self._transport_error(exc), None, None
             except _StreamError as exc:
-                error = str(exc)
-            errors.append(f"{target}: {error}")
-            self.router.mark_unhealthy(target)
-            failed.append(target)
-            if attempt < self.max_retries:
-                delay = min(self.max_backoff, self.backoff * 2**attempt) * (0.5 + random.random() / 2)
-                if retry_after is not None:
-                    delay = max(delay, min(retry_after, self.max_backoff))
-                await asyncio.sleep(delay)
-        tried = sorted(set(failed))
-        raise ServerError(
-            f"POST {path} failed after {self.max_retries + 1} attempt(s) on {', '.join(tried)}: " + "; ".join(errors),
-            server=", ".join(tried),
-            status=last_status,
-        )
+                error, status, retry_after = str(exc), 200, None
+            attempts.failed(target, error, status, retry_after)
+        raise attempts.exhausted()
 
     @staticmethod
     def _parse_chunk(payload: bytes, target: str, path: str, started: bool) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent_gym.errors import AgentGymError
 from agent_gym.policy.http_transport import HttpReply
 from agent_gym.types import FinishReason
 
@@ -23,7 +24,7 @@ __all__ = [
 CONTEXT_ERROR = "maximum context length"
 
 
-class PromptTooLong(Exception):
+class PromptTooLong(AgentGymError):
     """The prompt does not fit the server's context (vLLM's "maximum context length" 400)."""
 
 

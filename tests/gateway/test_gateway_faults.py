@@ -61,8 +61,8 @@ def two_servers():
 
 def test_64_sessions_survive_a_server_killed_midway(two_servers, qwen_tokenizer):
     a, b = two_servers
-    policy = VLLMPolicy([str(a), str(b)], qwen_tokenizer, SamplingParams(max_tokens=16), backoff=0.05,
-                        max_backoff=0.2, max_retries=4)
+    policy = VLLMPolicy([str(a), str(b)], qwen_tokenizer, SamplingParams(max_tokens=16),
+                        client_options={"backoff": 0.05, "max_backoff": 0.2, "max_retries": 4})
     turns = 3
     with Gateway(policy=policy) as gateway:
         handles = [gateway.session(f"s{i}") for i in range(64)]

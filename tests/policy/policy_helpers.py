@@ -1,13 +1,13 @@
 """Helpers shared by the policy tests (imported, not a conftest).
 
-A VLLMPolicy that records the raw server responses, and an episode driver.
+A client that records the raw server responses (given to a vLLM policy), and an episode driver.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from agent_gym.policy import VLLMPolicy
+from agent_gym.policy import VLLMClient
 from agent_gym.types import PolicyOutput
 
 TOOLS = [
@@ -22,17 +22,22 @@ TOOLS = [
 ]
 
 
-class RecordingVLLMPolicy(VLLMPolicy):
-    """VLLMPolicy that keeps every raw JSON response (to compare with what the policy reports)."""
+class RecordingClient(VLLMClient):
+    """A VLLMClient that keeps every raw JSON response (to compare with what the policy reports)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.responses: list[tuple[str, dict[str, Any]]] = []
 
-    async def _post(self, session_id, path, make_body, *, server=None):
-        data, target = await super()._post(session_id, path, make_body, server=server)
+    async def post(self, session_id, path, make_body, *, server=None):
+        data, target = await super().post(session_id, path, make_body, server=server)
         self.responses.append((target, data))
         return data, target
+
+
+def recording(policy_class: type, servers: list[str], *args: Any, **kwargs: Any) -> Any:
+    """A ``policy_class`` (VLLMPolicy or VLLMChatPolicy) on a :class:`RecordingClient` (``policy.client.responses``)."""
+    return policy_class(RecordingClient(servers), *args, **kwargs)
 
 
 def run_episode(

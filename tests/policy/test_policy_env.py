@@ -5,7 +5,7 @@ from __future__ import annotations
 import gymnasium as gym
 import pytest
 import torch
-from policy_helpers import RecordingVLLMPolicy
+from policy_helpers import recording
 
 import agent_gym  # noqa: F401  (registers the env ids)
 from agent_gym.policy import SamplingParams, TransformersPolicy, VLLMPolicy
@@ -58,9 +58,9 @@ def _rescore_error(model_dir, traj) -> float:
 
 
 def test_tool_use_episode_through_vllm_policy(reference_server, qwen_tokenizer, tiny_model_dir):
-    with RecordingVLLMPolicy([reference_server], qwen_tokenizer, SAMPLING) as policy:
+    with recording(VLLMPolicy, [reference_server], qwen_tokenizer, SAMPLING) as policy:
         traj, turns = _play(policy)
-        for (_, _, out), (_, data) in zip(turns, policy.responses, strict=False):
+        for (_, _, out), (_, data) in zip(turns, policy.client.responses, strict=False):
             assert out.token_ids == data["choices"][0]["token_ids"]
             assert out.prompt_token_ids == data["choices"][0]["prompt_token_ids"]
         _check_trajectory(traj, turns, policy.builder, qwen_tokenizer)

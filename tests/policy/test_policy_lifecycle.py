@@ -14,7 +14,14 @@ import textwrap
 import pytest
 from policy_helpers import TOOLS, run_episode
 
-from agent_gym.policy import AsyncPolicyBase, SamplingParams, TransformersPolicy, VLLMPolicy
+from agent_gym.policy import (
+    AsyncPolicyBase,
+    ClientOptions,
+    SamplingParams,
+    TransformersPolicy,
+    VLLMChatPolicy,
+    VLLMPolicy,
+)
 from agent_gym.policy.http_transport import HttpTransport
 from agent_gym.types import PolicyOutput
 
@@ -105,16 +112,17 @@ def _tokens(policy, session: str) -> list[list[int]]:
 
 
 def test_vllm_policy_pickles_as_configuration(reference_server, qwen_tokenizer):
-    policy = VLLMPolicy([reference_server], qwen_tokenizer, SEEDED, max_retries=1, timeout=60.0)
+    options = ClientOptions(max_retries=1, timeout=60.0)
+    policy = VLLMPolicy([f"http://{reference_server}/v1"], qwen_tokenizer, SEEDED, client_options=options)
     before = pickle.loads(pickle.dumps(policy))  # before any use
     try:
         expected = _tokens(policy, "pickled")
         after = pickle.loads(pickle.dumps(policy))  # after use: open pools and sessions are not carried
     finally:
         policy.close()
-    assert after.server_addresses == [reference_server] and after.sampling == SEEDED
-    assert after.max_retries == 1 and after.timeout == 60.0 and not after._resources
-    assert after.builder.num_sessions == 0 and after.router.assigned("pickled") is None
+    assert after.client.server_addresses == [reference_server] and after.sampling == SEEDED
+    assert after.client.options == options and not after.client._resources
+    assert after.builder.num_sessions == 0 and after.client.router.assigned("pickled") is None
     for copy in (before, after):
         with copy:
             assert _tokens(copy, "pickled") == expected  # same seed, same session id: same tokens
@@ -213,7 +221,7 @@ def test_transformers_tools_stay_with_the_session(tiny_model_dir, qwen_tokenizer
 
 def test_chat_mode_tools_stay_with_the_session(reference_server, qwen_tokenizer, monkeypatch):
     bodies = _spy_bodies(monkeypatch)
-    with VLLMPolicy([reference_server], qwen_tokenizer, SEEDED, mode="chat") as policy:
+    with VLLMChatPolicy([reference_server], qwen_tokenizer, SEEDED) as policy:
         _tools_turns(policy, "chat-tools")
     names = [[t["function"]["name"] for t in body.get("tools", [])] for body in bodies]
     assert names == [["calculator"], ["calculator"], [], ["lookup"], ["lookup"]]
@@ -229,14 +237,20 @@ def test_client_argument_checks():
     from agent_gym.errors import ConfigError
     from agent_gym.policy import VLLMClient
 
-    client = VLLMClient(["127.0.0.1:1", "http://127.0.0.1:1/v1", "127.0.0.1:2"], timeout=5, connect_timeout=30)
-    assert client.server_addresses == ["127.0.0.1:1", "127.0.0.1:2"] and client.connect_timeout == 5.0
-    assert client.url("127.0.0.1:2", "/v1/models") == "http://127.0.0.1:2/v1/models"
+    client = VLLMClient(["127.0.0.1:1", "http://127.0.0.1:1/v1", "https://10.0.0.2/prefix"],
+                        {"timeout": 5, "connect_timeout": 30, "api_key": "secret"})
+    assert client.server_addresses == ["127.0.0.1:1", "10.0.0.2"] and client.options.connect_timeout == 5.0
+    assert client.url("10.0.0.2", "/v1/models") == "https://10.0.0.2/prefix/v1/models"
+    assert "secret" not in repr(client.options)
+    copy = pickle.loads(pickle.dumps(client))  # as its addresses (scheme and path kept) and options
+    assert copy.options == client.options and copy.url("10.0.0.2", "/x") == "https://10.0.0.2/prefix/x"
     with pytest.raises(ConfigError, match="timeout: expected"):
-        VLLMClient(["127.0.0.1:1"], timeout=0)
+        VLLMClient(["127.0.0.1:1"], {"timeout": 0})
     with pytest.raises(TypeError, match="concurrency: expected int"):
-        VLLMClient(["127.0.0.1:1"], concurrency="8")
+        VLLMClient(["127.0.0.1:1"], ClientOptions(concurrency="8"))
     with pytest.raises(ConfigError, match="max_retries"):
-        VLLMClient(["127.0.0.1:1"], max_retries=-1)
+        VLLMClient(["127.0.0.1:1"], ClientOptions(max_retries=-1))
+    with pytest.raises(TypeError, match="client_options: expected ClientOptions"):
+        VLLMClient(["127.0.0.1:1"], 3)
     with pytest.raises(ValueError, match="at least one"):
         VLLMClient([])

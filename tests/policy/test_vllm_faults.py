@@ -7,10 +7,10 @@ import time
 import pytest
 
 from agent_gym.errors import PolicyError, ServerError
-from agent_gym.policy import SamplingParams, VLLMPolicy
+from agent_gym.policy import ClientOptions, SamplingParams, VLLMClient, VLLMPolicy
 from agent_gym.policy.routing import HashRing
 
-FAST = dict(backoff=0.01, max_backoff=0.05)
+FAST = ClientOptions(backoff=0.01, max_backoff=0.05)
 MESSAGES = [{"role": "user", "content": "What is 17*3?"}]
 
 
@@ -40,7 +40,8 @@ def test_server_crash_mid_request_continues_on_second_server(policy_fleet, qwen_
     dies, backup = policy_fleet["dies"], policy_fleet["fake_a"]
     servers = [dies, backup]
     session = _session_starting_on(dies, servers)
-    with VLLMPolicy(servers, qwen_tokenizer, SamplingParams(max_tokens=8), timeout=10, **FAST) as policy:
+    options = FAST.replace(timeout=10)
+    with VLLMPolicy(servers, qwen_tokenizer, SamplingParams(max_tokens=8), client_options=options) as policy:
         outs = _episode(policy, session, 4)
     assert [o.server for o in outs] == [dies, dies, backup, backup]  # sticky, then failover, sticky again
     _assert_one_segment(outs)  # the episode's tokens stay one valid sequence
@@ -52,7 +53,8 @@ def test_server_killed_between_turns_continues_on_second_server(policy_fleet, qw
     victim, backup = start_server(fake_tokens=3), policy_fleet["fake_b"]
     servers = [victim, backup]
     session = _session_starting_on(victim, servers)
-    with VLLMPolicy(servers, qwen_tokenizer, SamplingParams(max_tokens=8), timeout=10, **FAST) as policy:
+    options = FAST.replace(timeout=10)
+    with VLLMPolicy(servers, qwen_tokenizer, SamplingParams(max_tokens=8), client_options=options) as policy:
         messages = list(MESSAGES)
         first = policy.act(messages, session_id=session)
         assert first.server == victim
@@ -66,7 +68,8 @@ def test_server_killed_between_turns_continues_on_second_server(policy_fleet, qw
 @pytest.mark.parametrize("fault", ["e500", "e429"])
 def test_transient_errors_are_retried(policy_fleet, qwen_tokenizer, fault):
     server = policy_fleet[fault]
-    with VLLMPolicy([server], qwen_tokenizer, SamplingParams(max_tokens=8), max_retries=3, **FAST) as policy:
+    options = FAST.replace(max_retries=3)
+    with VLLMPolicy([server], qwen_tokenizer, SamplingParams(max_tokens=8), client_options=options) as policy:
         out = policy.act(MESSAGES, session_id="retry")
     assert out.server == server and out.finish_reason == "stop" and len(out.token_ids) == 3
 
@@ -74,7 +77,7 @@ def test_transient_errors_are_retried(policy_fleet, qwen_tokenizer, fault):
 def test_hung_server_times_out(policy_fleet, qwen_tokenizer):
     hang = policy_fleet["hang"]
     start = time.monotonic()
-    with VLLMPolicy([hang], qwen_tokenizer, timeout=1.0, max_retries=1, **FAST) as policy:
+    with VLLMPolicy([hang], qwen_tokenizer, client_options=FAST.replace(timeout=1.0, max_retries=1)) as policy:
         with pytest.raises(ServerError, match="timeout") as info:
             policy.act(MESSAGES, session_id="s")
     assert hang in str(info.value)
@@ -84,7 +87,7 @@ def test_hung_server_times_out(policy_fleet, qwen_tokenizer):
 def test_hung_server_fails_over(policy_fleet, qwen_tokenizer):
     hang, backup = policy_fleet["hang"], policy_fleet["fake_a"]
     session = _session_starting_on(hang, [hang, backup])
-    with VLLMPolicy([hang, backup], qwen_tokenizer, timeout=1.0, **FAST) as policy:
+    with VLLMPolicy([hang, backup], qwen_tokenizer, client_options=FAST.replace(timeout=1.0)) as policy:
         out = policy.act(MESSAGES, session_id=session)
     assert out.server == backup
 
@@ -106,7 +109,7 @@ def test_over_long_prompt_is_a_status_not_an_exception(reference_server, qwen_to
 def test_other_400_is_not_retried(reference_server, qwen_tokenizer):
     import asyncio
 
-    policy = VLLMPolicy([reference_server], qwen_tokenizer, max_retries=3, backoff=5.0)
+    policy = VLLMPolicy([reference_server], qwen_tokenizer, client_options={"max_retries": 3, "backoff": 5.0})
 
     async def bad_request():
         try:
@@ -123,7 +126,7 @@ def test_other_400_is_not_retried(reference_server, qwen_tokenizer):
 
 def test_malformed_json_names_the_server(policy_fleet, qwen_tokenizer):
     bad = policy_fleet["malformed"]
-    with VLLMPolicy([bad], qwen_tokenizer, **FAST) as policy:
+    with VLLMPolicy([bad], qwen_tokenizer, client_options=FAST) as policy:
         with pytest.raises(ServerError, match="malformed JSON") as info:
             policy.act(MESSAGES, session_id="s")
     assert bad in str(info.value) and info.value.server == bad
@@ -135,18 +138,32 @@ def test_unreachable_servers_raise_policy_error(qwen_tokenizer):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    with VLLMPolicy([f"127.0.0.1:{port}"], qwen_tokenizer, max_retries=2, **FAST) as policy:
+    options = FAST.replace(max_retries=2)
+    with VLLMPolicy([f"127.0.0.1:{port}"], qwen_tokenizer, client_options=options) as policy:
         with pytest.raises(PolicyError, match=f"3 attempt.*127.0.0.1:{port}.*connection failed") as info:
             policy.act(MESSAGES, session_id="s")
     assert isinstance(info.value, ServerError) and info.value.server == f"127.0.0.1:{port}"
 
 
 def test_constructor_validation(qwen_tokenizer):
-    with pytest.raises(ValueError, match="mode"):
-        VLLMPolicy(["127.0.0.1:1"], qwen_tokenizer, mode="grpc")
     with pytest.raises(ValueError, match="tokenizer"):
         VLLMPolicy(["127.0.0.1:1"], None)
     with pytest.raises(ValueError, match="at least one"):
         VLLMPolicy([], qwen_tokenizer)
     with pytest.raises(ValueError, match="concurrency"):
-        VLLMPolicy(["127.0.0.1:1"], qwen_tokenizer, concurrency=0)
+        VLLMPolicy(["127.0.0.1:1"], qwen_tokenizer, client_options={"concurrency": 0})
+    with pytest.raises(TypeError, match="expected names among .*max_retries.*got \\['retries'\\]"):
+        VLLMPolicy(["127.0.0.1:1"], qwen_tokenizer, client_options={"retries": 2})
+    with pytest.raises(TypeError, match="ready VLLMClient"):
+        VLLMPolicy(VLLMClient(["127.0.0.1:1"]), qwen_tokenizer, client_options=FAST)
+    with pytest.raises(TypeError):
+        VLLMPolicy(["127.0.0.1:1"], qwen_tokenizer, max_retries=2)  # options are given once, as client_options
+
+
+def test_injected_client_is_used_as_given(policy_fleet, qwen_tokenizer):
+    """A ready client carries its options; two policies may share it."""
+    client = VLLMClient([policy_fleet["fake_a"]], FAST.replace(max_retries=0))
+    first, second = VLLMPolicy(client, qwen_tokenizer), VLLMPolicy(client, qwen_tokenizer)
+    assert first.client is second.client is client and first.client.options.max_retries == 0
+    with first, second:
+        assert first.act(MESSAGES, session_id="a").server == second.act(MESSAGES, session_id="b").server

@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 import torch
-from policy_helpers import TOOLS, RecordingVLLMPolicy, run_episode
+from policy_helpers import TOOLS, recording, run_episode
 
-from agent_gym.policy import SamplingParams, TransformersPolicy, VLLMPolicy
+from agent_gym.policy import SamplingParams, TransformersPolicy, VLLMChatPolicy, VLLMPolicy
 from agent_gym.types import PolicyOutput
 from agent_gym.wrappers.token_assembly import TokenAssembler
 
@@ -17,7 +17,7 @@ RESCORE = SamplingParams(temperature=1.0, top_k=-1, top_p=1.0, max_tokens=12, lo
 
 def _check_episode(policy, record, tokenizer, *, tools=None):
     """Exact ids, prefix invariant, render equality; return the assembled segment."""
-    responses = [data for _, data in policy.responses]
+    responses = [data for _, data in policy.client.responses]
     assert len(responses) == len(record)
     asm = TokenAssembler()
     for k, ((messages, out), data) in enumerate(zip(record, responses, strict=False)):
@@ -26,7 +26,7 @@ def _check_episode(policy, record, tokenizer, *, tools=None):
         assert out.prompt_token_ids == choice["prompt_token_ids"]  # exactly the ids the server saw
         assert out.logprobs == pytest.approx(choice["logprobs"]["token_logprobs"])
         assert not out.retokenized and not out.new_segment
-        assert out.server in policy.server_addresses
+        assert out.server in policy.client.server_addresses
         # The prompt decodes to the chat template's rendering of the conversation.
         assert tokenizer.decode(out.prompt_token_ids) == policy.builder.render_text(messages, tools)
         if k:
@@ -63,7 +63,7 @@ def _rescore(model_dir, segment) -> float:
 @pytest.mark.parametrize("use_tools", [False, True])
 def test_multi_turn_exact_tokens_and_rescoring_qwen(reference_server, qwen_tokenizer, tiny_model_dir, use_tools):
     tools = TOOLS if use_tools else None
-    with RecordingVLLMPolicy([reference_server], qwen_tokenizer, RESCORE) as policy:
+    with recording(VLLMPolicy, [reference_server], qwen_tokenizer, RESCORE) as policy:
         record = run_episode(policy, "qwen-episode", 5, tools=tools)
         segment = _check_episode(policy, record, qwen_tokenizer, tools=tools)
         policy.close_session("qwen-episode")
@@ -72,7 +72,7 @@ def test_multi_turn_exact_tokens_and_rescoring_qwen(reference_server, qwen_token
 
 def test_multi_turn_exact_tokens_and_rescoring_deepseek(policy_fleet, deepseek_tokenizer, tiny_deepseek_model_dir):
     server = policy_fleet["deepseek"]
-    with RecordingVLLMPolicy([server], deepseek_tokenizer, RESCORE) as policy:
+    with recording(VLLMPolicy, [server], deepseek_tokenizer, RESCORE) as policy:
         record = run_episode(policy, "ds-episode", 5, tools=TOOLS)
         segment = _check_episode(policy, record, deepseek_tokenizer, tools=TOOLS)
         # Tools are described in the system message (the template has no tool support), never both.
@@ -83,7 +83,7 @@ def test_multi_turn_exact_tokens_and_rescoring_deepseek(policy_fleet, deepseek_t
 
 def test_stop_token_finish_with_fixed_answers(policy_fleet, qwen_tokenizer):
     server = policy_fleet["fake_a"]
-    with RecordingVLLMPolicy([server], qwen_tokenizer, SamplingParams(max_tokens=32)) as policy:
+    with recording(VLLMPolicy, [server], qwen_tokenizer, SamplingParams(max_tokens=32)) as policy:
         record = run_episode(policy, "fake", 4, tools=TOOLS)
         _check_episode(policy, record, qwen_tokenizer, tools=TOOLS)
     for _, out in record:
@@ -128,9 +128,9 @@ def test_max_tokens_is_capped_by_response_budget(reference_server, qwen_tokenize
 
 
 def test_chat_mode_records_server_ids(reference_server, qwen_tokenizer):
-    with RecordingVLLMPolicy([reference_server], qwen_tokenizer, RESCORE, mode="chat") as policy:
+    with recording(VLLMChatPolicy, [reference_server], qwen_tokenizer, RESCORE) as policy:
         record = run_episode(policy, "chat", 3, tools=TOOLS)
-    for (_, out), (_, data) in zip(record, policy.responses, strict=False):
+    for (_, out), (_, data) in zip(record, policy.client.responses, strict=False):
         assert out.token_ids == data["choices"][0]["token_ids"]
         assert not out.retokenized
         assert out.prompt_token_ids is not None and len(out.logprobs) == len(out.token_ids)
@@ -139,7 +139,7 @@ def test_chat_mode_records_server_ids(reference_server, qwen_tokenizer):
 
 def test_seed_completions_api(reference_server, qwen_tokenizer):
     policy = VLLMPolicy([reference_server, f"http://{reference_server}/v1"], qwen_tokenizer)
-    assert policy.server_addresses == [reference_server]  # same server given twice
+    assert policy.client.server_addresses == [reference_server]  # same server given twice
     assert len(policy.completions) == 1
     ids = qwen_tokenizer.encode("Hello", add_special_tokens=False)
 
@@ -154,7 +154,7 @@ def test_seed_completions_api(reference_server, qwen_tokenizer):
 
 def test_concurrent_sessions_are_sticky_and_spread(policy_fleet, qwen_tokenizer):
     servers = [policy_fleet["fake_a"], policy_fleet["fake_b"]]
-    policy = VLLMPolicy(servers, qwen_tokenizer, SamplingParams(max_tokens=8), concurrency=8)
+    policy = VLLMPolicy(servers, qwen_tokenizer, SamplingParams(max_tokens=8), client_options={"concurrency": 8})
 
     async def episode(i: int) -> list[str]:
         messages = [{"role": "user", "content": f"task {i}"}]
@@ -220,7 +220,7 @@ def test_async_context_manager_closes_the_loops_connections(reference_server, qw
     async def main():
         async with VLLMPolicy([reference_server], qwen_tokenizer, SamplingParams(max_tokens=3)) as policy:
             out = await policy.aact([{"role": "user", "content": "hi"}], session_id="ctx")
-            transport = policy._resources[asyncio.get_running_loop()].transport
-        assert out.token_ids and transport.closed and not policy._resources
+            transport = policy.client.loop_resources().transport
+        assert out.token_ids and transport.closed and not policy.client._resources
 
     asyncio.run(main())

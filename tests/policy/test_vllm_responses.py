@@ -7,10 +7,11 @@ import time
 
 import pytest
 
-from agent_gym.policy import SamplingParams, VLLMPolicy
+from agent_gym.policy import ClientOptions, SamplingParams, VLLMChatPolicy, VLLMPolicy
 from agent_gym.policy.http_transport import HttpReply, HttpTransport
 
-FAST = dict(backoff=0.01, max_backoff=0.05)
+FAST = ClientOptions(backoff=0.01, max_backoff=0.05)
+POLICIES = {"tokens": VLLMPolicy, "chat": VLLMChatPolicy}
 MESSAGES = [{"role": "user", "content": "What is 17*3?"}]
 
 
@@ -39,13 +40,13 @@ def _spy_requests(monkeypatch, *, models_failures: int = 0, models_status: int =
 
 def test_failed_models_lookup_is_retried_not_cached(reference_server, qwen_tokenizer, monkeypatch):
     posts, lookups = _spy_requests(monkeypatch, models_failures=1)
-    with VLLMPolicy([reference_server], qwen_tokenizer, SamplingParams(max_tokens=4), **FAST) as policy:
+    with VLLMPolicy([reference_server], qwen_tokenizer, SamplingParams(max_tokens=4), client_options=FAST) as policy:
         policy.act(MESSAGES, session_id="a")  # /v1/models answers 503: model and context unknown
         assert "model" not in posts[-1]
         time.sleep(0.05)  # past the lookup backoff
         policy.act(MESSAGES, session_id="b")
         assert posts[-1]["model"]  # discovered on the retry
-        assert policy._info_failures == {}
+        assert policy.client._info_failures == {}
         policy.act(MESSAGES, session_id="c")
     assert len(lookups) == 2  # a successful answer is cached
 
@@ -53,7 +54,8 @@ def test_failed_models_lookup_is_retried_not_cached(reference_server, qwen_token
 def test_failed_models_lookup_backs_off(reference_server, qwen_tokenizer, monkeypatch):
     posts, lookups = _spy_requests(monkeypatch, models_failures=100, models_status=500)
     sampling = SamplingParams(max_tokens=4)
-    with VLLMPolicy([reference_server], qwen_tokenizer, sampling, backoff=30.0, max_backoff=60.0) as policy:
+    with VLLMPolicy([reference_server], qwen_tokenizer, sampling,
+                    client_options={"backoff": 30.0, "max_backoff": 60.0}) as policy:
         for k in range(4):
             policy.act(MESSAGES, session_id=f"s{k}")
     assert len(lookups) == 1  # not asked again within the backoff
@@ -88,7 +90,7 @@ def _rewrite_finish_reason(monkeypatch, value):
 )
 def test_finish_reason_mapping(reference_server, qwen_tokenizer, monkeypatch, mode, value, expected, message):
     _rewrite_finish_reason(monkeypatch, value)
-    with VLLMPolicy([reference_server], qwen_tokenizer, SamplingParams(max_tokens=4), mode=mode) as policy:
+    with POLICIES[mode]([reference_server], qwen_tokenizer, SamplingParams(max_tokens=4)) as policy:
         out = policy.act(MESSAGES, session_id="fin")
     assert out.finish_reason == expected
     if message is None:
@@ -119,7 +121,7 @@ def test_aborted_turn_ends_the_episode_with_policy_error(reference_server, qwen_
 def test_min_tokens_is_clamped_to_the_turn_budget(reference_server, qwen_tokenizer, monkeypatch, mode):
     posts, _ = _spy_requests(monkeypatch)
     sampling = SamplingParams(max_tokens=16, min_tokens=12, temperature=1.0, seed=1)
-    with VLLMPolicy([reference_server], qwen_tokenizer, sampling, mode=mode, max_response_length=5) as policy:
+    with POLICIES[mode]([reference_server], qwen_tokenizer, sampling, max_response_length=5) as policy:
         out = policy.act(MESSAGES, session_id="clamp")  # budget 5 < min_tokens 12
     assert out.finish_reason in ("stop", "length") and out.error is None
     assert posts[-1]["max_tokens"] == 5 and posts[-1]["min_tokens"] == 5

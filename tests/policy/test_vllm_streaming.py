@@ -8,11 +8,11 @@ import dataclasses
 import pytest
 
 from agent_gym.errors import ServerError
-from agent_gym.policy import SamplingParams, VLLMPolicy
+from agent_gym.policy import ClientOptions, SamplingParams, VLLMPolicy
 from agent_gym.policy.routing import HashRing
 from agent_gym.policy.vllm_policy import StreamEvent
 
-FAST = dict(backoff=0.01, max_backoff=0.05)
+FAST = ClientOptions(backoff=0.01, max_backoff=0.05)
 MESSAGES = [{"role": "user", "content": "What is 17*3?"}]
 
 
@@ -67,14 +67,14 @@ def test_failure_before_the_first_chunk_fails_over(start_servers, qwen_tokenizer
     failing, good = start_servers({"fake_tokens": 5, "fail_first": 10}, {"fake_tokens": 5})
     session = next(f"s{i}" for i in range(1000)
                    if HashRing([str(failing), str(good)]).preference(f"s{i}")[0] == str(failing))
-    policy = VLLMPolicy([str(failing), str(good)], qwen_tokenizer, max_retries=2, **FAST)
+    policy = VLLMPolicy([str(failing), str(good)], qwen_tokenizer, client_options=FAST.replace(max_retries=2))
     outs, _ = asyncio.run(_streamed_episode(policy, session, 1))
     assert outs[0].error is None and outs[0].server == str(good) and len(outs[0].token_ids) == 5
 
 
 def test_failure_after_the_first_chunk_ends_the_turn_with_an_error(start_server, qwen_tokenizer):
     server = start_server(fake_tokens=8, cut_stream_after=3)
-    policy = VLLMPolicy([str(server)], qwen_tokenizer, max_retries=3, **FAST)
+    policy = VLLMPolicy([str(server)], qwen_tokenizer, client_options=FAST.replace(max_retries=3))
 
     async def run() -> list[StreamEvent]:
         try:
@@ -91,7 +91,7 @@ def test_failure_after_the_first_chunk_ends_the_turn_with_an_error(start_server,
 
 def test_rejected_request_raises_before_streaming(start_server, qwen_tokenizer):
     server = start_server(fake_tokens=4, fail_first=100, fail_status=503)
-    policy = VLLMPolicy([str(server)], qwen_tokenizer, max_retries=1, **FAST)
+    policy = VLLMPolicy([str(server)], qwen_tokenizer, client_options=FAST.replace(max_retries=1))
 
     async def run() -> None:
         try:

@@ -68,7 +68,7 @@ def test_killed_server_loses_no_episode(start_servers, qwen_tokenizer):
     dying, healthy = start_servers({"fake_tokens": 6, "fake_latency_ms": 30, "die_after": 25},
                                    {"fake_tokens": 6, "fake_latency_ms": 30})
     policy = VLLMPolicy([str(dying), str(healthy)], qwen_tokenizer, SamplingParams(max_tokens=16),
-                        max_retries=3, backoff=0.05, timeout=10.0)
+                        client_options={"max_retries": 3, "backoff": 0.05, "timeout": 10.0})
     try:
         result = collect(ENV_ID, policy, num_episodes=32, n_parallel=16, max_steps=3, progress=False)
     finally:

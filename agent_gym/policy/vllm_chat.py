@@ -1,0 +1,130 @@
+"""A policy for OpenAI-compatible servers that take messages, not token ids (``/v1/chat/completions``).
+
+:class:`VLLMChatPolicy` sends the conversation as messages; the server renders the prompt.
+With vLLM's ``return_token_ids`` the answer carries the prompt and sampled ids, which the turn
+records; from a server that does not return them the sampled text is re-tokenized locally (when
+a tokenizer is given) and the turn is marked ``retokenized``. Prefer
+:class:`~agent_gym.policy.VLLMPolicy` (token-in) for training data: only it controls the exact
+prompt ids of every turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from agent_gym.policy.chat_tokens import normalize_messages
+from agent_gym.policy.vllm_base import VLLMPolicyBase
+from agent_gym.policy.vllm_protocol import PromptTooLong, map_finish_reason
+from agent_gym.types import FinishReason, Message, PolicyOutput
+
+__all__ = ["VLLMChatPolicy"]
+
+
+class VLLMChatPolicy(VLLMPolicyBase):
+    """Policy sampling through ``/v1/chat/completions`` (for servers that cannot take token ids).
+
+    The arguments are :class:`~agent_gym.policy.VLLMPolicy`'s, with these differences:
+    ``tokenizer`` is optional (with a chat template it renders the prompt locally, to keep each
+    turn within ``max_model_len`` / ``max_response_length`` and to fill in ids a server does not
+    return), and ``chat_template_kwargs`` are sent with each request for the server to render.
+
+    ``PolicyOutput.new_segment`` is set when the prompt the server rendered does not extend the
+    session's previous prompt and sampled ids. :meth:`astream` yields the whole turn as one delta.
+
+    Example:
+        >>> policy = VLLMChatPolicy(["127.0.0.1:8000"], sampling=SamplingParams(max_tokens=64))  # doctest: +SKIP
+        >>> out = policy.act([{"role": "user", "content": "hi"}], session_id="ep-0")  # doctest: +SKIP
+    """
+
+    mode: ClassVar[str] = "chat"
+    needs_chat_template: ClassVar[bool] = False
+
+    async def _turn(
+        self, messages: Sequence[Message], session_id: str, tools: list[dict] | None, start: float
+    ) -> PolicyOutput:
+        msgs = normalize_messages(messages)
+        local_prompt = self.builder.render_ids(msgs, tools) if self.builder is not None else None
+        previous = self._server_ids.get(session_id)
+        seed = self._next_seed(session_id)
+
+        async def make_body(server: str) -> dict[str, Any]:
+            info = await self._info(server, need_len=False)
+            budget = self.sampling.max_tokens
+            if local_prompt is not None:
+                model_len = self.max_model_len or info.get("max_model_len")
+                response_len = len(local_prompt) - len(previous) if previous else 0
+                budget = self._max_tokens(len(local_prompt), max(0, response_len), model_len)
+                if budget <= 0:
+                    raise PromptTooLong(f"prompt of {len(local_prompt)} ids leaves no room to sample")
+            body = self._request(
+                info,
+                budget,
+                seed,
+                messages=msgs,
+                logprobs=True,
+                top_logprobs=self.sampling.logprobs,
+                return_token_ids=True,
+                skip_special_tokens=False,
+                include_stop_str_in_output=True,
+            )
+            if tools:
+                body["tools"] = tools
+            if self.chat_template_kwargs:
+                body["chat_template_kwargs"] = self.chat_template_kwargs
+            return body
+
+        try:
+            data, server = await self.client.post(session_id, "/v1/chat/completions", make_body)
+        except PromptTooLong as exc:
+            return self._truncated(local_prompt, False, start, str(exc))
+        return self._chat_output(session_id, data, local_prompt, previous, server, start)
+
+    def _chat_output(
+        self,
+        session_id: str,
+        data: dict[str, Any],
+        local_prompt: list[int] | None,
+        previous: list[int] | None,
+        server: str,
+        start: float,
+    ) -> PolicyOutput:
+        """The turn of a chat answer; the session's ids advance unless the server reported an error."""
+        choice = data["choices"][0]
+        message = choice.get("message") or {}
+        text = str(message.get("content") or "")
+        reasoning = message.get("reasoning_content") or message.get("reasoning")
+        if reasoning:
+            text = f"<think>\n{reasoning}\n</think>\n\n{text}"
+        finish, error = map_finish_reason(choice.get("finish_reason"), chat=True)
+        token_ids = choice.get("token_ids")
+        retokenized = token_ids is None
+        if token_ids is None and self.builder is not None:
+            token_ids = self.tokenizer.encode(text, add_special_tokens=False)
+            if finish == FinishReason.STOP:
+                token_ids.append(self.builder.eot_token_id)
+        logprobs = None
+        content = (choice.get("logprobs") or {}).get("content") if not retokenized else None
+        if content is not None and token_ids is not None and len(content) == len(token_ids):
+            logprobs = [float(c.get("logprob", 0.0)) for c in content]
+        prompt_ids = data.get("prompt_token_ids") or choice.get("prompt_token_ids") or local_prompt
+        prompt_ids = [int(t) for t in prompt_ids] if prompt_ids is not None else None
+        new_segment = False
+        if prompt_ids is not None and token_ids is not None:
+            if previous is not None:
+                new_segment = prompt_ids[: len(previous)] != previous
+            if error is None:
+                self._server_ids[session_id] = prompt_ids + [int(t) for t in token_ids]
+        return self._output(
+            start,
+            text=text,
+            prompt_token_ids=prompt_ids,
+            token_ids=[int(t) for t in token_ids] if token_ids is not None else None,
+            logprobs=logprobs,
+            finish_reason=finish,
+            retokenized=retokenized,
+            new_segment=new_segment,
+            server=server,
+            error=f"server {server}: {error}" if error is not None else None,
+        )
+
