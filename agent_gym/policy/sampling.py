@@ -9,7 +9,8 @@ a ``pydantic.ValidationError`` (a ``ValueError``) whose message names the field
 and its allowed range.
 
 :meth:`SamplingParams.record` gives what a trajectory stores about how its ids were
-sampled (with the logprobs mode, see :data:`LOGPROBS_MODES`), and
+sampled (with the logprobs mode, see :data:`LOGPROBS_MODES`, defined with the token draws in
+:mod:`agent_gym.inference.logits` and re-exported here), and
 :attr:`SamplingParams.truncates` says whether top-k / top-p / min-p cut the
 distribution, which makes the samples off-policy for a trainer that scores the full
 distribution.
@@ -22,12 +23,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
-__all__ = ["DISTRIBUTION_FIELDS", "LOGPROBS_MODES", "SAMPLING_RANGES", "SamplingParams", "check_logprobs_mode"]
+from agent_gym.inference.logits import LOGPROBS_MODES, check_logprobs_mode
 
-#: The logprob modes, named as vLLM's ``--logprobs-mode`` values (the first is vLLM's default):
-#: ``raw_logprobs`` is the log-softmax of the model's logits before penalties, temperature and
-#: top-k/top-p/min-p; ``processed_logprobs`` is the log-softmax after them.
-LOGPROBS_MODES = ("raw_logprobs", "processed_logprobs")
+__all__ = ["DISTRIBUTION_FIELDS", "LOGPROBS_MODES", "SAMPLING_RANGES", "SamplingParams", "check_logprobs_mode"]
 
 #: The sampling fields that change the distribution the ids are drawn from (recorded with
 #: every trajectory by :meth:`SamplingParams.record`).
@@ -42,16 +40,6 @@ DISTRIBUTION_FIELDS = (
     "min_tokens",
 )
 
-
-def check_logprobs_mode(value: str, name: str = "logprobs_mode") -> str:
-    """Return ``value`` if it is one of :data:`LOGPROBS_MODES`.
-
-    Raises:
-        ValueError: Any other value.
-    """
-    if value not in LOGPROBS_MODES:
-        raise ValueError(f"{name}: expected one of {', '.join(LOGPROBS_MODES)}, got {value!r}")
-    return value
 
 #: Allowed closed ranges of the numeric fields, ``None`` meaning unbounded on that side.
 SAMPLING_RANGES: dict[str, tuple[float | None, float | None]] = {
