@@ -7,58 +7,64 @@ the assistant message and the messages it caused: one ``tool`` message per tool
 call (results or errors), or a ``user`` nudge when the message neither called a
 tool nor answered. An ``<answer>`` ends the episode and is scored.
 
-Subclasses supply tasks (``default_tasks``), tools (``default_tools``), the
-prompt (``default_system_prompt``, ``format_question``) and scoring
-(``score_answer``); everything else (spaces, seeding, task validation, parsing,
-tool execution with limits, reward shaping, truncation, rendering, the oracle)
-lives here.
+``AgentEnv`` owns the step loop. Subclasses say what an episode is about through
+public hooks only: tasks (``default_tasks``, ``validate_tasks``), tools
+(``default_tools``, ``episode_tools``, ``release_episode``), the prompt
+(``default_system_prompt``, ``format_question``), what a message does
+(``handle_message``), the gate in front of each tool call (``gate_tool_call``,
+``on_tool_result``), the scoring (``score_answer``, ``grade_episode``) and extra
+``info`` keys (``episode_info``); they end an episode with ``end_episode``. See
+``docs/writing_envs.md``.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
-import orjson
 
 from agent_gym.checks import check_bool, check_int, check_timeout
+from agent_gym.errors import ConfigError
 from agent_gym.grading import normalize_text
 from agent_gym.rewards import RewardConfig
 from agent_gym.spaces import AssistantMessageSpace, ConversationSpace
-from agent_gym.tasks import checked_task_list, copy_task, format_tool_call, validate_task
+from agent_gym.tasks import checked_task_list, choose_task, copy_task, validate_task
+from agent_gym.tool_calls import ToolBox, call_key, run_tool_calls
 from agent_gym.tools import (
     DEFAULT_MAX_OUTPUT_CHARS,
     DEFAULT_TIME_LIMIT,
     HermesToolCallParser,
     ParsedResponse,
     Tool,
+    ToolCall,
     ToolCallParser,
     ToolErrorKind,
-    as_tool,
+    ToolResult,
     describe_tools,
+    format_tool_call,
     skipped_call_result,
-    unknown_tool_result,
 )
 from agent_gym.types import EpisodeStatus, FinishReason, Message, PolicyOutput
 
-__all__ = ["AgentEnv", "RewardConfig", "format_tool_call", "normalize_text", "validate_task"]
+__all__ = ["Action", "AgentEnv", "Observation", "RewardConfig", "format_tool_call", "normalize_text", "validate_task"]
 
-_NUDGE = (
-    "Your message contained neither a tool call nor a final answer. Call a tool with "
-    '<tool_call>{"name": ..., "arguments": {...}}</tool_call>, or give the final answer as <answer>...</answer>.'
-)
+Observation = tuple[Message, ...]
+"""What ``reset`` and ``step`` return as the observation: the whole conversation so far."""
+Action = str | PolicyOutput
+"""What ``step`` takes: the next assistant message."""
+
 _FINISH_STATUS = {
     FinishReason.LENGTH: EpisodeStatus.TRUNCATION,
     FinishReason.PROMPT_TRUNCATION: EpisodeStatus.PROMPT_TRUNCATION,
     FinishReason.ERROR: EpisodeStatus.POLICY_ERROR,
 }
+_ROLES = frozenset({"system", "user", "assistant", "tool"})
 
 
-class AgentEnv(gym.Env[tuple[Message, ...], str]):
+class AgentEnv(gym.Env[Observation, Action]):
     """A multi-turn tool-using conversation with a task to solve: the base of every agent_gym env.
 
     ## Description
@@ -66,9 +72,9 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
     assistant that may call tools before it answers. Subclasses supply the tasks
     (:meth:`default_tasks`, checked by :meth:`validate_tasks`), the tools (:meth:`default_tools`,
     or per episode :meth:`episode_tools` with :meth:`release_episode`), the prompt
-    (``default_system_prompt``, :meth:`format_question`) and the scoring (:meth:`score_answer`);
-    parsing, tool execution with limits, rewards, truncation, seeding and rendering live here.
-    See ``docs/writing_envs.md``.
+    (``default_system_prompt``, :meth:`format_question`) and the scoring (:meth:`score_answer`,
+    :meth:`grade_episode`); parsing, tool execution with limits, rewards, the step limit,
+    seeding and rendering live here. See ``docs/writing_envs.md``.
 
     ## Action Space
     The next assistant message: any ``str`` or a :class:`~agent_gym.types.PolicyOutput`
@@ -93,9 +99,11 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
     ``tools_in_prompt`` and ``episode_id``.
 
     ## Episode End
-    Terminated (status ENV_DONE) when the assistant gives an ``<answer>``;
-    truncated (status MAX_STEPS) after ``max_steps`` assistant messages, or as above
-    for a truncated or failed policy output. ``info["status"]`` is set only then.
+    Terminated (status ENV_DONE) when the assistant gives an ``<answer>``; truncated with
+    status MAX_STEPS after ``max_steps`` assistant messages (the one step limit: the
+    registered ids set no ``max_episode_steps``), or as above for a truncated or failed
+    policy output. The last step's ``info`` has ``status`` and ``end_reason``
+    (``"answer"``, ``"max_steps"``, ``"policy_length"``, ... or a subclass's reason).
 
     ## Arguments
     * ``tasks``: task dicts (``id``, ``question``, ``ground_truth``, optional ``solution``);
@@ -113,20 +121,29 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
     * ``render_mode``: None or ``"ansi"``.
 
     ## Version History
+    * The step loop's hooks (:meth:`handle_message`, :meth:`gate_tool_call`,
+      :meth:`on_tool_result`, :meth:`end_episode`, :meth:`grade_episode`,
+      :meth:`episode_info`); ``info["end_reason"]`` on the last step; one step limit.
     * Per-episode tools: the :meth:`episode_tools`, :meth:`release_episode` and
       :meth:`set_episode_tools` hooks; ``close()`` releases the last episode; a task given
       as ``options["task"]`` goes through :meth:`validate_tasks`.
     * First version.
     """
 
-    metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 4}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 4}
 
-    default_system_prompt: str = (
+    default_system_prompt: ClassVar[str] = (
         "You are a helpful assistant that solves tasks step by step. You may think inside <think>...</think>. "
         "Use the available tools whenever they help; each tool result comes back in a tool message. "
         "When you know the final answer, reply with <answer>your final answer</answer>."
     )
     """System message of every episode (tool descriptions are appended when ``tools_in_prompt``)."""
+
+    tools_not_accepted: ClassVar[str | None] = None
+    """None when ``tools=`` replaces :meth:`default_tools` (the rule of every env that can).
+
+    An env whose tools cannot be replaced sets what to pass instead; ``tools=`` then raises
+    :class:`~agent_gym.errors.ConfigError` with that text."""
 
     def __init__(
         self,
@@ -143,6 +160,9 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
         max_tool_calls_per_step: int = 8,
         render_mode: str | None = None,
     ) -> None:
+        if tools is not None and self.tools_not_accepted is not None:
+            raise ConfigError(f"tools: {type(self).__name__} takes no tools= ({self.tools_not_accepted}), "
+                              f"got {type(tools).__name__}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode: expected None or one of {self.metadata['render_modes']}, "
                              f"got {render_mode!r}")
@@ -159,16 +179,21 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
         self.max_steps = max_steps
         self.max_tool_calls_per_step = max_tool_calls_per_step
         self.tools_in_prompt = tools_in_prompt
+        self.tool_time_limit = tool_time_limit
+        """Time limit of the callables given as tools (seconds; None: none)."""
+        self.max_tool_output_chars = max_tool_output_chars
+        """Output limit of the callables given as tools (characters)."""
         self.rewards = RewardConfig.coerce(rewards)
         self.parser: ToolCallParser = parser if parser is not None else HermesToolCallParser()
 
         self.tasks: list[dict[str, Any]] = self._checked_tasks(self.default_tasks() if tasks is None else tasks)
 
-        self._tool_limits = {"time_limit": tool_time_limit, "max_output_chars": max_tool_output_chars}
-        self.tools: dict[str, Tool] = self._convert_tools(self.default_tools() if tools is None else tools, "tools")
-        self._schemas_json = orjson.dumps([t.schema for t in self.tools.values()])
+        # The env's own tools and the current episode's (the own ones until episode_tools returns others).
+        self._toolbox = ToolBox(self.default_tools() if tools is None else tools, time_limit=tool_time_limit,
+                                max_output_chars=max_tool_output_chars)
+        self.tools: dict[str, Tool] = self._toolbox.own
         self._base_prompt = self.default_system_prompt if system_prompt is None else system_prompt
-        self.system_prompt = self._prompt_for(self.tools, self._schemas_json)
+        self.system_prompt = self._prompt()
 
         self.action_space = AssistantMessageSpace()
         self.observation_space = ConversationSpace()
@@ -178,38 +203,23 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
         """The parse of the last step's assistant message (None when the step did not parse it)."""
         self._turns = 0
         self._done = False
+        self._ending: tuple[EpisodeStatus, str] | None = None  # asked for by end_episode, applied by step
         self.last_reward_time = 0.0
         self._seen_calls: set[str] = set()
         self._episode_id = ""
-        # Tools of the current episode (the constructor's until an episode_tools hook returns others).
-        self._episode_tools: dict[str, Tool] = self.tools
-        self._episode_schemas_json = self._schemas_json
         self._episode_open = False  # release_episode is owed (set before episode_tools runs)
-        self._tools_changed = False  # set_episode_tools ran since the last info carrying "tools"
 
-    def _convert_tools(self, items: Any, where: str) -> dict[str, Tool]:
-        """Turn tools or callables into a name -> Tool map with the env's limits; names must be unique."""
-        if isinstance(items, (str, bytes, Mapping)) or not hasattr(items, "__iter__"):
-            raise TypeError(f"{where}: expected a sequence of tools or callables, got {type(items).__name__}")
-        tools: dict[str, Tool] = {}
-        for item in items:
-            tool = as_tool(item, **self._tool_limits)
-            if tool.name in tools:
-                raise ValueError(f"{where}: expected unique tool names, got {tool.name!r} twice")
-            tools[tool.name] = tool
-        return tools
-
-    def _prompt_for(self, tools: Mapping[str, Tool], schemas_json: bytes) -> str:
-        """The system message for an episode with ``tools``."""
-        if self.tools_in_prompt and tools:
-            return f"{self._base_prompt}\n\n{describe_tools(orjson.loads(schemas_json))}"
+    def _prompt(self) -> str:
+        """The system message for an episode with the current tools."""
+        if self.tools_in_prompt and self._toolbox.current:
+            return f"{self._base_prompt}\n\n{describe_tools(self._toolbox.schemas())}"
         return self._base_prompt
 
     def _checked_tasks(self, source: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """Validate ``source`` with :meth:`validate_tasks`, once per env class for a shared tuple."""
         return checked_task_list(type(self), source, self.validate_tasks)
 
-    # ------------------------------------------------------------------ hooks for subclasses
+    # ------------------------------------------------------------------ hooks: tasks, tools, prompt
 
     def validate_tasks(self, tasks: list[Any]) -> list[dict[str, Any]]:
         """Check every task (see :func:`validate_task`) and return them as dicts.
@@ -227,13 +237,14 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
         return []
 
     def episode_tools(self, task: dict[str, Any]) -> Sequence[Tool | Callable[..., Any]] | None:
-        """The tools of an episode on ``task``; None (the default) keeps the env's tools.
+        """Set up an episode on ``task`` and return its tools; None (the default) keeps the env's tools.
 
         Called by ``reset`` once the task is chosen (after :meth:`release_episode` freed the
-        previous episode). Return fresh objects that hold the episode's state, e.g. the bound
-        methods of a new sandbox or database handle: nothing leaks into the next episode or
-        into another env. Items are converted like constructor tools (same time and output
-        limits; unique names). Their schemas may differ per episode and reach ``info["tools"]``.
+        previous episode): the place for per-episode state. Return fresh objects that hold the
+        episode's state, e.g. the bound methods of a new sandbox or database handle: nothing
+        leaks into the next episode or into another env. Items are converted like constructor
+        tools (same time and output limits; unique names). Their schemas may differ per
+        episode and reach ``info["tools"]``.
 
         Args:
             task: The validated task of the new episode (do not modify it).
@@ -244,7 +255,7 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
         return None
 
     def release_episode(self) -> None:
-        """Free the resources of the current episode (sandbox, database, processes...).
+        """Free or forget what the current episode held (sandbox, database, processes, records...).
 
         Called at the start of the next ``reset`` and by ``close()``, once per episode
         (also when :meth:`episode_tools` raised). Must be safe to call twice and when
@@ -255,6 +266,58 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
         """The first user message of an episode on ``task``."""
         return str(task["question"])
 
+    # ------------------------------------------------------------------ hooks: the step loop
+
+    def handle_message(self, parsed: ParsedResponse, info: dict[str, Any]) -> None:
+        """Act on the assistant's message (already appended to the conversation).
+
+        The default: an ``<answer>`` is scored (:meth:`score_answer`, into
+        ``info["res_reward"]``) and ends the episode (ENV_DONE, reason ``"answer"``);
+        otherwise the message's tool calls run (:meth:`run_tool_calls`; a message with
+        neither gets a nudge). Override to give messages another meaning (e.g. a reply
+        that ends the user's turn); use :meth:`run_tool_calls`, :meth:`add_message` and
+        :meth:`end_episode`. Called for every step whose policy output was not cut short.
+
+        Args:
+            parsed: The parsed message (also ``self.last_parsed``).
+            info: The step's info, to fill in.
+        """
+        if parsed.answer is not None:
+            info["res_reward"] = self._score(parsed.answer)
+            self.end_episode(EpisodeStatus.ENV_DONE, "answer")
+        else:
+            self.run_tool_calls(parsed, info)
+
+    def gate_tool_call(self, call: ToolCall, index: int) -> ToolResult | None:
+        """Decide whether a tool call runs: None runs it, a failed ``ToolResult`` refuses it.
+
+        A refused call is not run; its result is its observation and its error counts like a
+        failed call's. The default refuses calls past ``max_tool_calls_per_step`` in the
+        message and every call once :meth:`end_episode` was asked for (e.g. after a
+        ``submit`` or a hand-over). Override to add limits (call ``super()`` first), e.g.
+        with :func:`~agent_gym.tools.skipped_call_result`.
+
+        Args:
+            call: The parsed call.
+            index: Its position among the message's calls.
+        """
+        if self._ending is not None:
+            return ToolResult.failure(ToolErrorKind.TOOL_ERROR, f"tool call {call.name!r} skipped: the episode "
+                                                                f"ended ({self._ending[1]}) before it")
+        if index >= self.max_tool_calls_per_step:
+            return skipped_call_result(call.name, self.max_tool_calls_per_step)
+        return None
+
+    def on_tool_result(self, call: ToolCall, result: ToolResult) -> None:
+        """Called after each tool call that ran (successful or not); the default does nothing.
+
+        Count calls, notice a tool that ends the episode (then call :meth:`end_episode`), ...
+
+        Args:
+            call: The call.
+            result: What the tool returned (its ``content`` is the observation).
+        """
+
     def score_answer(self, task: Mapping[str, Any], answer: str) -> float:
         """Score an answer in [0, 1]; the default compares normalised strings.
 
@@ -264,12 +327,31 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
         """
         return 1.0 if normalize_text(answer) == normalize_text(str(task["ground_truth"])) else 0.0
 
+    def grade_episode(self, status: EpisodeStatus, reason: str, info: dict[str, Any]) -> float | None:
+        """Grade the episode once it ended, whatever ended it; the default grades nothing.
+
+        Called once per episode, in the last step, before ``info`` gets ``status`` and
+        ``end_reason``. A score in [0, 1] adds ``rewards.correct * score`` to that step's
+        ``res_reward`` (and its time to ``last_reward_time``); None adds nothing. May add
+        keys to ``info`` (e.g. test results).
+
+        Args:
+            status: How the episode ended.
+            reason: Why (``"answer"``, ``"max_steps"``, ``"policy_length"``, a subclass's reason).
+            info: The last step's info.
+        """
+        return None
+
+    def episode_info(self) -> Mapping[str, Any]:
+        """Keys added to the info of ``reset`` and of every step (those the step set win).
+
+        The default adds none; e.g. the documents retrieved so far.
+        """
+        return {}
+
     def is_useful_call(self, name: str, arguments: Mapping[str, Any]) -> bool:
         """Whether a successful call earns the shaping bonus: by default, not an exact repeat."""
-        try:
-            key = name + "\0" + orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS, default=str).decode()
-        except (TypeError, orjson.JSONEncodeError):  # e.g. ints beyond 64 bits, non-str keys
-            key = name + "\1" + json.dumps(arguments, sort_keys=True, default=str)
+        key = call_key(name, arguments)
         if key in self._seen_calls:
             return False
         self._seen_calls.add(key)
@@ -278,6 +360,54 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
     def oracle_answer(self, task: Mapping[str, Any]) -> str:
         """The text the oracle puts inside ``<answer>`` (default: the ground truth)."""
         return str(task["ground_truth"])
+
+    # ------------------------------------------------------------------ services for the hooks
+
+    def add_message(self, role: str, content: str) -> None:
+        """Append a message to the conversation (e.g. the next user message).
+
+        Raises:
+            ValueError: For a role other than system, user, assistant or tool.
+        """
+        if role not in _ROLES:
+            raise ValueError(f"role: expected one of {sorted(_ROLES)}, got {role!r}")
+        self._messages.append({"role": role, "content": str(content)})
+
+    def end_episode(self, status: EpisodeStatus, reason: str) -> None:
+        """End the episode with ``status`` at the end of the current step (the next one, between steps).
+
+        The step then returns ``terminated`` for ENV_DONE and ``truncated`` otherwise, calls
+        :meth:`grade_episode` and sets ``info["status"]`` and ``info["end_reason"]``. Tool
+        calls after this are refused (:meth:`gate_tool_call`). The first request of a step wins.
+
+        Args:
+            status: An :class:`~agent_gym.types.EpisodeStatus`.
+            reason: A short word for ``info["end_reason"]`` (e.g. ``"submit"``).
+
+        Raises:
+            RuntimeError: Without a running episode.
+        """
+        if self._task is None or self._done:
+            raise RuntimeError("end_episode() needs a running episode; call env.reset() first")
+        if not isinstance(reason, str) or not reason:
+            raise TypeError(f"reason: expected a non-empty str, got {reason!r}")
+        if self._ending is None:
+            self._ending = (EpisodeStatus(status), reason)
+
+    def run_tool_calls(self, parsed: ParsedResponse, info: dict[str, Any]) -> None:
+        """Run the tool calls of a message and record them; a message with none gets a nudge.
+
+        Each call passes :meth:`gate_tool_call`, runs (unknown names are errors) and goes to
+        :meth:`on_tool_result`; its output (or ``"Error: ..."``) becomes a ``tool`` message
+        and a record in ``info["tool_calls"]``. Sets ``info["toolcall_reward"]`` and, for
+        error observations, ``info["error"]`` and ``info["error_kinds"]``.
+
+        Args:
+            parsed: The parsed message.
+            info: The step's info.
+        """
+        run_tool_calls(parsed, info, tools=self._toolbox.current, rewards=self.rewards, gate=self.gate_tool_call,
+                       on_result=self.on_tool_result, is_useful=self.is_useful_call, add_message=self.add_message)
 
     # ------------------------------------------------------------------ public API
 
@@ -288,12 +418,12 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
         Before the first ``reset`` (and for envs without :meth:`episode_tools`) these are the
         schemas of the env's tools.
         """
-        return orjson.loads(self._episode_schemas_json)
+        return self._toolbox.schemas()
 
     @property
     def episode_tools_by_name(self) -> Mapping[str, Tool]:
         """The current episode's tools by name (read-only view; the env's tools before ``reset``)."""
-        return MappingProxyType(self._episode_tools)
+        return MappingProxyType(self._toolbox.current)
 
     def set_episode_tools(self, tools: Sequence[Tool | Callable[..., Any]]) -> None:
         """Replace the tools of the running episode (e.g. a turn that introduces new tools).
@@ -314,17 +444,15 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
         """
         if self._task is None:
             raise RuntimeError("set_episode_tools() needs an episode; call env.reset() first")
-        self._set_tools(self._convert_tools(tools, "tools"))
-        self._tools_changed = True
+        self._toolbox.use(self._toolbox.convert(tools, "tools"), changed=True)
 
     def attach_tools_info(self, info: dict[str, Any]) -> dict[str, Any]:
         """Put ``info["tools"]`` into ``info`` if :meth:`set_episode_tools` ran since the last info had it.
 
         ``step`` does this itself; returns ``info``.
         """
-        if self._tools_changed:
-            self._tools_changed = False
-            info["tools"] = [] if self.tools_in_prompt else orjson.loads(self._episode_schemas_json)
+        if self._toolbox.take_change():
+            info["tools"] = [] if self.tools_in_prompt else self._toolbox.schemas()
         return info
 
     def close(self) -> None:
@@ -338,11 +466,28 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
         return self._task
 
     @property
-    def messages(self) -> tuple[Message, ...]:
+    def episode_id(self) -> str:
+        """The current episode's id (``"<task id>-<8 hex digits>"``; "" before the first reset)."""
+        return self._episode_id
+
+    @property
+    def step_count(self) -> int:
+        """Assistant messages (steps) of the current episode so far."""
+        return self._turns
+
+    @property
+    def episode_running(self) -> bool:
+        """True between a ``reset`` and the step that ends its episode."""
+        return self._task is not None and not self._done
+
+    @property
+    def messages(self) -> Observation:
         """A copy of the conversation so far (the current observation)."""
         return self._observation()
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
         """Start an episode on a task drawn with ``self.np_random`` or given as ``options["task"]``.
 
         Args:
@@ -352,52 +497,39 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
         Returns:
             The observation (system and user messages) and ``info`` with ``task``,
             ``tools`` (schemas for the policy; empty when ``tools_in_prompt``),
-            ``tools_in_prompt`` and ``episode_id``.
+            ``tools_in_prompt``, ``episode_id`` and the keys of :meth:`episode_info`.
 
         Raises:
             ValueError: If ``options["task"]`` is not a valid task or the index is out of range.
         """
         super().reset(seed=seed)
         self._release()
-        options = options or {}
-        if options.get("task") is not None:
-            task = self._validate_option_task(options["task"])
-        elif options.get("task_index") is not None:
-            index = options["task_index"]
-            if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(self.tasks):
-                raise ValueError(f'options["task_index"]: expected an int in [0, {len(self.tasks)}), got {index!r}')
-            task = self.tasks[index]
-        else:
-            task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
+        task = choose_task(self.tasks, options or {}, self.np_random, self.validate_tasks, type(self).__name__)
         self._task = None  # no running episode until the tools are in place
         self._episode_open = True
+        self._episode_id = f"{task['id']}-{int(self.np_random.integers(1 << 32)):08x}"
         items = self.episode_tools(task)
-        if items is None:
-            self._set_tools(self.tools, self._schemas_json)
-            system_prompt = self.system_prompt
-        else:
-            self._set_tools(self._convert_tools(items, "episode_tools()"))
-            system_prompt = self._prompt_for(self._episode_tools, self._episode_schemas_json)
-        self._tools_changed = False
+        self._toolbox.use(None if items is None else self._toolbox.convert(items, "episode_tools()"))
+        system_prompt = self.system_prompt if items is None else self._prompt()
         self._task = task
         self._turns = 0
         self._done = False
+        self._ending = None
         self._seen_calls = set()
-        self._episode_id = f"{task['id']}-{int(self.np_random.integers(1 << 32)):08x}"
         self._messages = [
             {"role": "system", "content": system_prompt},
             {"role": "user", "content": self.format_question(task)},
         ]
         info = {
             "task": copy_task(task),
-            "tools": [] if self.tools_in_prompt else orjson.loads(self._episode_schemas_json),
+            "tools": [] if self.tools_in_prompt else self._toolbox.schemas(),
             "tools_in_prompt": self.tools_in_prompt,
             "episode_id": self._episode_id,
         }
-        return self._observation(), info
+        return self._observation(), self._with_episode_info(info)
 
-    def step(self, action: str | PolicyOutput) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        """Append the assistant message, run its tool calls or score its answer.
+    def step(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
+        """Append the assistant message and act on it (see :meth:`handle_message`).
 
         Args:
             action: The assistant message as ``str`` or ``PolicyOutput``.
@@ -406,7 +538,8 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
             ``(obs, reward, terminated, truncated, info)``; ``info`` has ``toolcall_reward``,
             ``res_reward``, ``tool_calls`` (each failed call with its ``kind``), ``error`` and
             ``error_kinds`` (the :class:`~agent_gym.errors.ToolErrorKind` value of each joined
-            error; a step with error observations only) and ``status`` (episode end only).
+            error; a step with error observations only), ``status`` and ``end_reason``
+            (episode end only) and the keys of :meth:`episode_info`.
 
         Raises:
             TypeError: If ``action`` is neither a ``str`` nor a ``PolicyOutput``.
@@ -414,29 +547,25 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
         """
         text, finish_reason = self._begin_step(action)
         info: dict[str, Any] = {"toolcall_reward": 0.0, "res_reward": 0.0, "tool_calls": []}
-        terminated = truncated = False
-        status: EpisodeStatus | None = None
         if finish_reason in _FINISH_STATUS:
             if text or finish_reason == FinishReason.LENGTH:
-                self._messages.append({"role": "assistant", "content": text})
-            truncated, status = True, _FINISH_STATUS[finish_reason]
+                self.add_message("assistant", text)
+            self.end_episode(_FINISH_STATUS[finish_reason], f"policy_{finish_reason}")
         else:
-            self._messages.append({"role": "assistant", "content": text})
-            parsed = self.last_parsed = self.parser.parse(text)
-            if parsed.answer is not None:
-                info["res_reward"] = self._score(parsed.answer)
-                terminated, status = True, EpisodeStatus.ENV_DONE
-            else:
-                self._act(parsed, info)
-        if not (terminated or truncated) and self._turns >= self.max_steps:
-            truncated, status = True, EpisodeStatus.MAX_STEPS
-        if status is not None:
-            info["status"] = status
-            self._done = True
-        if self._tools_changed:
-            self.attach_tools_info(info)
+            self.add_message("assistant", text)
+            self.last_parsed = self.parser.parse(text)
+            self.handle_message(self.last_parsed, info)
+        if self._ending is None and self._turns >= self.max_steps:
+            self.end_episode(EpisodeStatus.MAX_STEPS, "max_steps")
+        terminated = truncated = False
+        if self._ending is not None:
+            status, reason = self._ending
+            terminated = status == EpisodeStatus.ENV_DONE
+            truncated = not terminated
+            self._finish(status, reason, info)
+        self.attach_tools_info(info)
         reward = info["toolcall_reward"] + info["res_reward"]
-        return self._observation(), reward, terminated, truncated, info
+        return self._observation(), reward, terminated, truncated, self._with_episode_info(info)
 
     def oracle_action(self) -> str:
         """The next assistant message of the current task's reference solution.
@@ -463,20 +592,7 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
 
     # ------------------------------------------------------------------ internals
 
-    def _validate_option_task(self, task: Any) -> dict[str, Any]:
-        """Check ``options["task"]`` with :meth:`validate_tasks` (the subclass's checks included)."""
-        try:
-            checked = self.validate_tasks([task])
-        except ValueError as exc:
-            text = str(exc)
-            text = text[len("tasks[0]: "):] if text.startswith("tasks[0]: ") else text
-            raise ValueError(f'options["task"]: {text}') from None
-        if len(checked) != 1 or not isinstance(checked[0], dict):
-            raise TypeError(f"{type(self).__name__}.validate_tasks: expected a list of one task dict back, "
-                            f"got {checked!r:.80}")
-        return checked[0]
-
-    def _begin_step(self, action: str | PolicyOutput) -> tuple[str, FinishReason]:
+    def _begin_step(self, action: Action) -> tuple[str, str]:
         """Check that a step may run now, count it, and return the action's text and finish reason."""
         if self._task is None:
             raise RuntimeError("step() called before reset(); call env.reset() first")
@@ -493,10 +609,22 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
         self.last_parsed = None
         return text, finish_reason
 
-    def _set_tools(self, tools: dict[str, Tool], schemas_json: bytes | None = None) -> None:
-        self._episode_tools = tools
-        self._episode_schemas_json = (orjson.dumps([t.schema for t in tools.values()])
-                                      if schemas_json is None else schemas_json)
+    def _finish(self, status: EpisodeStatus, reason: str, info: dict[str, Any]) -> None:
+        """End the episode in this step: grade it, record why."""
+        started = time.perf_counter()
+        score = self.grade_episode(status, reason, info)
+        if score is not None:
+            info["res_reward"] += self.rewards.correct * min(max(float(score), 0.0), 1.0)
+            self.last_reward_time += time.perf_counter() - started
+        info["status"] = status
+        info["end_reason"] = reason
+        self._done = True
+        self._ending = None
+
+    def _with_episode_info(self, info: dict[str, Any]) -> dict[str, Any]:
+        for key, value in self.episode_info().items():
+            info.setdefault(key, value)
+        return info
 
     def _release(self) -> None:
         """Call release_episode once for the episode set up by the last reset."""
@@ -505,7 +633,7 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
             self._task = None
             self.release_episode()
 
-    def _observation(self) -> tuple[Message, ...]:
+    def _observation(self) -> Observation:
         # A fresh tuple of fresh dicts: callers may keep or mutate what they were given.
         return tuple(map(dict.copy, self._messages))  # type: ignore[arg-type]
 
@@ -516,51 +644,3 @@ class AgentEnv(gym.Env[tuple[Message, ...], str]):
         # Kept off ``info`` (no wall-clock values there); TrajectoryWrapper reads it for metrics.
         self.last_reward_time = time.perf_counter() - started
         return self.rewards.correct * min(max(score, 0.0), 1.0)
-
-    def _act(self, parsed: ParsedResponse, info: dict[str, Any]) -> None:
-        """Run the tool calls of a message without an answer; fill rewards and errors."""
-        errors: list[str] = []
-        kinds: list[str] = []  # the ToolErrorKind of each error, as info["error_kinds"]
-        useful = False
-        for error in parsed.errors:
-            errors.append(error)
-            kinds.append(ToolErrorKind.MALFORMED_CALL.value)
-            self._messages.append({"role": "tool", "content": f"Error: {error}"})
-        if parsed.errors:
-            info["parse_errors"] = list(parsed.errors)
-        for index, call in enumerate(parsed.tool_calls):
-            record: dict[str, Any] = {"name": call.name, "arguments": call.arguments}
-            if index >= self.max_tool_calls_per_step:
-                result = skipped_call_result(call.name, self.max_tool_calls_per_step)
-            else:
-                tool = self._episode_tools.get(call.name)
-                if tool is None:
-                    result = unknown_tool_result(call.name, self._episode_tools)
-                else:
-                    result = tool.run(call.arguments)
-                    if result.error is None:
-                        useful = self.is_useful_call(call.name, call.arguments) or useful
-            error, content = result.error, result.content
-            kind: str | None = None
-            if error is not None:
-                kind = ToolErrorKind(getattr(result, "kind", None) or "tool_error").value
-                errors.append(error)
-                kinds.append(kind)
-            record["ok"] = error is None
-            record["error"] = error
-            record["kind"] = kind
-            record["output"] = content
-            info["tool_calls"].append(record)
-            self._messages.append({"role": "tool", "content": content})
-        reward = self.rewards.tool_error * len(errors)
-        if useful:
-            reward += self.rewards.tool_success
-        if not parsed.tool_calls and not parsed.errors:
-            errors.append("the message has no <tool_call> and no <answer>")
-            kinds.append(ToolErrorKind.NO_ACTION.value)
-            self._messages.append({"role": "user", "content": _NUDGE})
-            reward += self.rewards.no_action
-        if errors:
-            info["error"] = "; ".join(errors)
-            info["error_kinds"] = kinds
-        info["toolcall_reward"] = reward

@@ -14,7 +14,7 @@ from typing import Any
 
 from agent_gym.tools.parsing import format_tool_call  # the inverse of the parser; importable here too
 
-__all__ = ["checked_task_list", "copy_task", "format_tool_call", "validate_task"]
+__all__ = ["checked_task_list", "choose_task", "copy_task", "format_tool_call", "validate_task"]
 
 
 def validate_task(task: Any, where: str = "task") -> dict[str, Any]:
@@ -122,3 +122,41 @@ def copy_task(value: Any) -> Any:
     if kind is tuple:
         return tuple([copy_task(v) for v in value])
     return copy.deepcopy(value)
+
+
+def choose_task(
+    tasks: Sequence[dict[str, Any]],
+    options: Mapping[str, Any],
+    rng: Any,
+    validate_tasks: Callable[[list[Any]], list[dict[str, Any]]],
+    owner: str = "env",
+) -> dict[str, Any]:
+    """The task of a new episode: ``options["task"]``, ``options["task_index"]`` or a seeded draw.
+
+    Args:
+        tasks: The env's validated tasks.
+        options: The ``options`` of ``reset``.
+        rng: A NumPy generator (the env's ``np_random``) for the draw.
+        validate_tasks: The env's task checks (a task given as ``options["task"]`` goes through them).
+        owner: The env's class name, for errors about ``validate_tasks`` itself.
+
+    Raises:
+        ValueError: For a task the checks reject or an index out of range, worded ``options[...]: ...``.
+        TypeError: If ``validate_tasks`` does not return one task dict.
+    """
+    if options.get("task") is not None:
+        try:
+            checked = validate_tasks([options["task"]])
+        except ValueError as exc:
+            text = str(exc)
+            text = text[len("tasks[0]: "):] if text.startswith("tasks[0]: ") else text
+            raise ValueError(f'options["task"]: {text}') from None
+        if len(checked) != 1 or not isinstance(checked[0], dict):
+            raise TypeError(f"{owner}.validate_tasks: expected a list of one task dict back, got {checked!r:.80}")
+        return checked[0]
+    if options.get("task_index") is not None:
+        index = options["task_index"]
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(tasks):
+            raise ValueError(f'options["task_index"]: expected an int in [0, {len(tasks)}), got {index!r}')
+        return tasks[index]
+    return tasks[int(rng.integers(len(tasks)))]

@@ -100,7 +100,7 @@ def _fs_task(i: int) -> dict[str, Any]:
         excluded = ["find"]
     return {"id": f"fs-{i:04d}", "domain": "filesystem", "kind": kind, "classes": ["FileSystem"],
             "initial_state": {"FileSystem": {"root": root, "cwd": []}}, "excluded": excluded,
-            "turns": turns, "reference": ref, "expected_outputs": out,
+            "turns": turns, "solution": ref, "expected_outputs": out,
             "user": {"persona": f"{rng.choice(_NAMES)}, who keeps notes in a small file tree.",
                      "goal": " Then: ".join(t if isinstance(t, str) else t["content"] for t in turns)}}
 
@@ -183,14 +183,14 @@ def _orders_task(i: int) -> dict[str, Any]:
             products_left = products[sku]["stock"] - qty - sum(
                 c["arguments"]["quantity"] for turn in ref[:-1] for c in turn
                 if c["name"] in ("place_order", "add_item") and c["arguments"]["sku"] == sku)
-            if products_left < 0:  # keep every reference call valid
+            if products_left < 0:  # keep every solution call valid
                 turns.pop(), ref.pop(), out.pop()
                 break
             next_order += 1
     return {"id": f"orders-{i:04d}", "domain": "orders", "kind": kind, "classes": ["OrderService"],
             "initial_state": {"OrderService": {"products": products, "orders": orders, "next_order": 4
                                                if kind != "ask" else 5}},
-            "excluded": excluded, "turns": turns, "reference": ref, "expected_outputs": out,
+            "excluded": excluded, "turns": turns, "solution": ref, "expected_outputs": out,
             "user": {"persona": f"{customer}, a customer of the shop.",
                      "goal": " Then: ".join(t if isinstance(t, str) else t["content"] for t in turns)}}
 
@@ -258,7 +258,7 @@ def _calendar_task(i: int) -> dict[str, Any]:
         out.append([])
     return {"id": f"calendar-{i:04d}", "domain": "calendar", "kind": kind, "classes": ["Calendar"],
             "initial_state": {"Calendar": {"events": events, "next_event": 3}}, "excluded": excluded,
-            "turns": turns, "reference": ref, "expected_outputs": out,
+            "turns": turns, "solution": ref, "expected_outputs": out,
             "user": {"persona": f"{people[0]}, a busy team lead.",
                      "goal": " Then: ".join(t if isinstance(t, str) else t["content"] for t in turns)}}
 

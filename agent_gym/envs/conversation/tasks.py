@@ -7,14 +7,16 @@ A task (JSON schema: ``task_schema.json`` beside this module)::
      "initial_state": {"FileSystem": {"root": {...}}},# per class, the config its instance loads
      "excluded": ["find"],                            # methods hidden for the whole conversation
      "turns": ["Go to docs.", {"content": "Now find the notes.", "new_tools": ["find"]}],
-     "reference": [[{"name": "cd", "arguments": {"folder": "docs"}}], [...]],   # per turn
+     "solution": [[{"name": "cd", "arguments": {"folder": "docs"}}], [...]],    # per turn
      "expected_outputs": [[], ["notes.txt"]],         # optional, per turn: strings the replies contain
      "user": {"persona": "...", "goal": "..."}}       # optional, for a simulated user
 
-A method named in a turn's ``new_tools`` is hidden before that turn. :func:`check_task`
-rejects a task whose class is unknown, whose ``initial_state`` does not load, or whose
-``reference`` calls a method that the turn does not offer, naming the task and field.
-:func:`load_call_string_tasks` reads tasks whose reference calls are Python call strings
+A method named in a turn's ``new_tools`` is hidden before that turn. ``solution`` is the
+oracle's data, as in every env (here one list of calls per user turn); files written for
+earlier versions name it ``reference``, which is still read. :func:`check_task` rejects a
+task whose class is unknown, whose ``initial_state`` does not load, or whose ``solution``
+calls a method that the turn does not offer, naming the task and field.
+:func:`load_call_string_tasks` reads tasks whose solution calls are Python call strings
 (``"cd(folder='docs')"``, one list per turn), parsed with :mod:`ast`, never evaluated.
 """
 
@@ -39,8 +41,10 @@ __all__ = [
     "visible_methods",
 ]
 
-_TASK_KEYS = frozenset({"id", "classes", "initial_state", "excluded", "turns", "reference", "expected_outputs",
-                        "user", "question", "ground_truth"})
+_TASK_KEYS = frozenset({"id", "classes", "initial_state", "excluded", "turns", "solution", "reference",
+                        "expected_outputs", "user", "question", "ground_truth"})
+_OLD_SOLUTION_KEY = "reference"
+"""What task files of earlier versions call ``solution`` (read on input, never written)."""
 
 
 def _fail(where: str, field: str, message: str) -> ValueError:
@@ -67,8 +71,9 @@ def check_task(task: Any, where: str, classes: Mapping[str, type]) -> dict[str, 
 
     Normalised: ``turns`` become ``{"content", "new_tools"}`` dicts, ``initial_state``,
     ``excluded`` and ``expected_outputs`` are filled in, ``question`` is the first user
-    message and ``ground_truth`` the reference. Each class is loaded once with its
-    ``initial_state`` to prove the config is valid.
+    message and ``ground_truth`` the solution. A task that names its solution ``reference``
+    (the key of earlier versions) is read as if it said ``solution``. Each class is loaded
+    once with its ``initial_state`` to prove the config is valid.
 
     Args:
         task: The task dict.
@@ -84,7 +89,12 @@ def check_task(task: Any, where: str, classes: Mapping[str, type]) -> dict[str, 
     if isinstance(tid, bool) or not isinstance(tid, (str, int)):
         raise _fail(where, "id", f"expected a str or int, got {tid!r}")
     where = f"{where} (id {tid!r})"
-    for key in ("classes", "turns", "reference"):
+    if _OLD_SOLUTION_KEY in task:
+        if "solution" in task:
+            raise _fail(where, "solution", f"expected one of 'solution' and {_OLD_SOLUTION_KEY!r} (its old name), "
+                        "got both")
+        task = {("solution" if k == _OLD_SOLUTION_KEY else k): v for k, v in task.items()}
+    for key in ("classes", "turns", "solution"):
         if key not in task:
             raise _fail(where, key, "missing")
     names = _str_list(task["classes"], where, "classes")
@@ -138,27 +148,27 @@ def check_task(task: Any, where: str, classes: Mapping[str, type]) -> dict[str, 
     out = {k: v for k, v in task.items() if k not in _TASK_KEYS}
     out.update(id=tid, classes=names, initial_state={n: state.get(n, {}) for n in names}, excluded=excluded,
                turns=turns)
-    reference = task["reference"]
-    if not isinstance(reference, list) or len(reference) != len(turns):
-        raise _fail(where, "reference", f"expected one list of calls per turn ({len(turns)}), got {reference!r:.80}")
-    checked_ref: list[list[dict[str, Any]]] = []
-    for i, calls in enumerate(reference):
+    solution = task["solution"]
+    if not isinstance(solution, list) or len(solution) != len(turns):
+        raise _fail(where, "solution", f"expected one list of calls per turn ({len(turns)}), got {solution!r:.80}")
+    checked_solution: list[list[dict[str, Any]]] = []
+    for i, calls in enumerate(solution):
         offered = set(visible_methods(out, i, list(owner)))
         if not isinstance(calls, list):
-            raise _fail(where, f"reference[{i}]", f"expected a list of calls, got {calls!r:.80}")
+            raise _fail(where, f"solution[{i}]", f"expected a list of calls, got {calls!r:.80}")
         checked_calls = []
         for j, call in enumerate(calls):
             if isinstance(call, str):
-                call = parse_call_string(call, f"{where}: field 'reference[{i}][{j}]'")
+                call = parse_call_string(call, f"{where}: field 'solution[{i}][{j}]'")
             if (not isinstance(call, Mapping) or not isinstance(call.get("name"), str)
                     or not isinstance(call.get("arguments", {}), Mapping)):
-                raise _fail(where, f"reference[{i}][{j}]", f"expected {{'name', 'arguments'}}, got {call!r:.80}")
+                raise _fail(where, f"solution[{i}][{j}]", f"expected {{'name', 'arguments'}}, got {call!r:.80}")
             if call["name"] not in owner:
-                raise _fail(where, f"reference[{i}][{j}]", f"no method {call['name']!r} in {names}")
+                raise _fail(where, f"solution[{i}][{j}]", f"no method {call['name']!r} in {names}")
             if call["name"] not in offered:
-                raise _fail(where, f"reference[{i}][{j}]", f"method {call['name']!r} is not offered at turn {i}")
+                raise _fail(where, f"solution[{i}][{j}]", f"method {call['name']!r} is not offered at turn {i}")
             checked_calls.append({"name": call["name"], "arguments": dict(call.get("arguments", {}))})
-        checked_ref.append(checked_calls)
+        checked_solution.append(checked_calls)
     expected = task.get("expected_outputs")
     if expected is None:
         expected = [[] for _ in turns]
@@ -169,8 +179,8 @@ def check_task(task: Any, where: str, classes: Mapping[str, type]) -> dict[str, 
     user = task.get("user")
     if user is not None and (not isinstance(user, Mapping) or not all(isinstance(v, str) for v in user.values())):
         raise _fail(where, "user", f"expected a dict of str (e.g. 'persona', 'goal'), got {user!r:.80}")
-    out.update(reference=checked_ref, expected_outputs=expected, question=turns[0]["content"],
-               ground_truth=checked_ref)
+    out.update(solution=checked_solution, expected_outputs=expected, question=turns[0]["content"],
+               ground_truth=checked_solution)
     if user is not None:
         out["user"] = dict(user)
     return out
@@ -244,10 +254,10 @@ def _turn_text(turn: Any) -> Any:
 
 
 def load_call_string_tasks(path: str | Path) -> list[dict[str, Any]]:
-    """Read tasks whose reference calls are Python call strings, as function-calling leaderboards publish them.
+    """Read tasks whose solution calls are Python call strings, as function-calling leaderboards publish them.
 
     Each record may use this package's keys (``turns``, ``classes``, ``initial_state``,
-    ``reference``, ``excluded``) or the leaderboard's: ``question`` (one list of messages
+    ``solution`` or its old name ``reference``, ``excluded``) or the leaderboard's: ``question`` (one list of messages
     per turn), ``involved_classes``, ``initial_config``, ``ground_truth`` (one list of call
     strings per turn), ``excluded_function``, ``missed_function`` (``{"turn": [names]}``:
     methods that become available at that turn). A turn with no user text (a turn that
@@ -267,17 +277,17 @@ def load_call_string_tasks(path: str | Path) -> list[dict[str, Any]]:
                 content = turns[k] if isinstance(turns[k], str) and turns[k].strip() else \
                     "You now have more tools: " + ", ".join(names) + ". Please continue."
                 turns[k] = {"content": content, "new_tools": list(names)}
-        reference = record.get("reference", record.get("ground_truth"))
-        if isinstance(reference, list):
-            reference = [
-                [parse_call_string(c, f"{where}: field 'reference[{i}][{j}]'") if isinstance(c, str) else c
+        solution = record.get("solution", record.get(_OLD_SOLUTION_KEY, record.get("ground_truth")))
+        if isinstance(solution, list):
+            solution = [
+                [parse_call_string(c, f"{where}: field 'solution[{i}][{j}]'") if isinstance(c, str) else c
                  for j, c in enumerate(calls)] if isinstance(calls, list) else calls
-                for i, calls in enumerate(reference)
+                for i, calls in enumerate(solution)
             ]
         task = {k: v for k, v in record.items()
                 if k not in ("question", "ground_truth", "involved_classes", "initial_config", "excluded_function",
-                             "missed_function", "turns", "reference")}
-        task.update(turns=turns, reference=reference,
+                             "missed_function", "turns", "solution", _OLD_SOLUTION_KEY)}
+        task.update(turns=turns, solution=solution,
                     classes=record.get("classes", record.get("involved_classes")),
                     initial_state=record.get("initial_state", record.get("initial_config", {})),
                     excluded=record.get("excluded", record.get("excluded_function", [])))

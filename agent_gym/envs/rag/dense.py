@@ -23,7 +23,7 @@ import numpy as np
 
 from agent_gym.checks import check_int
 from agent_gym.envs.rag.corpus import Corpus
-from agent_gym.envs.rag.retrieval import BM25Retriever, LocalRetriever, _top_k, index_dir, shared_retriever
+from agent_gym.envs.rag.retrieval import BM25Retriever, LocalRetriever, index_dir, shared_retriever, top_k
 from agent_gym.errors import MissingExtraError
 
 __all__ = ["DEFAULT_EMBEDDER", "DenseRetriever", "HybridRetriever", "load_embedder", "resolve_model"]
@@ -171,7 +171,7 @@ class DenseRetriever(LocalRetriever):
         out = []
         for column in range(matrix.shape[1]):
             scores = matrix[:, column]
-            out.append([(int(i), float(scores[i])) for i in _top_k(scores, k)])
+            out.append([(int(i), float(scores[i])) for i in top_k(scores, k)])
         return out
 
 

@@ -8,13 +8,13 @@ from typing import Any
 
 from agent_gym.checks import check_int
 from agent_gym.core import AgentEnv
-from agent_gym.grading import exact_match, token_f1
 from agent_gym.envs.rag.corpus import Corpus, load_corpus
 from agent_gym.envs.rag.remote import RemoteRetriever, RetrieverError
 from agent_gym.envs.rag.retrieval import Retriever
 from agent_gym.envs.rag.tasks import builtin_corpus_path, builtin_tasks, load_tasks
-from agent_gym.tools import Tool, ToolResult, as_tool
-from agent_gym.types import PolicyOutput
+from agent_gym.grading import exact_match, token_f1
+from agent_gym.rewards import RewardConfig
+from agent_gym.tools import DEFAULT_TIME_LIMIT, ParsedResponse, Tool, ToolCallParser, ToolResult, as_tool
 
 __all__ = ["RAGEnv", "SearchTools", "make_retriever"]
 
@@ -213,14 +213,14 @@ class RAGEnv(AgentEnv):
     or ``options["task_index"]``); the documents retrieved in the last episode are forgotten. The
     observation is the system message and the question as a user message; ``info`` has ``task``,
     ``tools`` (the ``search`` and ``open`` schemas; ``[]`` when ``tools_in_prompt``),
-    ``tools_in_prompt`` and ``episode_id``.
+    ``tools_in_prompt``, ``episode_id``, ``retrieved_ids`` (``[]``) and ``gold_retrieved``.
 
     ## Episode End
-    Terminated (ENV_DONE) on an ``<answer>``; truncated after ``max_steps`` messages
-    (registered ``max_episode_steps`` = 10) or by the policy output's finish reason.
-    A retrieval server that fails (after its retries) raises
-    :class:`~agent_gym.envs.rag.remote.RetrieverError` naming it out of ``step``:
-    rollouts record that episode as ENV_ERROR.
+    Terminated (ENV_DONE) on an ``<answer>``; truncated (MAX_STEPS) after ``max_steps``
+    messages (default 10, the only step limit) or by the policy output's finish reason; the
+    last step's ``info`` has ``status`` and ``end_reason``. A retrieval server that fails
+    (after its retries) raises :class:`~agent_gym.envs.rag.remote.RetrieverError` naming it
+    out of ``step``: rollouts record that episode as ENV_ERROR.
 
     ## Arguments
     * ``corpus``: JSONL path, list of ``{"id", "title", "text"}`` dicts or a ``Corpus``
@@ -234,11 +234,14 @@ class RAGEnv(AgentEnv):
       ``"http://host:port/retrieve"`` or a retriever object. ``retriever_options``: its
       keyword arguments (e.g. ``{"model": ...}`` for dense, ``{"timeout": 5}`` for a URL).
     * ``max_k`` (10), ``max_doc_chars`` (4000), ``max_query_chars`` (1000), ``answer_metric``.
-    * Everything of :class:`~agent_gym.core.AgentEnv` (``max_steps``, ``rewards``, ...).
+    * ``max_tool_output_chars``: default ``max(8192, max_doc_chars + 1000)``.
+    * ``max_steps`` (default 10), ``tools_in_prompt``, ``system_prompt``, ``rewards``, ``parser``,
+      ``tool_time_limit``, ``max_tool_calls_per_step``, ``render_mode``: see
+      :class:`~agent_gym.core.AgentEnv`.
 
     ## Version History
-    * v0: initial version. Registered as deterministic (local index); with a retrieval
-      server the episodes depend on that server.
+    * v0: one step limit (``max_steps``), ``info["end_reason"]``; initial version. Registered
+      as deterministic (local index); with a retrieval server the episodes depend on that server.
 
     Example:
         >>> import gymnasium as gym, agent_gym
@@ -268,7 +271,15 @@ class RAGEnv(AgentEnv):
         max_doc_chars: int = 4000,
         max_query_chars: int = 1000,
         answer_metric: str = "em",
-        **kwargs: Any,
+        max_steps: int = 10,
+        tools_in_prompt: bool = False,
+        system_prompt: str | None = None,
+        rewards: RewardConfig | Mapping[str, float] | None = None,
+        parser: ToolCallParser | None = None,
+        tool_time_limit: float | None = DEFAULT_TIME_LIMIT,
+        max_tool_output_chars: int | None = None,
+        max_tool_calls_per_step: int = 8,
+        render_mode: str | None = None,
     ) -> None:
         if answer_metric not in ("em", "f1"):
             raise ValueError(f"answer_metric: expected 'em' or 'f1', got {answer_metric!r}")
@@ -283,9 +294,12 @@ class RAGEnv(AgentEnv):
         if tasks is not None and not (isinstance(tasks, tuple) and tasks is builtin_tasks()):
             tasks = load_tasks(tasks, self.corpus)
         self._last_scores: tuple[float, float] | None = None
-        kwargs.setdefault("max_tool_output_chars", max(8192, max_doc_chars + 1000))
-        self._tool_output_chars = kwargs["max_tool_output_chars"]
-        super().__init__(tasks, tools, **kwargs)
+        if max_tool_output_chars is None:
+            max_tool_output_chars = max(8192, max_doc_chars + 1000)
+        super().__init__(tasks, tools, max_steps=max_steps, tools_in_prompt=tools_in_prompt,
+                         system_prompt=system_prompt, rewards=rewards, parser=parser, tool_time_limit=tool_time_limit,
+                         max_tool_output_chars=max_tool_output_chars, max_tool_calls_per_step=max_tool_calls_per_step,
+                         render_mode=render_mode)
 
     # ------------------------------------------------------------------ AgentEnv hooks
 
@@ -296,7 +310,7 @@ class RAGEnv(AgentEnv):
     def default_tools(self) -> Sequence[Tool]:
         """``search`` and ``open`` bound to this env's retriever."""
         box = self.search_tools
-        return [_ServiceTool(as_tool(fn, time_limit=None, max_output_chars=self._tool_output_chars), box)
+        return [_ServiceTool(as_tool(fn, time_limit=None, max_output_chars=self.max_tool_output_chars), box)
                 for fn in (box.search, box.open)]
 
     def validate_tasks(self, tasks: list[Any]) -> list[dict[str, Any]]:
@@ -323,29 +337,27 @@ class RAGEnv(AgentEnv):
         """The first alias of the ground truth."""
         return _golds(task)[0]
 
-    # ------------------------------------------------------------------ episode
-
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
-        """Start an episode (see :meth:`AgentEnv.reset`); forgets the documents the last one saw."""
-        self.search_tools.clear()
-        self._last_scores = None
-        return super().reset(seed=seed, options=options)
-
-    def step(self, action: str | PolicyOutput) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        """Step (see :meth:`AgentEnv.step`) and add ``em``/``f1``, ``retrieved_ids`` and ``gold_retrieved``.
+    def handle_message(self, parsed: ParsedResponse, info: dict[str, Any]) -> None:
+        """Act as :class:`AgentEnv` does; an answer's ``em`` and ``f1`` go to ``info``.
 
         Raises:
             RetrieverError: If a retrieval server failed (not the model's fault).
         """
         self._last_scores = None
-        obs, reward, terminated, truncated, info = super().step(action)
+        super().handle_message(parsed, info)
         if self._last_scores is not None:
             info["em"], info["f1"] = self._last_scores
+
+    def episode_info(self) -> dict[str, Any]:
+        """``retrieved_ids`` (documents returned by searches so far) and ``gold_retrieved``."""
         retrieved = list(self.search_tools.retrieved)
-        info["retrieved_ids"] = retrieved
         gold = (self.task or {}).get("gold_ids")
-        info["gold_retrieved"] = None if not gold else set(gold) <= set(retrieved)
-        return obs, reward, terminated, truncated, info
+        return {"retrieved_ids": retrieved, "gold_retrieved": None if not gold else set(gold) <= set(retrieved)}
+
+    def release_episode(self) -> None:
+        """Forget the documents the episode saw."""
+        self.search_tools.clear()
+        self._last_scores = None
 
     def close(self) -> None:
         """Close a retrieval server's connection pool, if any."""

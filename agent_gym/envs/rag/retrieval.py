@@ -41,6 +41,7 @@ __all__ = [
     "make_snippet",
     "shared_retriever",
     "tokenize",
+    "top_k",
 ]
 
 _TOKEN = re.compile(r"\w\w+")
@@ -249,7 +250,7 @@ _SAMPLE_STRIDE = 64
 """One score in this many forms the sample that bounds the k-th largest."""
 
 
-def _top_k(scores: np.ndarray, k: int) -> np.ndarray:
+def top_k(scores: np.ndarray, k: int) -> np.ndarray:
     """Indices of the ``k`` largest scores, best first (ties broken by lower index, also at the cut)."""
     return _top_k_rows(np.asarray(scores)[None, :], k)[0]
 

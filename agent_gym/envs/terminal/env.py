@@ -11,8 +11,9 @@ from agent_gym.checks import check_float, check_int
 from agent_gym.core import AgentEnv
 from agent_gym.envs.terminal.loader import builtin_tasks, find_task_dirs, load_task
 from agent_gym.errors import ConfigError
+from agent_gym.rewards import RewardConfig
 from agent_gym.sandbox import LocalSandbox, SandboxError, SandboxLimits
-from agent_gym.tools import Tool, as_tool
+from agent_gym.tools import DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_TIME_LIMIT, Tool, ToolCallParser, as_tool
 from agent_gym.types import EpisodeStatus
 
 __all__ = ["BACKENDS", "TEST_ENV", "TerminalEnv", "parse_pytest_summary", "select_backend"]
@@ -83,8 +84,9 @@ class TerminalEnv(AgentEnv):
     ## Rewards
     ``res_reward`` = the fraction of the task's tests that pass (pytest) or the reward
     written to ``/logs/verifier/reward.txt`` (Harbor), given when the episode ends (also at
-    ``max_steps``). ``toolcall_reward`` shapes tool use as in :class:`~agent_gym.core.AgentEnv`.
-    ``info["tests"]`` has ``passed`` and ``total`` at the end.
+    ``max_steps``; not when the policy output was cut short or failed); the text of an
+    ``<answer>`` earns nothing by itself. ``toolcall_reward`` shapes tool use as in
+    :class:`~agent_gym.core.AgentEnv`. ``info["tests"]`` has ``passed`` and ``total`` at the end.
 
     ## Starting State
     A task drawn with the env's seeded RNG (or ``options["task"]`` / ``options["task_index"]``) in a
@@ -94,8 +96,10 @@ class TerminalEnv(AgentEnv):
     ``episode_id``.
 
     ## Episode End
-    Terminated (ENV_DONE) on ``submit()`` or an ``<answer>``; truncated (MAX_STEPS) after
-    ``max_steps`` messages (registered ``max_episode_steps`` is 30).
+    Terminated (ENV_DONE) on ``submit()`` (``end_reason`` ``"submit"``; calls after it in the
+    same message are not run) or an ``<answer>`` (``"answer"``); truncated (MAX_STEPS) after
+    ``max_steps`` messages (default 30, the only step limit), or TRUNCATION / PROMPT_TRUNCATION
+    / POLICY_ERROR for a policy output cut short or failed.
 
     ## Arguments
     * ``tasks``: task directories (Terminal-Bench or Harbor layout, or directories holding
@@ -110,13 +114,18 @@ class TerminalEnv(AgentEnv):
       task Dockerfile's ``FROM``); the Dockerfile's files and ``RUN`` steps are applied to it.
     * ``docker_pool_size``: pre-started containers kept per image (default 2).
     * ``sandbox_factory``: callable ``(task, env_vars) -> Sandbox`` replacing the backends.
-    * ``max_steps`` (default 30) and the other arguments of :class:`~agent_gym.core.AgentEnv`.
+    * ``tools``: not accepted (:class:`~agent_gym.errors.ConfigError`): the tools are ``bash``
+      and ``submit`` bound to each episode's sandbox (see :attr:`tools_not_accepted`).
+    * ``max_steps`` (default 30), ``tools_in_prompt``, ``system_prompt``, ``rewards``, ``parser``,
+      ``tool_time_limit``, ``max_tool_output_chars``, ``max_tool_calls_per_step``, ``render_mode``:
+      see :class:`~agent_gym.core.AgentEnv`.
 
     The ``bash`` tool enforces its own timeout inside the sandbox (killing the command's
     processes), so the tool layer runs it without a time limit of its own.
 
     ## Version History
-    * v0: first version.
+    * v0: ``tools=`` raises instead of being ignored; one step limit (``max_steps``); tool
+      calls after ``submit`` are refused; ``info["end_reason"]``; first version.
     """
 
     default_system_prompt = (
@@ -126,19 +135,29 @@ class TerminalEnv(AgentEnv):
         "When the task is done, call submit()."
     )
 
+    tools_not_accepted = ("its tools are bash and submit, bound to each episode's sandbox; pass sandbox_factory= "
+                          "for another sandbox, or subclass TerminalEnv and override episode_tools")
+
     def __init__(
         self,
         tasks: Sequence[Mapping[str, Any] | str | os.PathLike[str]] | None = None,
         tools: Sequence[Tool | Callable[..., Any]] | None = None,
         *,
-        max_steps: int = 30,
         command_timeout: float = 30.0,
         limits: SandboxLimits | None = None,
         sandbox_factory: Callable[[Mapping[str, Any], Mapping[str, str]], Any] | None = None,
         backend: str = "auto",
         docker_image: str | None = None,
         docker_pool_size: int = 2,
-        **kwargs: Any,
+        max_steps: int = 30,
+        tools_in_prompt: bool = False,
+        system_prompt: str | None = None,
+        rewards: RewardConfig | Mapping[str, float] | None = None,
+        parser: ToolCallParser | None = None,
+        tool_time_limit: float | None = DEFAULT_TIME_LIMIT,
+        max_tool_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+        max_tool_calls_per_step: int = 8,
+        render_mode: str | None = None,
     ) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
@@ -157,7 +176,10 @@ class TerminalEnv(AgentEnv):
         self.last_test_output = ""
         self._submitted = False
         self._graded: tuple[int, int, float] | None = None
-        super().__init__(tasks, tools, max_steps=max_steps, **kwargs)
+        super().__init__(tasks, tools, max_steps=max_steps, tools_in_prompt=tools_in_prompt,
+                         system_prompt=system_prompt, rewards=rewards, parser=parser, tool_time_limit=tool_time_limit,
+                         max_tool_output_chars=max_tool_output_chars, max_tool_calls_per_step=max_tool_calls_per_step,
+                         render_mode=render_mode)
 
     # ------------------------------------------------------------------ tasks
 
@@ -256,29 +278,25 @@ class TerminalEnv(AgentEnv):
             A confirmation.
         """
         self._submitted = True
+        if self.episode_running:
+            self.end_episode(EpisodeStatus.ENV_DONE, "submit")
         return "Submitted; the tests run now."
 
     def score_answer(self, task: Mapping[str, Any], answer: str) -> float:
-        """An ``<answer>`` submits: the score is the grade of the sandbox's state."""
-        return self._grade()[2]
+        """0: an ``<answer>`` submits, and the tests grade the sandbox (see :meth:`grade_episode`)."""
+        return 0.0
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        """Step as :class:`AgentEnv`; a ``submit`` call or the last step runs the tests."""
-        obs, reward, terminated, truncated, info = super().step(action)
-        ended = terminated or truncated
-        policy_stop = ended and info.get("status") not in (EpisodeStatus.ENV_DONE, EpisodeStatus.MAX_STEPS)
-        if (self._submitted and not ended) or (ended and not policy_stop and self._graded is None):
-            passed, total, score = self._grade()
-            res = self.rewards.correct * score
-            info["res_reward"] = res
-            reward = info["toolcall_reward"] + res
-            if not ended:
-                terminated = True
-                info["status"] = EpisodeStatus.ENV_DONE
-                self._done = True
-        if self._graded is not None:
-            info["tests"] = {"passed": self._graded[0], "total": self._graded[1]}
-        return obs, reward, terminated, truncated, info
+    def grade_episode(self, status: EpisodeStatus, reason: str, info: dict[str, Any]) -> float | None:
+        """Run the tests once the episode ended by the model (submit, answer) or by ``max_steps``.
+
+        Adds ``info["tests"]`` (``passed`` and ``total``); a policy output cut short or failed
+        is not graded (None).
+        """
+        if status not in (EpisodeStatus.ENV_DONE, EpisodeStatus.MAX_STEPS):
+            return None
+        passed, total, score = self._grade()
+        info["tests"] = {"passed": passed, "total": total}
+        return score
 
     def _grade(self) -> tuple[int, int, float]:
         """Grade once per episode (see :meth:`run_tests`) and end the agent's turn."""

@@ -6,11 +6,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from agent_gym.core import AgentEnv
+from agent_gym.envs.tool_use.builtin_tools import BUILTIN_TOOLS
+from agent_gym.envs.tool_use.tasks import shared_builtin_tasks
 from agent_gym.grading import answer_matches
 from agent_gym.grading import infer_answer_type as _infer_type
-from agent_gym.envs.tool_use.builtin_tools import BUILTIN_TOOLS
-from agent_gym.envs.tool_use.tasks import _builtin
-from agent_gym.tools import Tool
 
 __all__ = ["ToolUseEnv", "answer_matches"]
 
@@ -50,10 +49,11 @@ class ToolUseEnv(AgentEnv):
 
     ## Episode End
     Terminated with status ENV_DONE when an ``<answer>`` is given. Truncated with
-    status MAX_STEPS after ``max_steps`` messages (registered ``max_episode_steps`` is 10:
-    pass ``max_episode_steps`` to ``gym.make`` together with a larger ``max_steps``),
+    status MAX_STEPS after ``max_steps`` messages (default 10; the only step limit, so
+    ``gym.make("agent_gym/ToolUse-v0", max_steps=20)`` is all it takes for longer episodes),
     TRUNCATION / PROMPT_TRUNCATION / POLICY_ERROR for a ``PolicyOutput`` whose
-    ``finish_reason`` is ``length`` / ``prompt_truncation`` / ``error``.
+    ``finish_reason`` is ``length`` / ``prompt_truncation`` / ``error``. The last step's
+    ``info`` has ``status`` and ``end_reason``.
 
     ## Arguments
     * ``tasks``: your own task dicts (``id``, ``question``, ``ground_truth``, and optionally
@@ -65,8 +65,9 @@ class ToolUseEnv(AgentEnv):
       ``render_mode``: see :class:`~agent_gym.core.AgentEnv`.
 
     ## Version History
-    * v0: a task given as ``options["task"]`` is checked like constructor tasks (``answer_type``,
-      numeric ``ground_truth``) instead of failing to score; first version.
+    * v0: one step limit (``max_steps``; the id registers no ``max_episode_steps``) and
+      ``info["end_reason"]``; a task given as ``options["task"]`` is checked like constructor
+      tasks (``answer_type``, numeric ``ground_truth``) instead of failing to score; first version.
 
     Example:
         >>> import gymnasium as gym, agent_gym
@@ -82,14 +83,6 @@ class ToolUseEnv(AgentEnv):
         "back in a tool message. When you have the result, reply with the final answer only, inside "
         "<answer>...</answer>."
     )
-
-    def __init__(
-        self,
-        tasks: Sequence[Mapping[str, Any]] | None = None,
-        tools: Sequence[Tool | Callable[..., Any]] | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(tasks, tools, **kwargs)
 
     def validate_tasks(self, tasks: list[Any]) -> list[dict[str, Any]]:
         """Check the common task keys, then each ``answer_type`` and numeric ``ground_truth``."""
@@ -109,7 +102,7 @@ class ToolUseEnv(AgentEnv):
 
     def default_tasks(self) -> tuple[dict[str, Any], ...]:
         """The 480 built-in tasks (one shared, read-only tuple, validated once per process)."""
-        return _builtin()
+        return shared_builtin_tasks()
 
     def default_tools(self) -> Sequence[Callable[..., Any]]:
         """The built-in tool functions."""

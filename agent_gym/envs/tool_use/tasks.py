@@ -24,8 +24,6 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from agent_gym.generation import DeterministicRandom
-from agent_gym.grading import round_answer
 from agent_gym.envs.tool_use.builtin_tools import (
     calculator,
     convert_units,
@@ -35,8 +33,10 @@ from agent_gym.envs.tool_use.builtin_tools import (
     lookup_item,
     weekday,
 )
+from agent_gym.generation import DeterministicRandom
+from agent_gym.grading import round_answer
 
-__all__ = ["TASK_FAMILIES", "builtin_tasks", "generate_tasks", "round_answer"]
+__all__ = ["TASK_FAMILIES", "builtin_tasks", "generate_tasks", "round_answer", "shared_builtin_tasks"]
 
 TASK_FAMILIES = ("arithmetic", "units", "dates", "lookup")
 """Names of the built-in task families, in generation order."""
@@ -226,10 +226,11 @@ def generate_tasks(per_family: int = 120, seed: int | str = 0) -> list[dict[str,
 
 
 @lru_cache(maxsize=1)
-def _builtin() -> tuple[dict[str, Any], ...]:
+def shared_builtin_tasks() -> tuple[dict[str, Any], ...]:
+    """The 480 built-in tasks of ToolUse-v0 as one tuple shared by the process (do not modify them)."""
     return tuple(generate_tasks())
 
 
 def builtin_tasks() -> list[dict[str, Any]]:
     """A fresh copy of the 480 built-in tasks of ToolUse-v0."""
-    return copy.deepcopy(list(_builtin()))
+    return copy.deepcopy(list(shared_builtin_tasks()))

@@ -59,7 +59,7 @@ def test_shipped_tasks_cover_three_domains_and_the_required_kinds():
     assert any(isinstance(turn, dict) and turn.get("new_tools") for t in tasks for turn in t["turns"])
     kinds = {t["kind"] for t in tasks}
     assert {"ask", "refuse", "transfer", "new_tool", "conflict"} <= kinds
-    assert any(calls == [] for t in tasks for calls in t["reference"])  # turns whose right action is no call
+    assert any(calls == [] for t in tasks for calls in t["solution"])  # turns whose right action is no call
 
 
 def test_every_shipped_task_is_solved_by_its_oracle_with_full_reward():
@@ -107,7 +107,7 @@ def test_turn_flow_next_user_message_rewards_and_final_info():
     assert any("attendees" in line for line in info["state_diff"])
 
 
-def test_reference_is_cumulative_so_a_missed_turn_keeps_later_turns_scorable():
+def test_solution_replay_is_cumulative_so_a_missed_turn_keeps_later_turns_scorable():
     task = _task("fs-0001")  # read a file, then copy it
     env = ConversationEnv(tasks=[task])
     env.reset(seed=0)
@@ -156,7 +156,7 @@ def test_transfer_tool_ends_the_conversation():
     env.reset(seed=0)
     _, _, terminated, _, info = env.step(_call("transfer_to_human", reason="now") + _call("list_products"))
     assert terminated and info["end_reason"] == "transfer" and info["status"] == EpisodeStatus.ENV_DONE
-    assert "handed over" in info["tool_calls"][1]["error"]
+    assert "skipped: the episode ended (transfer)" in info["tool_calls"][1]["error"]
     assert info["turn_scores"] == [0.0] and not info["success"]  # transferred too early: turn 0 wanted no call
 
 
@@ -230,7 +230,7 @@ class _Session:
 
 def test_parallel_episodes_of_one_task_have_independent_states():
     task = dict(_task("fs-0004"))  # one turn after another in the root folder
-    task = {**task, "turns": task["turns"][:1], "reference": [[]], "expected_outputs": [[]]}
+    task = {**task, "turns": task["turns"][:1], "solution": [[]], "expected_outputs": [[]]}
     batch = collect(lambda: ConversationEnv(tasks=[task]), _Session(), tasks=[task], num_episodes=64,
                     n_parallel=8, progress=False, seed=5)
     assert len(batch) == 64

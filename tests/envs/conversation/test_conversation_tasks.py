@@ -56,7 +56,7 @@ class Counter:
 def _counter_task(**changes):
     task = {"id": "c-1", "classes": ["Counter"], "initial_state": {"Counter": {"value": 2}},
             "turns": ["Add three.", "Log a and b."],
-            "reference": [[{"name": "add", "arguments": {"amount": 3}}],
+            "solution": [[{"name": "add", "arguments": {"amount": 3}}],
                           [{"name": "mutate", "arguments": {"items": ["a", "b"]}}]]}
     task.update(changes)
     return task
@@ -83,24 +83,34 @@ def test_misbehaving_methods_give_error_observations():
     assert info["tool_calls"][0]["arguments"] == {"items": ["a", "b"]} and info["tool_calls"][0]["output"] == "3"
     _, _, terminated, _, info = env.step("logged")
     assert terminated and info["success"], info
-    assert task["reference"][1][0]["arguments"] == {"items": ["a", "b"]}  # the task is untouched
+    assert task["solution"][1][0]["arguments"] == {"items": ["a", "b"]}  # the task is untouched
     assert env.states()["Counter"] == {"value": 5, "log": ["a", "b"]}  # private attributes are not state
 
 
 @pytest.mark.parametrize(("changes", "field"), [
     ({"classes": ["Nope"]}, "classes"),
-    ({"reference": [[{"name": "missing", "arguments": {}}], []]}, "reference[0][0]"),
+    ({"solution": [[{"name": "missing", "arguments": {}}], []]}, "solution[0][0]"),
     ({"initial_state": {"Counter": {"valu": 1}}}, "initial_state.Counter"),
     ({"initial_state": {"Other": {}}}, "initial_state"),
-    ({"reference": [[]]}, "reference"),
+    ({"solution": [[]]}, "solution"),
     ({"turns": ["one", {"content": "two", "new_tools": ["ghost"]}]}, "turns[1].new_tools"),
-    ({"excluded": ["add"]}, "reference[0][0]"),
+    ({"excluded": ["add"]}, "solution[0][0]"),
     ({"expected_outputs": [["x"]]}, "expected_outputs"),
 ])
 def test_bad_tasks_are_rejected_at_load_naming_task_and_field(changes, field):
     with pytest.raises(ValueError) as caught:
         ConversationEnv(tasks=[_counter_task(**changes)], classes={"Counter": Counter})
     assert "tasks[0] (id 'c-1')" in str(caught.value) and f"field {field!r}" in str(caught.value)
+
+
+def test_the_old_name_of_the_solution_is_still_read():
+    task = _counter_task()
+    old = {("reference" if k == "solution" else k): v for k, v in task.items()}
+    env = ConversationEnv(tasks=[old], classes={"Counter": Counter})
+    assert env.tasks[0]["solution"] == ConversationEnv(tasks=[task], classes={"Counter": Counter}).tasks[0]["solution"]
+    assert "reference" not in env.tasks[0]
+    with pytest.raises(ValueError, match=r"field 'solution': expected one of 'solution' and 'reference'"):
+        ConversationEnv(tasks=[{**task, "reference": task["solution"]}], classes={"Counter": Counter})
 
 
 def test_bad_initial_state_of_a_builtin_class_and_option_task():
@@ -115,7 +125,7 @@ def test_bad_initial_state_of_a_builtin_class_and_option_task():
 
 def test_classes_resolve_from_import_paths():
     task = _counter_task(classes=["agent_gym.envs.conversation.domains.orders:OrderService"], initial_state={},
-                         turns=["List."], reference=[[{"name": "list_products", "arguments": {}}]])
+                         turns=["List."], solution=[[{"name": "list_products", "arguments": {}}]])
     env = ConversationEnv(tasks=[task])
     _, info = env.reset(seed=0)
     assert "place_order" in [s["function"]["name"] for s in info["tools"]]
@@ -145,19 +155,19 @@ def test_call_string_loader_reads_leaderboard_records(tmp_path):
                 "missed_function": {str(k): turn["new_tools"] for k, turn in enumerate(t["turns"])
                                     if isinstance(turn, dict)},
                 "ground_truth": [[f"{c['name']}({', '.join(f'{k}={v!r}' for k, v in c['arguments'].items())})"
-                                  for c in calls] for calls in t["reference"]],
+                                  for c in calls] for calls in t["solution"]],
             }
             f.write(json.dumps(record) + "\n")
     loaded = load_call_string_tasks(path)
     env_a = ConversationEnv(tasks=loaded)
     env_b = ConversationEnv(tasks=shipped)
     for a, b in zip(env_a.tasks, env_b.tasks, strict=True):
-        assert (a["turns"], a["reference"], a["excluded"], a["initial_state"]) == \
-               (b["turns"], b["reference"], b["excluded"], b["initial_state"])
+        assert (a["turns"], a["solution"], a["excluded"], a["initial_state"]) == \
+               (b["turns"], b["solution"], b["excluded"], b["initial_state"])
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"id": "x", "turns": ["a"], "classes": ["FileSystem"],
                                "ground_truth": [["cd(folder=open('f'))"]]}) + "\n")
-    with pytest.raises(ValueError, match=r"bad.jsonl\[0\] \(id 'x'\): field 'reference\[0\]\[0\]'"):
+    with pytest.raises(ValueError, match=r"bad.jsonl\[0\] \(id 'x'\): field 'solution\[0\]\[0\]'"):
         load_call_string_tasks(bad)
 
 
@@ -177,5 +187,5 @@ def test_task_schema_is_valid_json_and_names_the_fields():
     from importlib import resources
 
     schema = json.loads(resources.files("agent_gym.envs.conversation").joinpath("task_schema.json").read_text())
-    assert set(schema["required"]) == {"id", "classes", "turns", "reference"}
+    assert set(schema["required"]) == {"id", "classes", "turns", "solution"}
     assert {"initial_state", "excluded", "expected_outputs", "user"} <= set(schema["properties"])

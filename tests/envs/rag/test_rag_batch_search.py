@@ -15,7 +15,7 @@ from agent_gym.envs.rag import (
     retrieval,
     shared_retriever,
 )
-from agent_gym.envs.rag.retrieval import _top_k, _top_k_rows
+from agent_gym.envs.rag.retrieval import _top_k_rows, top_k
 from agent_gym.envs.rag.server import create_app
 
 
@@ -84,11 +84,11 @@ def test_top_k_rows_breaks_ties_by_index_at_the_cut():
     assert [r.tolist() for r in _top_k_rows(scores, 2)] == [[1, 2], [2, 3]]
     assert [r.tolist() for r in _top_k_rows(scores, 4)] == [[1, 2, 3, 5], [2, 3, 0, 4]]
     assert [r.tolist() for r in _top_k_rows(scores, 99)] == [[1, 2, 3, 5, 0, 4], [2, 3, 0, 4, 1, 5]]
-    assert _top_k(scores[0], 3).tolist() == [1, 2, 3]
+    assert top_k(scores[0], 3).tolist() == [1, 2, 3]
     for _ in range(50):  # many ties at random cuts: the cut keeps the lowest indices
         row = np.random.default_rng(_).integers(0, 4, size=40).astype(np.float32)
         k = int(np.random.default_rng(_ + 100).integers(1, 40))
-        assert _top_k(row, k).tolist() == np.lexsort((np.arange(40), -row))[:k].tolist()
+        assert top_k(row, k).tolist() == np.lexsort((np.arange(40), -row))[:k].tolist()
 
 
 @pytest.mark.parametrize("kind", ["ties", "sparse", "distinct"])
