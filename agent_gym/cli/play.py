@@ -77,7 +77,6 @@ def run(args: argparse.Namespace) -> int:
         kwargs["tools_in_prompt"] = True
     if args.max_steps is not None:
         kwargs["max_steps"] = args.max_steps
-        kwargs["max_episode_steps"] = args.max_steps
     try:
         env = gym.make(args.env_id, **kwargs)
     except (gym.error.Error, ValueError, TypeError) as exc:
@@ -120,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
                 line += f"\nerror: {info['error']}"
             print(line, file=out, flush=True)
             if terminated or truncated:
-                status = info.get("status", "MAX_STEPS" if truncated else "")
+                status = info.get("status", "")
                 print(f"episode over: {'terminated' if terminated else 'truncated'}, status {status}, "
                       f"return {total:+.3f}", file=out)
                 return 0

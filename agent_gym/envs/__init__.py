@@ -3,6 +3,12 @@
 ``register_envs()`` registers every built environment id (it runs when
 ``agent_gym`` is imported). Entry points are strings, so importing the package
 does not import the environments themselves.
+
+Each env counts its own steps (``max_steps``, truncating with status MAX_STEPS), so
+the ids register no ``max_episode_steps``: there is one step limit, and
+``gym.make(id, max_steps=N)`` sets it. The ids' passive checker is
+:class:`~agent_gym.envs.passive_checker.PassiveEnvChecker` (Gymnasium's, surviving a
+first ``reset`` that raises).
 """
 
 from __future__ import annotations
@@ -10,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import gymnasium as gym
+
+from agent_gym.envs.passive_checker import checker_spec
 
 __all__ = ["ENV_INFOS", "EnvInfo", "register_envs"]
 
@@ -22,14 +30,12 @@ class EnvInfo:
         id: The Gymnasium id.
         entry_point: ``"module:Class"``.
         description: One line shown by ``agent-gym list``.
-        max_episode_steps: Steps before Gymnasium's ``TimeLimit`` truncates.
         nondeterministic: True for envs whose steps depend on the outside world.
     """
 
     id: str
     entry_point: str
     description: str
-    max_episode_steps: int
     nondeterministic: bool = False
 
 
@@ -38,28 +44,24 @@ ENV_INFOS: tuple[EnvInfo, ...] = (
         id="agent_gym/ToolUse-v0",
         entry_point="agent_gym.envs.tool_use.env:ToolUseEnv",
         description="Arithmetic, unit, date and inventory-lookup questions solved with tool calls (480 tasks).",
-        max_episode_steps=10,
     ),
     EnvInfo(
         id="agent_gym/RAG-v0",
         entry_point="agent_gym.envs.rag.env:RAGEnv",
         description="Questions about a fictional world answered with search/open tools over 2,024 documents "
                     "(640 tasks; deterministic with the default local BM25 index, not with a retrieval server).",
-        max_episode_steps=10,
     ),
     EnvInfo(
         id="agent_gym/Conversation-v0",
         entry_point="agent_gym.envs.conversation.env:ConversationEnv",
         description="Multi-turn user conversations over stateful tools (file system, shop, calendar; 180 tasks), "
                     "each user turn scored by the state its tool calls leave behind.",
-        max_episode_steps=30,
     ),
     EnvInfo(
         id="agent_gym/Terminal-v0",
         entry_point="agent_gym.envs.terminal.env:TerminalEnv",
         description="Shell tasks in a bubblewrap sandbox with a persistent bash session, graded by their tests "
                     "(27 tasks; Terminal-Bench and Harbor task directories load too).",
-        max_episode_steps=30,
         nondeterministic=True,
     ),
 )
@@ -74,6 +76,7 @@ def register_envs() -> None:
         gym.register(
             id=info.id,
             entry_point=info.entry_point,
-            max_episode_steps=info.max_episode_steps,
             nondeterministic=info.nondeterministic,
+            disable_env_checker=True,  # the checker below replaces Gymnasium's
+            additional_wrappers=(checker_spec(),),
         )

@@ -115,9 +115,7 @@ def make_env_factory(
             zero-argument callable, or a sequence of them (slot ``k`` uses
             ``env[k % len(env)]``).
         env_kwargs: Extra ``gym.make`` keyword arguments (ids only).
-        max_steps: Passed to ``gym.make`` as ``max_steps`` and as
-            ``max_episode_steps`` (so the registry's time limit does not cut the
-            episode earlier) (ids only).
+        max_steps: The env's step limit, passed to ``gym.make`` as ``max_steps`` (ids only).
 
     Returns:
         A function building the env for a worker slot.
@@ -130,7 +128,6 @@ def make_env_factory(
         kwargs = dict(env_kwargs or {})
         if max_steps is not None:
             kwargs["max_steps"] = check_int("max_steps", max_steps, low=1)
-            kwargs.setdefault("max_episode_steps", max_steps)
         env_id = env
 
         def _make_id(slot: int) -> gym.Env:
