@@ -1,35 +1,20 @@
 """Former home of the answer-grading helpers, now :mod:`agent_gym.grading`.
 
 The helpers serve the base environment (:mod:`agent_gym.core`) as well as the envs, so
-they live beside it; this module keeps the old import path working.
+they live beside it; this module keeps the old import path working (every name of
+:mod:`agent_gym.grading` is an attribute here too).
 """
 
 from __future__ import annotations
 
-from agent_gym.grading import (
-    ANSWER_TYPES,
-    answer_matches,
-    exact_match,
-    infer_answer_type,
-    last_number,
-    normalize_text,
-    numbers_close,
-    parse_date,
-    qa_normalize,
-    round_answer,
-    token_f1,
-)
+from typing import Any
 
-__all__ = [
-    "ANSWER_TYPES",
-    "answer_matches",
-    "exact_match",
-    "infer_answer_type",
-    "last_number",
-    "normalize_text",
-    "numbers_close",
-    "parse_date",
-    "qa_normalize",
-    "round_answer",
-    "token_f1",
-]
+import agent_gym.grading as moved
+
+__all__ = list(moved.__all__)
+
+
+def __getattr__(name: str) -> Any:
+    if name in moved.__all__:
+        return getattr(moved, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
