@@ -11,7 +11,9 @@ the trainer leaves it out of the loss instead of learning from a zero reward.
 
 :func:`training_segments` turns one trajectory into its :class:`TrainingSegment`
 list, and :func:`group_advantages` normalises rewards within task groups with each
-rollout counted once, however many segments it has.
+rollout counted once, however many segments it has; :func:`neutral_rewards` gives the
+rewards to hand a trainer that computes those baselines itself, with masked rollouts
+neutral in them.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ __all__ = [
     "advantage_group_key",
     "group_advantages",
     "is_infra_failure",
+    "neutral_rewards",
     "training_segments",
 ]
 
@@ -176,6 +179,20 @@ def training_segments(
     ]
 
 
+def _rollouts(items: Iterable[tuple[str, str, float, bool]]) -> dict[str, tuple[str, float, bool]]:
+    """``rollout_id -> (group_key, reward, masked)``, each rollout once (see :func:`group_advantages`)."""
+    seen: dict[str, tuple[str, float, bool]] = {}
+    for group_key, rollout_id, reward, masked in items:
+        entry = (group_key, float(reward), bool(masked))
+        previous = seen.setdefault(rollout_id, entry)
+        if previous[:2] != entry[:2]:
+            raise ValueError(
+                f"rollout {rollout_id!r}: expected one group and reward for all its samples, got {previous[:2]} and "
+                f"{entry[:2]}"
+            )
+    return seen
+
+
 def group_advantages(
     items: Iterable[tuple[str, str, float, bool]], *, normalize_std: bool = True, eps: float = 1e-6
 ) -> dict[str, float]:
@@ -195,15 +212,7 @@ def group_advantages(
     Raises:
         ValueError: One rollout id appears with two different groups or rewards.
     """
-    seen: dict[str, tuple[str, float, bool]] = {}
-    for group_key, rollout_id, reward, masked in items:
-        entry = (group_key, float(reward), bool(masked))
-        previous = seen.setdefault(rollout_id, entry)
-        if previous[:2] != entry[:2]:
-            raise ValueError(
-                f"rollout {rollout_id!r}: expected one group and reward for all its samples, got {previous[:2]} and "
-                f"{entry[:2]}"
-            )
+    seen = _rollouts(items)
     groups: dict[str, list[tuple[str, float]]] = {}
     for rollout_id, (group_key, reward, masked) in seen.items():
         if not masked:
@@ -218,3 +227,37 @@ def group_advantages(
             advantages[rollout_id] = centred / (std + eps) if normalize_std else centred
     return advantages
 
+
+def neutral_rewards(items: Iterable[tuple[str, str, float, bool]]) -> dict[str, float]:
+    """The reward each rollout hands a trainer that computes its group baselines itself.
+
+    A trainer such as SkyRL, whose generator hands over a whole batch, averages every sample
+    of a group into the baseline and takes no "leave this sample out" flag. A masked rollout
+    (infrastructure failure) has its loss mask zeroed, so it yields no gradient; giving it its
+    group's mean reward over the rollouts that did run keeps that mean (the baseline of its
+    siblings) unchanged instead of pulling it toward a fake zero.
+
+    Args:
+        items: ``(group_key, rollout_id, reward, masked)`` per sample, as for
+            :func:`group_advantages` (segments of one rollout repeat its id).
+
+    Returns:
+        ``rollout_id -> reward``: the rollout's own reward, or for a masked rollout the mean
+        reward of the unmasked rollouts of its group (0.0 when none ran).
+
+    Raises:
+        ValueError: One rollout id appears with two different groups or rewards.
+    """
+    seen = _rollouts(items)
+    totals: dict[str, list[float]] = {}
+    for group_key, reward, masked in seen.values():
+        if not masked:
+            totals.setdefault(group_key, []).append(reward)
+    out: dict[str, float] = {}
+    for rollout_id, (group_key, reward, masked) in seen.items():
+        if not masked:
+            out[rollout_id] = reward
+        else:
+            ran = totals.get(group_key)
+            out[rollout_id] = sum(ran) / len(ran) if ran else 0.0
+    return out

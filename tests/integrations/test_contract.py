@@ -5,6 +5,7 @@ from agent_gym.integrations.contract import (
     RewardAssignment,
     group_advantages,
     is_infra_failure,
+    neutral_rewards,
     training_segments,
 )
 from agent_gym.types import Segment, Step, StepTrajectory
@@ -87,3 +88,15 @@ def test_group_advantages_key_by_task_not_position_and_skip_masked():
 def test_group_advantages_refuse_inconsistent_rollout():
     with pytest.raises(ValueError, match="rollout 'a'"):
         group_advantages([("t", "a", 1.0, False), ("t", "a", 0.0, False)])
+
+
+def test_neutral_rewards_keep_the_group_mean_of_the_rollouts_that_ran():
+    items = [("t1", "a", 1.0, False), ("t1", "a", 1.0, False), ("t1", "b", 0.0, False), ("t1", "c", 0.0, True),
+             ("t2", "d", 3.0, False), ("t3", "e", 0.0, True)]
+    rewards = neutral_rewards(items)
+    # a counts once (two segments): t1's mean over a and b is 0.5; t3 has no rollout that ran.
+    assert rewards == pytest.approx({"a": 1.0, "b": 0.0, "c": 0.5, "d": 3.0, "e": 0.0})
+    ran = [rewards[r] for r in ("a", "b")]
+    assert sum(ran + [rewards["c"]]) / 3 == pytest.approx(sum(ran) / 2)  # the siblings' baseline is unchanged
+    with pytest.raises(ValueError, match="rollout 'a'"):
+        neutral_rewards([("t", "a", 1.0, False), ("t", "a", 0.5, False)])
