@@ -116,6 +116,8 @@ def test_openai_tool_loop_is_token_exact(setup, stream, exact):
     assert not any(step.info["history_rewritten"] for step in trajectory.steps)
     assert trajectory.trajectory_reward == 1.0 and trajectory.status == EpisodeStatus.ENV_DONE
     assert [st.mc_return for st in trajectory.steps] == [1.0, 1.0]
+    # The policy's sampling record (logprobs mode and parameters), as env episodes record it.
+    assert trajectory.sampling == gateway.policy.sampling.record("raw_logprobs")
     assert fetched["_kind"] == "StepTrajectory" and fetched["status"] == ""
     assert fetched["response_tokens"] == trajectory.response_tokens.tolist()
 
