@@ -28,15 +28,20 @@ __all__ = [
     "EnvCheckError",
     "MissingExtraError",
     "PolicyError",
+    "PromptTooLong",
     "ReportInputError",
     "RequestError",
     "RetrieverError",
     "SandboxError",
     "SandboxUnavailableError",
     "ServerError",
+    "StreamErrorEvent",
+    "StreamInterrupted",
     "SummaryTimeoutError",
     "ToolErrorKind",
     "TrajectoryError",
+    "TransportFailure",
+    "TransportTimeout",
 ]
 
 
@@ -138,6 +143,26 @@ class ServerError(PolicyError):
         super().__init__(message)
         self.server = server
         self.status = status
+
+
+class StreamInterrupted(ServerError):
+    """A streamed answer broke after its first chunk was handed on (it is not retried)."""
+
+
+class StreamErrorEvent(AgentGymError):
+    """A streamed answer reported an error before its first chunk (retried like an HTTP 5xx)."""
+
+
+class PromptTooLong(AgentGymError):
+    """The prompt does not fit the server's context (vLLM's "maximum context length" 400)."""
+
+
+class TransportTimeout(AgentGymError):
+    """No complete HTTP answer arrived within the timeout (connect or read)."""
+
+
+class TransportFailure(AgentGymError):
+    """The connection could not be made or broke before a complete HTTP answer arrived."""
 
 
 # --------------------------------------------------------------------------- env services

@@ -22,7 +22,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from agent_gym.errors import AgentGymError
+from agent_gym.errors import TransportFailure, TransportTimeout
 
 __all__ = [
     "HttpReply",
@@ -34,14 +34,6 @@ __all__ = [
 ]
 
 _JSON_HEADERS = {"Content-Type": "application/json"}
-
-
-class TransportTimeout(AgentGymError):
-    """No complete answer arrived within the timeout (connect or read)."""
-
-
-class TransportFailure(AgentGymError):
-    """The connection could not be made or broke before a complete answer arrived."""
 
 
 @dataclass

@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from agent_gym.errors import AgentGymError, ServerError
+from agent_gym.errors import ServerError, StreamErrorEvent, StreamInterrupted
 from agent_gym.policy.client_options import ClientOptions
 from agent_gym.policy.http_transport import HttpTransport, TransportFailure, TransportTimeout
 from agent_gym.policy.routing import SessionRouter, normalize_address
@@ -45,14 +45,6 @@ class LoopResources:
     transport: HttpTransport
     semaphore: asyncio.Semaphore
     finalizer: weakref.finalize | None = None
-
-
-class _StreamError(AgentGymError):
-    """An error event before the first chunk (retried like an HTTP 5xx)."""
-
-
-class StreamInterrupted(ServerError):
-    """A streamed answer broke after its first chunk was handed on (it is not retried)."""
 
 
 def _release_pool(loop_ref: weakref.ref, transport: HttpTransport) -> None:
@@ -399,7 +391,7 @@ class VLLMClient:
                     raise StreamInterrupted(f"the stream from {target} {broke}", server=target,
                                             status=200) from None
                 error, status, retry_after = self._transport_error(exc), None, None
-            except _StreamError as exc:
+            except StreamErrorEvent as exc:
                 error, status, retry_after = str(exc), 200, None
             attempts.failed(target, error, status, retry_after)
         raise attempts.exhausted()
@@ -421,7 +413,7 @@ class VLLMClient:
             if started:
                 raise StreamInterrupted(f"server {target} reported an error mid-stream: {message}", server=target,
                                         status=200)
-            raise _StreamError(f"error event: {message[:200]}")
+            raise StreamErrorEvent(f"error event: {message[:200]}")
         return data
 
     def release(self, session_id: str) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_gym.errors import AgentGymError
+from agent_gym.errors import PromptTooLong
 from agent_gym.policy.http_transport import HttpReply
 from agent_gym.types import FinishReason
 
@@ -22,10 +22,6 @@ __all__ = [
 ]
 
 CONTEXT_ERROR = "maximum context length"
-
-
-class PromptTooLong(AgentGymError):
-    """The prompt does not fit the server's context (vLLM's "maximum context length" 400)."""
 
 
 def error_text(response: HttpReply) -> str:
