@@ -1,0 +1,305 @@
+"""verl adapter: the token-exact policy over ``server_manager.generate``, the output fields, and verl's own classes.
+
+The policy and field tests need no verl: the server manager is a stand-in with verl's documented
+``generate(request_id, *, prompt_ids, sampling_params, **kwargs) -> TokenOutput`` (verl 0.9.1,
+``verl/workers/rollout/llm_server.py``). The tests marked by the ``verl`` fixture build the agent
+loop on verl's ``AgentLoopBase``, register it both ways verl supports and validate its output as
+``AgentLoopOutput``; they skip where verl is not importable (``pip install verl`` pins
+``transformers<5.11``, which this project's environment does not have).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+import agent_gym  # noqa: F401 - registers the env ids
+from agent_gym.errors import ConfigError
+from agent_gym.integrations.verl import AGENT_NAME, VerlServerPolicy, agent_loop_fields, finish_reason
+from agent_gym.memory import MemoryConfig, MemorySummary
+from agent_gym.rollout import collect_async
+from agent_gym.types import EpisodeStatus, Segment, Step, StepTrajectory
+
+ENV_ID = "agent_gym/ToolUse-v0"
+YAML = Path(__file__).resolve().parents[2] / "docs" / "verl_agent_loop.yaml"
+SAMPLING = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "repetition_penalty": 1.0, "logprobs": True}
+EOT = 151645  # <|im_end|> of the Qwen tokenizer
+
+
+@dataclass
+class TokenOutput:
+    """The fields of verl's ``TokenOutput`` (``verl/workers/rollout/replica.py``)."""
+
+    token_ids: list[int]
+    log_probs: list[float] | None = None
+    stop_reason: str | None = None
+    extra_fields: dict[str, Any] = field(default_factory=dict)
+
+
+class FakeServerManager:
+    """verl's server manager: samples random ids (a third of turns end on <|im_end|>) and records every call."""
+
+    def __init__(self, output_type: Any = TokenOutput, *, stop_reason: str = "completed", fail: bool = False) -> None:
+        self.output_type = output_type
+        self.stop_reason = stop_reason
+        self.fail = fail
+        self.calls: list[dict[str, Any]] = []
+        self.rng = random.Random(0)
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
+        if self.fail:
+            raise ConnectionError("the inference server is down")
+        budget = sampling_params["max_tokens"]
+        n = min(budget, self.rng.randint(2, 10))
+        ids = [self.rng.randrange(1000, 9000) for _ in range(n)]
+        if self.rng.random() < 0.7 and n < budget:
+            ids.append(EOT)
+        logprobs = [-self.rng.random() for _ in ids]
+        self.calls.append({"request_id": request_id, "prompt_ids": list(prompt_ids), "params": dict(sampling_params),
+                           "ids": ids, "logprobs": logprobs})
+        return self.output_type(token_ids=list(ids), log_probs=list(logprobs), stop_reason=self.stop_reason)
+
+
+def summary_memory() -> MemorySummary:
+    config = MemoryConfig(use_summary=True, max_prompt_length=250, max_summary_length=8, before_raw_message=1,
+                          end_raw_message=-1, summary_system_prompt="Summarize in {max_summary_length} tokens.")
+    return MemorySummary(config, chat_client=lambda messages, *, max_tokens: "notes so far")
+
+
+def collect_with(server: FakeServerManager, tokenizer, **options: Any) -> list[Any]:
+    policy = VerlServerPolicy(server, tokenizer, SAMPLING, max_response_length=512, max_model_len=4096)
+    options = {"num_episodes": 2, "samples_per_task": 2, "max_steps": 5, "progress": False, **options}
+    return asyncio.run(collect_async(ENV_ID, policy, **options))
+
+
+@pytest.fixture(scope="module")
+def summarized(qwen_tokenizer):
+    server = FakeServerManager()
+    return server, collect_with(server, qwen_tokenizer, memory=summary_memory)
+
+
+# ---------------------------------------------------------------------------------------------- without verl
+
+
+def test_policy_sends_each_sessions_exact_ids_and_keeps_what_the_server_returned(summarized):
+    server, trajectories = summarized
+    by_request: dict[str, list[dict[str, Any]]] = {}
+    for call in server.calls:
+        by_request.setdefault(call["request_id"], []).append(call)
+    assert len(by_request) == 4  # one stable request id per episode (sticky routing)
+    matched = 0
+    for trajectory in trajectories:
+        calls = next(c for c in by_request.values()
+                     if [i for call in c for i in call["ids"]]
+                     == [i for s in trajectory.segments for i, m in zip(s.response_tokens.tolist(),
+                                                                         s.response_masks.tolist(), strict=True) if m])
+        matched += 1
+        position = 0
+        for segment in trajectory.segments:
+            sampled = segment.response_masks.tolist().count(1)
+            seg_calls = []
+            while sum(len(c["ids"]) for c in seg_calls) < sampled:
+                seg_calls.append(calls[position])
+                position += 1
+            prompt, response = segment.prompt_tokens.tolist(), segment.response_tokens.tolist()
+            assert seg_calls[0]["prompt_ids"] == prompt
+            for before, after in zip(seg_calls, seg_calls[1:], strict=False):
+                assert after["prompt_ids"][: len(before["prompt_ids"]) + len(before["ids"])] == (
+                    before["prompt_ids"] + before["ids"])  # every turn extends the last one's exact ids
+            assert prompt + response == seg_calls[-1]["prompt_ids"] + seg_calls[-1]["ids"]
+            mask = segment.response_masks.tolist()
+            logprobs = [lp for lp, m in zip(segment.response_logprobs.tolist(), mask, strict=True) if m]
+            assert logprobs == pytest.approx([lp for c in seg_calls for lp in c["logprobs"]], abs=1e-6)
+        assert position == len(calls)
+    assert matched == 4
+    assert any(len(t.segments) >= 2 for t in trajectories), "expected a summarized episode"
+    for call in server.calls:
+        params = call["params"]
+        assert {k: params[k] for k in SAMPLING} == SAMPLING  # verl's own parameters, as given
+        assert params["stop_token_ids"] == [EOT] and 1 <= params["max_tokens"] <= 512
+        assert len(call["prompt_ids"]) + params["max_tokens"] <= 4096
+
+
+def test_loop_fields_are_the_last_segment_of_a_summarized_episode(summarized):
+    _, trajectories = summarized
+    trajectory = max(trajectories, key=lambda t: len(t.segments))
+    last = trajectory.segments[-1]
+    fields = agent_loop_fields(trajectory, prompt_length=4096, response_length=4096)
+    out = fields["output"]
+    assert out["prompt_ids"] == last.prompt_tokens.tolist()
+    assert out["response_ids"] == last.response_tokens.tolist()
+    assert out["response_mask"] == last.response_masks.tolist()
+    assert out["response_logprobs"] == pytest.approx(last.response_logprobs.tolist())
+    assert out["reward_score"] == float(trajectory.trajectory_reward)
+    assert out["num_turns"] == sum(1 for m in trajectory.chat_completions if m["role"] != "system")
+    extra = out["extra_fields"]
+    assert extra["agent_gym_segments"] == len(trajectory.segments) >= 2
+    assert extra["agent_gym_rollout_id"] == trajectory.rollout_id and not extra["agent_gym_masked"]
+    assert fields["metrics"]["generate_sequences"] == trajectory.metrics["llm_time"]
+    split = agent_loop_fields(trajectory, prompt_length=4096, response_length=4096, reward_assignment="split")
+    assert split["output"]["reward_score"] == pytest.approx(trajectory.trajectory_reward / len(trajectory.segments))
+
+
+def _trajectory(status: str, prompt: list[int], response: list[int], mask: list[int]) -> StepTrajectory:
+    seg = Segment(prompt_tokens=torch.tensor(prompt, dtype=torch.long),
+                  response_tokens=torch.tensor(response, dtype=torch.long),
+                  response_masks=torch.tensor(mask, dtype=torch.long),
+                  response_logprobs=torch.tensor([-0.5 * m for m in mask], dtype=torch.float32))
+    return StepTrajectory(prompt_tokens=seg.prompt_tokens, response_tokens=seg.response_tokens,
+                          response_masks=seg.response_masks, trajectory_reward=1.0, rollout_id="r", group_id="g",
+                          status=status, task={"id": "t", "question": "q", "ground_truth": "a"},
+                          chat_completions=[{"role": "system", "content": "s"}, {"role": "user", "content": "u"}],
+                          steps=[Step(reward=1.0)], segments=[seg])
+
+
+def test_loop_fields_fit_verls_lengths_and_mask_what_cannot_train():
+    ok = _trajectory("ENV_DONE", [1, 2, 3, 4], [5, 6, 7, 8], [1, 1, 0, 1])
+    cut = agent_loop_fields(ok, prompt_length=4, response_length=3)["output"]
+    assert cut["response_ids"] == [5, 6, 7] and cut["response_mask"] == [1, 1, 0]  # a prefix stays exact
+    assert cut["extra_fields"]["agent_gym_truncated"] and not cut["extra_fields"]["agent_gym_masked"]
+    long_prompt = agent_loop_fields(ok, prompt_length=2, response_length=8)["output"]
+    assert long_prompt["prompt_ids"] == [3, 4] and long_prompt["response_mask"] == [0, 0, 0, 0]
+    assert long_prompt["extra_fields"]["agent_gym_masked"]
+    failed = agent_loop_fields(_trajectory("POLICY_ERROR", [1, 2], [5, 6], [1, 1]), prompt_length=8,
+                               response_length=8)["output"]
+    assert failed["response_mask"] == [0, 0] and failed["extra_fields"]["agent_gym_masked"]
+    empty = agent_loop_fields(_trajectory("ENV_ERROR", [], [], []), prompt_length=8, response_length=8,
+                              pad_token_id=9, with_logprobs=False)["output"]
+    assert empty["prompt_ids"] == [9] and empty["response_ids"] == [9] and empty["response_mask"] == [0]
+    assert empty["response_logprobs"] is None
+    assert agent_loop_fields(ok, prompt_length=8, response_length=8)["output"]["num_turns"] == 1
+
+
+def test_finish_reasons_of_verls_stop_reasons():
+    stops = frozenset({EOT})
+    assert finish_reason("completed", [5, EOT], stops, 8) == "stop"
+    assert finish_reason("completed", [5, 6], stops, 2) == "length"  # vLLM says completed at the limit too
+    assert finish_reason("completed", [5, 6], stops, 8) == "stop"
+    assert finish_reason("length", [5, 6], stops, 8) == "length"
+    assert finish_reason("stop", [5], stops, 8) == "stop"
+    assert finish_reason(None, [], stops, 8) == "stop"
+    assert finish_reason("aborted", [5], stops, 8) == finish_reason("abort", [5], stops, 8) == "error"
+
+
+@pytest.mark.parametrize("server", [FakeServerManager(stop_reason="aborted"), FakeServerManager(fail=True)],
+                         ids=["aborted", "server-down"])
+def test_aborted_or_failed_requests_end_the_episode_masked(server, qwen_tokenizer):
+    trajectories = collect_with(server, qwen_tokenizer, num_episodes=1, samples_per_task=1)
+    assert trajectories[0].status == EpisodeStatus.POLICY_ERROR
+    out = agent_loop_fields(trajectories[0], prompt_length=4096, response_length=512)["output"]
+    assert out["extra_fields"]["agent_gym_masked"] and set(out["response_mask"]) == {0}
+
+
+def test_unknown_names_are_attribute_errors_not_verl_imports():
+    import agent_gym.integrations.verl as module
+
+    with pytest.raises(AttributeError):
+        module.NoSuchLoop  # noqa: B018
+    assert AGENT_NAME == "agent_gym"
+
+
+# ---------------------------------------------------------------------------------------------- with verl
+
+
+@pytest.fixture(scope="module")
+def verl():
+    """verl's agent-loop module, or a skip saying why it is not importable."""
+    try:
+        from verl.experimental.agent_loop import agent_loop
+    except ImportError as exc:
+        pytest.skip(f"verl is not importable here ({exc}): 'pip install verl' pins transformers<5.11, so it does "
+                    f"not install beside this project; see docs/trainers.md (verl) for a verl environment")
+    return agent_loop
+
+
+def _instantiate(verl, name: str, server: Any, tokenizer: Any, *, prompt_length: int = 2048) -> Any:
+    """Build the loop registered as ``name`` exactly as verl's AgentLoopWorker._run_agent_loop does."""
+    import hydra
+    from omegaconf import OmegaConf
+
+    trainer = OmegaConf.create({"actor_rollout_ref": {"rollout": {"prompt_length": prompt_length,
+                                                                  "response_length": 512}}})
+    return hydra.utils.instantiate(
+        config=verl._agent_loop_registry[name],
+        trainer_config=verl.DictConfigWrap(config=trainer),
+        server_manager=server,
+        tokenizer=tokenizer,
+        processor=None,
+        hf_model_type=None,
+        dataset_cls=None,
+        data_config=verl.DictConfigWrap(OmegaConf.create({})),
+        tools=verl.ToolListWrap([]),
+    )
+
+
+def _run(verl, name: str, server: Any, tokenizer: Any, sampling: dict[str, Any] = SAMPLING, **row: Any) -> Any:
+    async def main() -> Any:  # verl's loops bind to the running event loop when built
+        loop = _instantiate(verl, name, server, tokenizer)
+        return await loop.run(dict(sampling), raw_prompt=[{"role": "user", "content": "unused"}], **row)
+
+    return asyncio.run(main())
+
+
+def test_loop_registers_with_verls_decorator_and_returns_agent_loop_output(verl, qwen_tokenizer):
+    import numpy as np
+    from verl.workers.rollout.replica import TokenOutput as VerlTokenOutput
+
+    from agent_gym.integrations.verl import AgentGymAgentLoop
+
+    assert issubclass(AgentGymAgentLoop, verl.AgentLoopBase)
+    assert verl._agent_loop_registry[AGENT_NAME] == {"_target_": "agent_gym.integrations.verl.AgentGymAgentLoop"}
+    server = FakeServerManager(VerlTokenOutput)
+    task = {"id": "lookup-x", "question": "How heavy is 1 unit of item Orlo bearing C-794?",
+            "ground_truth": "1", "family": "lookup"}
+    out = _run(verl, AGENT_NAME, server, qwen_tokenizer, index=np.int64(3),
+               extra_info={"env_id": ENV_ID, "task": json.dumps(task)})
+    assert isinstance(out, verl.AgentLoopOutput)
+    assert out.extra_fields["agent_gym_group_key"] == "lookup-x"
+    assert out.extra_fields["agent_gym_status"] in {"ENV_DONE", "MAX_STEPS", "TRUNCATION"}
+    sampled = [i for i, m in zip(out.response_ids, out.response_mask, strict=True) if m]
+    assert sampled == [i for call in server.calls for i in call["ids"]]
+    assert out.prompt_ids == server.calls[0]["prompt_ids"]
+    assert len(out.response_logprobs) == len(out.response_ids) == len(out.response_mask) <= 512
+    assert out.reward_score == out.extra_fields["agent_gym_episode_reward"]
+    tensors = out.as_dict()  # verl's own conversion: tensors and the reward on the last response id
+    assert tensors["rm_scores"][-1] == pytest.approx(out.reward_score)
+    assert tensors["rollout_log_probs"].shape == tensors["responses"].shape
+    no_logprobs = _run(verl, AGENT_NAME, FakeServerManager(VerlTokenOutput), qwen_tokenizer,
+                       {**SAMPLING, "logprobs": False}, env_id=ENV_ID, index=0)
+    assert no_logprobs.response_logprobs is None
+
+
+def test_loops_from_the_agent_loop_config_yaml(verl, qwen_tokenizer):
+    from omegaconf import OmegaConf
+    from verl.workers.rollout.replica import TokenOutput as VerlTokenOutput
+
+    for config in OmegaConf.load(YAML):  # what AgentLoopWorker does with agent_loop_config_path
+        verl._agent_loop_registry[config.name] = config
+    server = FakeServerManager(VerlTokenOutput)
+    out = _run(verl, "agent_gym_tool_use", server, qwen_tokenizer, index=1, extra_info={})
+    assert isinstance(out, verl.AgentLoopOutput) and out.num_turns >= 2
+    assert out.extra_fields["agent_gym_status"] in {s.value for s in EpisodeStatus}
+    per_row = _run(verl, "agent_gym_per_row", FakeServerManager(VerlTokenOutput), qwen_tokenizer,
+                   env_id="agent_gym/Conversation-v0", index=2)
+    assert per_row.extra_fields["agent_gym_rollout_id"] and per_row.metrics.generate_sequences >= 0.0
+    with pytest.raises(ConfigError, match="env_id"):
+        _run(verl, "agent_gym_per_row", server, qwen_tokenizer, index=0)
+
+
+def test_loop_bad_rows_and_a_dead_server_give_masked_outputs(verl, qwen_tokenizer):
+    from verl.workers.rollout.replica import TokenOutput as VerlTokenOutput
+
+    down = _run(verl, AGENT_NAME, FakeServerManager(VerlTokenOutput, fail=True), qwen_tokenizer, env_id=ENV_ID)
+    assert down.extra_fields["agent_gym_status"] == "POLICY_ERROR" and set(down.response_mask) == {0}
+    rejected = _run(verl, AGENT_NAME, FakeServerManager(VerlTokenOutput), qwen_tokenizer, env_id=ENV_ID,
+                    task={"id": "bad"})
+    assert rejected.extra_fields["agent_gym_status"] == "ENV_ERROR" and set(rejected.response_mask) == {0}
+    with pytest.raises(ValueError, match="JSON"):
+        _run(verl, AGENT_NAME, FakeServerManager(VerlTokenOutput), qwen_tokenizer, env_id=ENV_ID, task="{oops")
