@@ -130,7 +130,7 @@ class AgentEnv(gym.Env[Observation, Action]):
     * First version.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 4}
+    metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 4}
 
     default_system_prompt: ClassVar[str] = (
         "You are a helpful assistant that solves tasks step by step. You may think inside <think>...</think>. "

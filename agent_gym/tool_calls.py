@@ -97,10 +97,10 @@ def run_tool_calls(
     errors: list[str] = []
     kinds: list[str] = []  # the ToolErrorKind of each error, as info["error_kinds"]
     useful = False
-    for error in parsed.errors:
-        errors.append(error)
+    for problem in parsed.errors:
+        errors.append(problem)
         kinds.append(ToolErrorKind.MALFORMED_CALL.value)
-        add_message("tool", f"Error: {error}")
+        add_message("tool", f"Error: {problem}")
     if parsed.errors:
         info["parse_errors"] = list(parsed.errors)
     for index, call in enumerate(parsed.tool_calls):

@@ -69,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
     import gymnasium as gym
 
     import agent_gym  # noqa: F401  (registers the ids)
+    from agent_gym.core import AgentEnv
     from agent_gym.tools import describe_tools
 
     out = sys.stdout
@@ -81,6 +82,11 @@ def run(args: argparse.Namespace) -> int:
         env = gym.make(args.env_id, **kwargs)
     except (gym.error.Error, ValueError, TypeError) as exc:
         print(f"error: cannot make {args.env_id!r}: {exc}", file=sys.stderr)
+        return 2
+    agent_env = env.unwrapped
+    if args.oracle and not isinstance(agent_env, AgentEnv):
+        print(f"error: {args.env_id!r} is not an agent_gym env: it has no oracle", file=sys.stderr)
+        env.close()
         return 2
     options = None if args.task_index is None else {"task_index": args.task_index}
     try:
@@ -96,10 +102,11 @@ def run(args: argparse.Namespace) -> int:
     _show(obs, out)
     total = 0.0
     seen = len(obs)
+    action: str | None
     try:
         while True:
-            if args.oracle:
-                action = env.unwrapped.oracle_action()
+            if isinstance(agent_env, AgentEnv) and args.oracle:
+                action = agent_env.oracle_action()
                 print("[assistant (oracle)]", file=out)
                 print(action, file=out)
             else:

@@ -11,7 +11,8 @@ from typing import Any
 
 import agent_gym.grading as moved
 
-__all__ = list(moved.__all__)
+__all__: list[str] = []
+__all__ += moved.__all__
 
 
 def __getattr__(name: str) -> Any:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 
@@ -96,12 +96,12 @@ def plan_episodes(
         if num_episodes is None:
             raise ValueError("collect: expected tasks or num_episodes, got neither")
         chosen = [None] * check_int("num_episodes", num_episodes, low=1)
-    specs = []
-    for group, task in enumerate(chosen):
-        task_id = task.get("id") if task is not None else None
+    specs: list[EpisodeSpec] = []
+    for group, chosen_task in enumerate(chosen):
+        task_id = chosen_task.get("id") if chosen_task is not None else None
         group_id = f"{seed}-{group}" if task_id is None else f"{seed}-{group}-{task_id}"
         for sample in range(samples_per_task):
-            specs.append(EpisodeSpec(len(specs), group, sample, seed + group, task, group_id))
+            specs.append(EpisodeSpec(len(specs), group, sample, seed + group, chosen_task, group_id))
     return specs
 
 
@@ -138,7 +138,8 @@ def make_env_factory(
     if env_kwargs or max_steps is not None:
         raise ValueError("env_kwargs/max_steps: expected None when env factories are given (configure the factories)")
     if callable(env):
-        return lambda slot: env()
+        factory = cast("Callable[[], gym.Env]", env)
+        return lambda slot: factory()
     if isinstance(env, Sequence) and env and all(callable(f) for f in env):
         fns = list(env)
         return lambda slot: fns[slot % len(fns)]()

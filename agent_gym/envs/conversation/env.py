@@ -202,7 +202,7 @@ class ConversationEnv(AgentEnv):
     def episode_tools(self, task: dict[str, Any]) -> list[Tool]:
         """Fresh instances of the task's classes (and reference copies); the first turn's tools."""
         self._reset_turn_state()
-        self._dialogue = [("user", task["turns"][0]["content"])]
+        self._dialogue.append(("user", task["turns"][0]["content"]))
         self._instances, self._reference = {}, {}
         self._all_tools, self._ref_tools, self._methods = {}, {}, []
         for name in task["classes"]:

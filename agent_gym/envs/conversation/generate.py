@@ -184,7 +184,9 @@ def _orders_task(i: int) -> dict[str, Any]:
                 c["arguments"]["quantity"] for turn in ref[:-1] for c in turn
                 if c["name"] in ("place_order", "add_item") and c["arguments"]["sku"] == sku)
             if products_left < 0:  # keep every solution call valid
-                turns.pop(), ref.pop(), out.pop()
+                turns.pop()
+                ref.pop()
+                out.pop()
                 break
             next_order += 1
     return {"id": f"orders-{i:04d}", "domain": "orders", "kind": kind, "classes": ["OrderService"],
@@ -277,7 +279,7 @@ def _render(tasks: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Write (or with ``--check`` compare) ``data/tasks.jsonl`` beside this module."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description="Write the shipped conversation tasks (data/tasks.jsonl).")
     parser.add_argument("--check", action="store_true", help="only check that the file is up to date")
     parser.add_argument("--out", type=Path, default=Path(__file__).with_name("data") / "tasks.jsonl")
     args = parser.parse_args(argv)

@@ -6,13 +6,16 @@ and hybrid retrievers (sentence-transformers, optional faiss) load on first use 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_gym.envs.rag.corpus import Corpus, CorpusError, Document, load_corpus
 from agent_gym.envs.rag.env import RAGEnv, make_retriever
 from agent_gym.envs.rag.remote import RemoteRetriever, RetrieverError
 from agent_gym.envs.rag.retrieval import BM25Retriever, Hit, Retriever, shared_retriever
 from agent_gym.envs.rag.tasks import builtin_corpus_path, builtin_tasks, from_hotpotqa, from_search_r1, load_tasks
+
+if TYPE_CHECKING:  # loaded on first use (see __getattr__)
+    from agent_gym.envs.rag.dense import DenseRetriever, HybridRetriever
 
 __all__ = [
     "BM25Retriever",

@@ -67,18 +67,20 @@ def load_embedder(model: str = DEFAULT_EMBEDDER, device: str = "cpu") -> Any:
             from sentence_transformers import SentenceTransformer
         except ImportError:
             raise MissingExtraError("sentence-transformers", "rag") from None
+        # Progress bars off while loading (and back on after), if they were on.
         try:
             from transformers.utils import logging as hf_logging
         except ImportError:  # pragma: no cover - sentence-transformers depends on transformers
-            hf_logging = None
-        bars = hf_logging is not None and hf_logging.is_progress_bar_enabled()
-        if bars:
-            hf_logging.disable_progress_bar()
+            bars = None
+        else:
+            bars = hf_logging if hf_logging.is_progress_bar_enabled() else None
+        if bars is not None:
+            bars.disable_progress_bar()
         try:
             found = SentenceTransformer(path, device=device)
         finally:
-            if bars:
-                hf_logging.enable_progress_bar()
+            if bars is not None:
+                bars.enable_progress_bar()
         _MODELS[key] = found
         return found
 

@@ -293,7 +293,7 @@ class RAGEnv(AgentEnv):
                                         max_query_chars=max_query_chars)
         if tasks is not None and not (isinstance(tasks, tuple) and tasks is builtin_tasks()):
             tasks = load_tasks(tasks, self.corpus)
-        self._last_scores: tuple[float, float] | None = None
+        self._answer_scores: dict[str, float] = {}  # em and f1 of the answer being scored
         if max_tool_output_chars is None:
             max_tool_output_chars = max(8192, max_doc_chars + 1000)
         super().__init__(tasks, tools, max_steps=max_steps, tools_in_prompt=tools_in_prompt,
@@ -330,7 +330,7 @@ class RAGEnv(AgentEnv):
         """Exact match or token F1 (``answer_metric``) against every alias; both go to ``info``."""
         golds = _golds(task)
         em, f1 = exact_match(answer, golds), token_f1(answer, golds)
-        self._last_scores = (em, f1)
+        self._answer_scores.update(em=em, f1=f1)
         return em if self.answer_metric == "em" else f1
 
     def oracle_answer(self, task: Mapping[str, Any]) -> str:
@@ -343,10 +343,9 @@ class RAGEnv(AgentEnv):
         Raises:
             RetrieverError: If a retrieval server failed (not the model's fault).
         """
-        self._last_scores = None
+        self._answer_scores.clear()
         super().handle_message(parsed, info)
-        if self._last_scores is not None:
-            info["em"], info["f1"] = self._last_scores
+        info.update(self._answer_scores)
 
     def episode_info(self) -> dict[str, Any]:
         """``retrieved_ids`` (documents returned by searches so far) and ``gold_retrieved``."""
@@ -357,7 +356,7 @@ class RAGEnv(AgentEnv):
     def release_episode(self) -> None:
         """Forget the documents the episode saw."""
         self.search_tools.clear()
-        self._last_scores = None
+        self._answer_scores.clear()
 
     def close(self) -> None:
         """Close a retrieval server's connection pool, if any."""

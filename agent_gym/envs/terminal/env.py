@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from agent_gym.checks import check_float, check_int
 from agent_gym.core import AgentEnv
@@ -176,7 +176,8 @@ class TerminalEnv(AgentEnv):
         self.last_test_output = ""
         self._submitted = False
         self._graded: tuple[int, int, float] | None = None
-        super().__init__(tasks, tools, max_steps=max_steps, tools_in_prompt=tools_in_prompt,
+        checked_later = cast("Sequence[Mapping[str, Any]] | None", tasks)  # validate_tasks loads the paths
+        super().__init__(checked_later, tools, max_steps=max_steps, tools_in_prompt=tools_in_prompt,
                          system_prompt=system_prompt, rewards=rewards, parser=parser, tool_time_limit=tool_time_limit,
                          max_tool_output_chars=max_tool_output_chars, max_tool_calls_per_step=max_tool_calls_per_step,
                          render_mode=render_mode)
