@@ -32,8 +32,10 @@ pins ``transformers<5.11``).
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -53,6 +55,7 @@ __all__ = [
     "VerlServerPolicy",
     "agent_loop_fields",
     "finish_reason",
+    "shared_builder",
 ]
 
 AGENT_NAME = "agent_gym"
@@ -61,6 +64,29 @@ AGENT_NAME = "agent_gym"
 _ABORTED = frozenset({"aborted", "abort", "cancelled"})
 _SAMPLING_KEYS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty",
                   "frequency_penalty")
+
+
+_BUILDERS: weakref.WeakKeyDictionary[Any, dict[str, ChatTokenBuilder]] = weakref.WeakKeyDictionary()
+_BUILDERS_LOCK = threading.Lock()
+
+
+def shared_builder(tokenizer: Any, chat_template_kwargs: Mapping[str, Any] | None = None) -> ChatTokenBuilder:
+    """The process's :class:`~agent_gym.policy.ChatTokenBuilder` for ``tokenizer`` and these template kwargs.
+
+    verl builds an agent loop (so a policy) per dataset row; building a token builder costs
+    tens of milliseconds (the tokenizer's base renders), so the policies of a process share one
+    per tokenizer, each under its own session prefix.
+
+    Args:
+        tokenizer: A Hugging Face tokenizer with a chat template.
+        chat_template_kwargs: Extra chat template variables.
+    """
+    key = json.dumps(dict(chat_template_kwargs or {}), sort_keys=True, default=str)
+    with _BUILDERS_LOCK:
+        builders = _BUILDERS.setdefault(tokenizer, {})
+        if key not in builders:
+            builders[key] = ChatTokenBuilder(tokenizer, chat_template_kwargs, track_retokenization=False)
+        return builders[key]
 
 
 def finish_reason(stop_reason: str | None, token_ids: Sequence[int], stop_ids: frozenset[int], budget: int) -> str:
@@ -96,7 +122,9 @@ class VerlServerPolicy(TokenPolicyBase):
     Each turn sends the session's prompt ids with verl's ``sampling_params`` plus
     ``max_tokens`` (what is left of ``max_response_length`` and ``max_model_len``),
     ``logprobs=True`` and the template's stop ids; ``request_id`` is stable per session (verl
-    routes a session's turns to one server).
+    routes a session's turns to one server). The token builder is shared by the policies of a
+    process (:func:`shared_builder`); each policy keys its sessions with its own prefix, so
+    policies whose episodes have the same ids do not meet.
 
     Args:
         server_manager: verl's ``LLMServerClient`` (``AgentLoopBase.server_manager``), or
@@ -138,7 +166,7 @@ class VerlServerPolicy(TokenPolicyBase):
         self.logprobs_mode = logprobs_mode
         self.max_response_length = max_response_length
         self.max_model_len = max_model_len
-        self.builder = ChatTokenBuilder(tokenizer, chat_template_kwargs, track_retokenization=False)
+        self.builder = shared_builder(tokenizer, chat_template_kwargs)
         self.stop_ids = frozenset(self.builder.stop_ids)
         self._prefix = uuid.uuid4().hex[:12]
         self._remember_config(server_manager=server_manager, tokenizer=tokenizer, sampling_params=sampling_params,
@@ -155,21 +183,31 @@ class VerlServerPolicy(TokenPolicyBase):
         """
         self._check_session(session_id)
         start = time.perf_counter()
-        plan = self.builder.prepare(session_id, messages, self._session_tools(session_id, tools))
+        key = self._key(session_id)
+        plan = self.builder.prepare(key, messages, self._session_tools(session_id, tools))
         budget = self._max_tokens(len(plan.prompt_ids), plan.response_length, self.max_model_len)
         if budget <= 0:
             why = f"prompt of {len(plan.prompt_ids)} ids leaves no room to sample"
             return self._truncated(plan.prompt_ids, plan.new_segment, start, why)
         params = {**self.request_params, "max_tokens": budget, "logprobs": True,
                   "stop_token_ids": sorted(self.stop_ids)}
-        output = await self.server_manager.generate(request_id=f"{self._prefix}-{session_id}",
-                                                    prompt_ids=list(plan.prompt_ids), sampling_params=params)
+        output = await self.server_manager.generate(request_id=key, prompt_ids=list(plan.prompt_ids),
+                                                    sampling_params=params)
         ids = [int(i) for i in output.token_ids]
         logprobs = getattr(output, "log_probs", None)
         logprobs = [float(x) for x in logprobs] if logprobs is not None and len(logprobs) == len(ids) else None
         finish = finish_reason(getattr(output, "stop_reason", None), ids, self.stop_ids, budget)
         error = f"the server aborted the request ({output.stop_reason})" if finish == FinishReason.ERROR else None
         return self._commit_turn(plan, ids, logprobs, finish, start, stop_ids=self.stop_ids, error=error)
+
+    def _key(self, session_id: str) -> str:
+        """The session's id in the shared builder and verl's ``request_id``."""
+        return f"{self._prefix}-{session_id}"
+
+    def close_session(self, session_id: str) -> None:
+        """Forget the session's token state (in the shared builder) and tools."""
+        self.builder.close(self._key(session_id))
+        super().close_session(session_id)
 
 
 def agent_loop_fields(

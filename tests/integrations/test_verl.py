@@ -127,6 +127,30 @@ def test_policy_sends_each_sessions_exact_ids_and_keeps_what_the_server_returned
         assert len(call["prompt_ids"]) + params["max_tokens"] <= 4096
 
 
+def test_policies_share_one_token_builder_without_mixing_sessions(qwen_tokenizer):
+    # verl runs one loop (one policy) per row: the rollout.n samples of a row have the same episode ids
+    servers = [FakeServerManager(), FakeServerManager()]
+    servers[1].rng = random.Random(1)
+    policies = [VerlServerPolicy(s, qwen_tokenizer, SAMPLING, max_response_length=512, max_model_len=4096)
+                for s in servers]
+    assert policies[0].builder is policies[1].builder
+
+    async def both() -> list[list[Any]]:
+        return await asyncio.gather(*(collect_async(ENV_ID, p, num_episodes=1, max_steps=3, progress=False)
+                                      for p in policies))
+
+    results = asyncio.run(both())
+    assert results[0][0].rollout_id == results[1][0].rollout_id  # the same episode id in both
+    for server, (trajectory,) in zip(servers, results, strict=True):
+        sampled = [i for i, m in zip(trajectory.response_tokens.tolist(), trajectory.response_masks.tolist(),
+                                     strict=True) if m]
+        assert sampled == [i for call in server.calls for i in call["ids"]]
+        assert trajectory.prompt_tokens.tolist() == server.calls[0]["prompt_ids"]
+        assert len({call["request_id"] for call in server.calls}) == 1
+    assert servers[0].calls[0]["request_id"] != servers[1].calls[0]["request_id"]
+    assert policies[0].builder.num_sessions == 0  # collect closed both sessions
+
+
 def test_loop_fields_are_the_last_segment_of_a_summarized_episode(summarized):
     _, trajectories = summarized
     trajectory = max(trajectories, key=lambda t: len(t.segments))
