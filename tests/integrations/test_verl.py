@@ -286,7 +286,7 @@ def test_loop_registers_with_verls_decorator_and_returns_agent_loop_output(verl,
                extra_info={"env_id": ENV_ID, "task": json.dumps(task)})
     assert isinstance(out, verl.AgentLoopOutput)
     assert out.extra_fields["agent_gym_group_key"] == "lookup-x"
-    assert out.extra_fields["agent_gym_status"] in {"ENV_DONE", "MAX_STEPS", "TRUNCATION"}
+    assert out.extra_fields["agent_gym_status"] != "ENV_ERROR" and not out.extra_fields["agent_gym_masked"]
     sampled = [i for i, m in zip(out.response_ids, out.response_mask, strict=True) if m]
     assert sampled == [i for call in server.calls for i in call["ids"]]
     assert out.prompt_ids == server.calls[0]["prompt_ids"]
