@@ -1,20 +1,10 @@
 """``AgentEnv``: the Gymnasium base environment of every agent_gym task.
 
-An episode is a conversation. The observation is the whole conversation so far,
-a tuple of ``{"role", "content"}`` dicts; the action is the next assistant
-message, as ``str`` or :class:`~agent_gym.types.PolicyOutput`. ``step`` appends
-the assistant message and the messages it caused: one ``tool`` message per tool
-call (results or errors), or a ``user`` nudge when the message neither called a
-tool nor answered. An ``<answer>`` ends the episode and is scored.
-
-``AgentEnv`` owns the step loop. Subclasses say what an episode is about through
-public hooks only: tasks (``default_tasks``, ``validate_tasks``), tools
-(``default_tools``, ``episode_tools``, ``release_episode``), the prompt
-(``default_system_prompt``, ``format_question``), what a message does
-(``handle_message``), the gate in front of each tool call (``gate_tool_call``,
-``on_tool_result``), the scoring (``score_answer``, ``grade_episode``) and extra
-``info`` keys (``episode_info``); they end an episode with ``end_episode``. See
-``docs/writing_envs.md``.
+An episode is a conversation: the observation is the whole conversation so far, the action
+the next assistant message (``str`` or :class:`~agent_gym.types.PolicyOutput`). ``AgentEnv``
+owns the step loop; subclasses say what an episode is about through its public hooks only
+(tasks, tools, prompt, what a message does, the gate in front of each tool call, the end of
+an episode and its grade, extra ``info`` keys). See ``docs/writing_envs.md``.
 """
 
 from __future__ import annotations
