@@ -37,6 +37,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
@@ -52,9 +53,11 @@ from agent_gym.types import FinishReason, Message, PolicyOutput
 __all__ = [
     "AGENT_NAME",
     "AgentGymAgentLoop",  # noqa: F822 - built on first access by __getattr__ (verl imported then)
+    "EpisodeSettings",
     "VerlServerPolicy",
     "agent_loop_fields",
     "finish_reason",
+    "run_row",
     "shared_builder",
 ]
 
@@ -329,6 +332,112 @@ def _memory(memory: Any) -> Any:
     return MemoryConfig(**memory) if isinstance(memory, Mapping) else memory
 
 
+@dataclass(frozen=True)
+class EpisodeSettings:
+    """How ``AgentGymAgentLoop`` runs a row's episode (its ``agent_loop_config_path`` keywords).
+
+    Attributes:
+        env_id: The agent_gym env id; None reads each row's ``env_id``.
+        options: The ``collect`` settings of the episode (one at a time, no progress bar).
+        reward_assignment: The reward of the segment handed to verl.
+        task_key: The row column (or ``extra_info`` key) holding the task.
+        seed: Base reset seed of rows without a task (``seed + row["index"]``).
+    """
+
+    env_id: str | None = None
+    options: RolloutOptions = field(default_factory=lambda: RolloutOptions(n_parallel=1, progress=False))
+    reward_assignment: RewardAssignment = RewardAssignment.EPISODE
+    task_key: str = "task"
+    seed: int = 0
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        env_id: str | None = None,
+        env_kwargs: Mapping[str, Any] | None = None,
+        max_steps: int | None = None,
+        memory: Any = None,
+        episode_timeout: float | None = None,
+        reward_assignment: RewardAssignment | str = RewardAssignment.EPISODE,
+        task_key: str = "task",
+        seed: int = 0,
+    ) -> EpisodeSettings:
+        """Check and gather the loop's keywords (YAML values may be OmegaConf containers).
+
+        Args:
+            env_id: The agent_gym env id, or None.
+            env_kwargs: ``gym.make`` keyword arguments.
+            max_steps: The env's turn limit.
+            memory: A ``MemoryConfig``, its fields as a mapping, or a memory factory.
+            episode_timeout: Seconds before an episode ends with ``TIMEOUT``.
+            reward_assignment: ``"episode"`` or ``"split"``.
+            task_key: The row column holding the task.
+            seed: Base reset seed.
+
+        Raises:
+            agent_gym.errors.ConfigError: An unknown ``env_id`` or a bad collect setting.
+            ValueError: An unknown ``reward_assignment``.
+        """
+        try:
+            assignment = RewardAssignment(reward_assignment)
+        except ValueError:
+            names = ", ".join(repr(a.value) for a in RewardAssignment)
+            raise ValueError(f"reward_assignment: expected one of {names}, got {reward_assignment!r}") from None
+        options = RolloutOptions(n_parallel=1, progress=False, env_kwargs=_plain(env_kwargs), max_steps=max_steps,
+                                 memory=_memory(memory), episode_timeout=episode_timeout)
+        return cls(_check_env_id(env_id) if env_id is not None else None, options, assignment, task_key, int(seed))
+
+
+async def run_row(
+    settings: EpisodeSettings,
+    policy: Any,
+    row: Mapping[str, Any],
+    *,
+    prompt_length: int,
+    response_length: int,
+    with_logprobs: bool = True,
+    pad_token_id: int = 0,
+) -> dict[str, Any]:
+    """Run the episode of one verl dataset row and return its :func:`agent_loop_fields`.
+
+    What ``AgentGymAgentLoop.run`` does, without verl: the env is ``settings.env_id`` or the
+    row's ``env_id``; the task is the row's ``settings.task_key`` (column or ``extra_info``
+    entry, a dict or its JSON text), or, without one, the env's draw from
+    ``settings.seed + row["index"]``.
+
+    Args:
+        settings: The loop's settings.
+        policy: The episode's policy (a :class:`VerlServerPolicy`).
+        row: The dataset row (verl's ``run`` keyword arguments).
+        prompt_length: verl's ``rollout.prompt_length``.
+        response_length: verl's ``rollout.response_length``.
+        with_logprobs: Fill ``response_logprobs``.
+        pad_token_id: Stand-in id of an empty prompt or response.
+
+    Raises:
+        agent_gym.errors.ConfigError: Neither the settings nor the row name a registered env id.
+        ValueError: The row's task is not a dict or valid JSON.
+    """
+    env_id = settings.env_id or _check_env_id(_row_value(row, "env_id"))
+    task = _row_task(row, settings.task_key)
+    try:
+        index = int(row.get("index", 0))
+    except (TypeError, ValueError):
+        index = 0
+    trajectories = await collect_async(
+        env_id,
+        policy,
+        tasks=[task] if task is not None else None,
+        num_episodes=None if task is not None else 1,
+        seed=settings.seed + index,
+        options=settings.options,
+    )
+    return agent_loop_fields(trajectories[0], prompt_length=prompt_length, response_length=response_length,
+                             reward_assignment=settings.reward_assignment, with_logprobs=with_logprobs,
+                             pad_token_id=pad_token_id)
+
+
 def _loop_class() -> type:
     """Build ``AgentGymAgentLoop`` on verl's ``AgentLoopBase`` and register it as :data:`AGENT_NAME`."""
     try:
@@ -377,12 +486,9 @@ def _loop_class() -> type:
             **kwargs: Any,
         ) -> None:
             super().__init__(*args, **kwargs)
-            self.env_id = _check_env_id(env_id) if env_id is not None else None
-            self.reward_assignment = RewardAssignment(reward_assignment)
-            self.task_key = task_key
-            self.seed = int(seed)
-            self.options = RolloutOptions(n_parallel=1, progress=False, env_kwargs=_plain(env_kwargs),
-                                          max_steps=max_steps, memory=_memory(memory), episode_timeout=episode_timeout)
+            self.settings = EpisodeSettings.build(
+                env_id=env_id, env_kwargs=env_kwargs, max_steps=max_steps, memory=memory,
+                episode_timeout=episode_timeout, reward_assignment=reward_assignment, task_key=task_key, seed=seed)
 
         def policy(self, sampling_params: Mapping[str, Any]) -> VerlServerPolicy:
             """The policy of one episode: this loop's server manager, tokenizer and lengths."""
@@ -404,26 +510,13 @@ def _loop_class() -> type:
                 agent_gym.errors.ConfigError: Neither the loop nor the row names a registered env id.
                 ValueError: The row's task is not a dict or valid JSON.
             """
-            env_id = self.env_id or _check_env_id(_row_value(kwargs, "env_id"))
-            task = _row_task(kwargs, self.task_key)
-            try:
-                index = int(kwargs.get("index", 0))
-            except (TypeError, ValueError):
-                index = 0
-            trajectories = await collect_async(
-                env_id,
-                self.policy(sampling_params),
-                tasks=[task] if task is not None else None,
-                num_episodes=None if task is not None else 1,
-                seed=self.seed + index,
-                options=self.options,
-            )
             pad = next((i for i in (self.tokenizer.pad_token_id, self.tokenizer.eos_token_id) if i is not None), 0)
-            fields = agent_loop_fields(
-                trajectories[0],
+            fields = await run_row(
+                self.settings,
+                self.policy(sampling_params),
+                kwargs,
                 prompt_length=int(self.rollout_config.prompt_length),
                 response_length=int(self.rollout_config.response_length),
-                reward_assignment=self.reward_assignment,
                 with_logprobs=bool(sampling_params.get("logprobs")),
                 pad_token_id=int(pad),
             )
@@ -435,13 +528,13 @@ def _loop_class() -> type:
 
 
 _built: dict[str, type] = {}
-_BUILDERS: dict[str, Callable[[], type]] = {"AgentGymAgentLoop": _loop_class}
+_LAZY: dict[str, Callable[[], type]] = {"AgentGymAgentLoop": _loop_class}
 
 
 def __getattr__(name: str) -> Any:
-    builder = _BUILDERS.get(name)
-    if builder is None:
+    build = _LAZY.get(name)
+    if build is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     if name not in _built:
-        _built[name] = builder()
+        _built[name] = build()
     return _built[name]

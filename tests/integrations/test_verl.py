@@ -22,7 +22,14 @@ import torch
 
 import agent_gym  # noqa: F401 - registers the env ids
 from agent_gym.errors import ConfigError
-from agent_gym.integrations.verl import AGENT_NAME, VerlServerPolicy, agent_loop_fields, finish_reason
+from agent_gym.integrations.verl import (
+    AGENT_NAME,
+    EpisodeSettings,
+    VerlServerPolicy,
+    agent_loop_fields,
+    finish_reason,
+    run_row,
+)
 from agent_gym.memory import MemoryConfig, MemorySummary
 from agent_gym.rollout import collect_async
 from agent_gym.types import EpisodeStatus, Segment, Step, StepTrajectory
@@ -199,6 +206,32 @@ def test_loop_fields_fit_verls_lengths_and_mask_what_cannot_train():
     assert empty["prompt_ids"] == [9] and empty["response_ids"] == [9] and empty["response_mask"] == [0]
     assert empty["response_logprobs"] is None
     assert agent_loop_fields(ok, prompt_length=8, response_length=8)["output"]["num_turns"] == 1
+
+
+def test_rows_name_their_env_and_task_or_share_a_drawn_task(qwen_tokenizer, summarized):
+    settings = EpisodeSettings.build(max_steps=2, reward_assignment="split")
+
+    def row(**fields: Any) -> dict[str, Any]:
+        policy = VerlServerPolicy(FakeServerManager(), qwen_tokenizer, SAMPLING, max_response_length=512,
+                                  max_model_len=4096)
+        return asyncio.run(run_row(settings, policy, fields, prompt_length=4096, response_length=512))["output"]
+
+    _, trajectories = summarized
+    task = trajectories[0].task
+    given = row(env_id=ENV_ID, extra_info={"task": json.dumps(task), "index": 5})
+    assert given["extra_fields"]["agent_gym_group_key"] == task["id"]
+    # no task: the env draws one from seed + index, the same for the rollout.n samples of a row
+    drawn = [row(extra_info={"env_id": ENV_ID}, index=7)["extra_fields"]["agent_gym_group_key"] for _ in range(2)]
+    assert drawn[0] == drawn[1]
+    with pytest.raises(ConfigError, match="env_id"):
+        row(index=0)
+    with pytest.raises(ValueError, match="JSON"):
+        row(env_id=ENV_ID, task="{oops")
+    with pytest.raises(ValueError, match="reward_assignment"):
+        EpisodeSettings.build(reward_assignment="mean")
+    with pytest.raises(ConfigError, match="env_id"):
+        EpisodeSettings.build(env_id="agent_gym/Nope-v0")
+    assert EpisodeSettings.build(memory={"simplify_thinking": True}).options.memory.simplify_thinking
 
 
 def test_finish_reasons_of_verls_stop_reasons():
