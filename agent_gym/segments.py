@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections.abc import Sequence
+from typing import Any
 
 from agent_gym.types import Segment, StepTrajectory, Trajectory
 
@@ -36,7 +37,9 @@ def trajectory_segments(trajectory: Trajectory) -> list[Segment]:
         return segments
     logprobs = trajectory.response_logprobs
     if logprobs is None:
-        logprobs = [0.0] * len(trajectory.response_tokens)
+        import torch
+
+        logprobs = torch.zeros(len(trajectory.response_tokens), dtype=torch.float32)
     steps = getattr(trajectory, "steps", None) or []
     return [
         Segment(
@@ -67,7 +70,7 @@ def segment_record(trajectory: StepTrajectory, segment: Segment) -> StepTrajecto
         A new record.
     """
     steps = trajectory.steps[segment.first_step : segment.last_step + 1] or trajectory.steps
-    narrowed = {
+    narrowed: dict[str, Any] = {
         "prompt_tokens": segment.prompt_tokens,
         "response_tokens": segment.response_tokens,
         "response_masks": segment.response_masks,
@@ -75,7 +78,7 @@ def segment_record(trajectory: StepTrajectory, segment: Segment) -> StepTrajecto
         "steps": list(steps),
         "segments": [segment],
     }
-    copies = {
+    copies: dict[str, Any] = {
         f.name: copy.copy(value)
         for f in dataclasses.fields(trajectory)
         if f.init and f.name not in narrowed and isinstance(value := getattr(trajectory, f.name), (list, dict))

@@ -22,6 +22,7 @@ from agent_gym.errors import TrajectoryError
 
 if TYPE_CHECKING:
     import torch
+    from typing_extensions import Self
 
 __all__ = [
     "METRIC_KEYS",
@@ -270,6 +271,18 @@ class Segment:
     first_step: int = 0
     last_step: int = 0
 
+    if TYPE_CHECKING:
+        # What the generated __init__ accepts: lists too (``__post_init__`` makes them tensors).
+        def __init__(
+            self,
+            prompt_tokens: torch.Tensor | Sequence[int],
+            response_tokens: torch.Tensor | Sequence[int],
+            response_masks: torch.Tensor | Sequence[int],
+            response_logprobs: torch.Tensor | Sequence[float],
+            first_step: int = 0,
+            last_step: int = 0,
+        ) -> None: ...
+
     def __post_init__(self) -> None:
         self.prompt_tokens = _as_ids("Segment.prompt_tokens", self.prompt_tokens)
         self.response_tokens = _as_ids("Segment.response_tokens", self.response_tokens)
@@ -413,7 +426,7 @@ class Trajectory:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Trajectory:
+    def from_dict(cls, data: dict[str, Any]) -> Self:
         """Build from ``to_dict`` output; unknown keys raise ``TrajectoryError``."""
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - names)
@@ -427,7 +440,7 @@ class Trajectory:
         return cls(**kwargs)
 
     def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and self.to_dict() == other.to_dict()  # type: ignore[union-attr]
+        return type(self) is type(other) and self.to_dict() == other.to_dict()
 
 
 def _json_copy(value: Any) -> Any:

@@ -343,6 +343,7 @@ def anthropic_events(turn: ClientTurn, *, model: str, prompt_ids: list[int], tok
     start["usage"] = {"input_tokens": len(prompt_ids), "output_tokens": 0}
     yield sse({"type": "message_start", "message": start}, "message_start")
     for index, block in enumerate(_anthropic_blocks(turn)):
+        first: dict[str, Any]
         if block["type"] == "text":
             first = {"type": "text", "text": ""}
             deltas = [{"type": "text_delta", "text": p} for p in _pieces(block["text"])]

@@ -18,6 +18,7 @@ is the trajectory's ``sampling``). :meth:`GatewaySession.finish` attaches reward
 from __future__ import annotations
 
 import asyncio
+import builtins
 import re
 import threading
 import uuid
@@ -421,11 +422,12 @@ class SessionStore:
                 raise RequestError(f"{name}: expected a string, got {value!r}", param=name)
         if isinstance(idx, bool) or not isinstance(idx, int) or idx < 0:
             raise RequestError(f"idx: expected an int >= 0, got {idx!r}", param="idx")
-        labels = {"group_id": group_id, "env_id": env_id, "idx": idx}
         with self._lock:
             if session_id in self._open or session_id in self._finished:
                 raise RequestError(f"session {session_id!r} already exists", status=409, kind="ConflictError")
-            session = GatewaySession(session_id, task=task, parser=self.parser, gamma=self.gamma, **labels)
+            session = GatewaySession(
+                session_id, task=task, parser=self.parser, gamma=self.gamma, group_id=group_id, env_id=env_id, idx=idx
+            )
             self._open[session_id] = session
             return session
 
@@ -468,7 +470,7 @@ class SessionStore:
                 self.writer.write(trajectory)
         return trajectory
 
-    def list(self) -> list[dict[str, Any]]:
+    def list(self) -> builtins.list[dict[str, Any]]:  # the method shadows the builtin in the class body
         """``[{"session_id", "status", "steps"}]`` of every session held."""
         with self._lock:
             sessions = list(self._open.values()) + list(self._finished.values())
@@ -476,7 +478,7 @@ class SessionStore:
                 for s in sessions]
 
     @property
-    def open_ids(self) -> list[str]:
+    def open_ids(self) -> builtins.list[str]:
         """Ids of the sessions not finished yet."""
         with self._lock:
             return list(self._open)

@@ -205,9 +205,10 @@ class AnthropicStream:
 
     def start(self, input_tokens: int) -> list[bytes]:
         """``message_start``."""
-        message = {"id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": [],
-                   "stop_reason": None, "stop_sequence": None,
-                   "usage": {"input_tokens": input_tokens, "output_tokens": 0}}
+        message: dict[str, Any] = {
+            "id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": [],
+            "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": input_tokens, "output_tokens": 0},
+        }
         return [sse({"type": "message_start", "message": message}, "message_start")]
 
     def _close_text(self) -> list[bytes]:

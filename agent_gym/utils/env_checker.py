@@ -211,6 +211,11 @@ def _reset(env: gym.Env, seed: int | None, where: str) -> tuple[Any, dict[str, A
         raise _Failed(f"{where}: {_raised(f'reset(seed={seed})', exc)}") from exc
 
 
+def _always(action: Any) -> Callable[[int], Any]:
+    """A ``choose`` for :func:`_play` that gives ``action`` at every step."""
+    return lambda t: action
+
+
 def _play(ctx: _Context, env: gym.Env, seed: int, choose: Callable[[int], Any], *, label: str,
           advice: str) -> tuple[dict[str, Any], list[tuple[Any, ...]], list[Any]]:
     """One episode from ``reset(seed=seed)`` with ``choose(t)`` actions.
@@ -400,7 +405,7 @@ def _check_random_actions(ctx: _Context) -> str:
                           "episode as TRUNCATION / PROMPT_TRUNCATION / POLICY_ERROR")
     for n in range(3):
         answer = env.action_space.sample()
-        _, steps, _ = _play(ctx, env, seed + 1 + n, lambda t, answer=answer: f"<answer>{answer}</answer>",
+        _, steps, _ = _play(ctx, env, seed + 1 + n, _always(f"<answer>{answer}</answer>"),
                          label=f"random answer {n}", advice=_NEVER_RAISE)
         earned = _res_total(steps)
         if earned != 0.0:

@@ -72,7 +72,7 @@ def docstring_sections(doc: str) -> dict[str, str]:
     return {title: "\n".join(lines).strip() for title, lines in sections.items()}
 
 
-def constructor_arguments(cls: type) -> list[str]:
+def constructor_arguments(cls: type[Any]) -> list[str]:
     """Names of the arguments of ``cls.__init__`` (without ``self``, ``*args`` and ``**kwargs``)."""
     try:
         signature = inspect.signature(cls.__init__)

@@ -107,11 +107,9 @@ def make_prompt_view(memory: Any, *, tokenizer: Any = None) -> Callable[[], Prom
         return FullConversation
     if callable(memory) and not hasattr(memory, "get_prompt_messages"):
         return lambda: MemoryView(memory())
-    try:
-        from agent_gym.memory import MemoryConfig, memory_from_config
-    except ImportError:  # pragma: no cover - memory is part of the package
-        MemoryConfig = None  # type: ignore[assignment]
-    if MemoryConfig is not None and isinstance(memory, MemoryConfig):
+    from agent_gym.memory import MemoryConfig, memory_from_config
+
+    if isinstance(memory, MemoryConfig):
         counting = _CountingTokenizer(tokenizer)
         return lambda: MemoryView(memory_from_config(memory, tokenizer=counting.get(memory)))
     raise TypeError(

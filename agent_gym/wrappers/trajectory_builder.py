@@ -22,6 +22,7 @@ from agent_gym.checks import check_gamma
 from agent_gym.types import (
     EpisodeStatus,
     PolicyOutput,
+    Segment,
     Step,
     StepTrajectory,
     compute_mc_return,
@@ -181,12 +182,12 @@ class TrajectoryBuilder:
         steps = self.steps or [Step()]
         compute_mc_return(steps, self.gamma)
         segments = self.assembler.segments()
-        first = segments[0] if segments else None
+        first = segments[0] if segments else Segment([], [], [], [])
         return StepTrajectory(
-            prompt_tokens=first.prompt_tokens if first is not None else [],
-            response_tokens=first.response_tokens if first is not None else [],
-            response_masks=first.response_masks if first is not None else [],
-            response_logprobs=first.response_logprobs if first is not None else [],
+            prompt_tokens=first.prompt_tokens,
+            response_tokens=first.response_tokens,
+            response_masks=first.response_masks,
+            response_logprobs=first.response_logprobs,
             idx=self.idx,
             trajectory_reward=float(sum(s.reward for s in steps)),
             chat_completions=[dict(m) for m in conversation],
