@@ -243,8 +243,8 @@ def agent_loop_fields(
     """
     segments = training_segments(trajectory, reward_assignment=reward_assignment)
     segment = segments[-1]
-    prompt, response = list(segment.prompt_ids), list(segment.response_ids)
-    mask, logprobs = list(segment.response_mask), list(segment.response_logprobs)
+    prompt, response = segment.prompt_ids, segment.response_ids  # lists made for this call
+    mask, logprobs = segment.response_mask, segment.response_logprobs
     masked = segment.masked
     cut_prompt = len(prompt) > prompt_length
     if cut_prompt:
