@@ -31,6 +31,7 @@ __all__ = [
     "RewardAssignment",
     "TrainingSegment",
     "advantage_group_key",
+    "failure_reason",
     "group_advantages",
     "is_infra_failure",
     "neutral_rewards",
@@ -104,6 +105,18 @@ class TrainingSegment:
 def is_infra_failure(trajectory: Trajectory) -> bool:
     """Return True when the episode ended for infrastructure reasons (see :data:`INFRA_FAILURE_STATUSES`)."""
     return str(getattr(trajectory, "status", "") or "") in INFRA_FAILURE_STATUSES
+
+
+def failure_reason(trajectory: Trajectory) -> str | None:
+    """Why the episode failed (its last step's ``info["error"]``), or None.
+
+    Every episode that ended in an error carries the reason there (``env.reset raised ...``,
+    ``policy raised ServerError: ...``, ``episode exceeded episode_timeout=...``); adapters pass
+    it on with the masked sample.
+    """
+    steps = getattr(trajectory, "steps", None) or []
+    error = steps[-1].info.get("error") if steps else None
+    return str(error) if error else None
 
 
 def advantage_group_key(trajectory: Trajectory, role: str | None = None) -> str:

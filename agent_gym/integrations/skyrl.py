@@ -45,6 +45,7 @@ from agent_gym.errors import ConfigError, MissingExtraError
 from agent_gym.integrations.contract import (
     RewardAssignment,
     TrainingSegment,
+    failure_reason,
     is_infra_failure,
     neutral_rewards,
     training_segments,
@@ -436,7 +437,8 @@ class AgentGymGenerator:
             float per row), ``loss_masks``, ``rollout_logprobs``, ``stop_reasons``,
             ``trajectory_ids``, ``is_last_step``, ``rollout_metrics`` and ``env_metrics`` (per
             row: ``rollout_id``, ``group_key``, ``status``, ``masked``, ``segment_index``,
-            ``segment_count``, ``loss_weight``, ``episode_reward``).
+            ``segment_count``, ``loss_weight``, ``episode_reward``, ``error``: why a failed episode
+            failed, else None).
 
         Raises:
             agent_gym.errors.ConfigError: A row names an env id that is not registered.
@@ -520,6 +522,7 @@ class AgentGymGenerator:
             "segment_count": segment.count,
             "loss_weight": segment.loss_weight,
             "episode_reward": segment.episode_reward,
+            "error": failure_reason(segment.trajectory),
         })
 
     @staticmethod

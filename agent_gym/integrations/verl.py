@@ -44,7 +44,7 @@ import gymnasium as gym
 
 from agent_gym.envs import register_envs
 from agent_gym.errors import ConfigError, MissingExtraError
-from agent_gym.integrations.contract import RewardAssignment, training_segments
+from agent_gym.integrations.contract import RewardAssignment, failure_reason, training_segments
 from agent_gym.memory import MemoryConfig
 from agent_gym.policy import ChatTokenBuilder, SamplingParams, TokenPolicyBase
 from agent_gym.rollout import RolloutOptions, collect_async
@@ -269,6 +269,7 @@ def agent_loop_fields(
         "agent_gym_segments": segment.count,
         "agent_gym_episode_reward": segment.episode_reward,
         "agent_gym_truncated": cut_prompt or cut_response,
+        "agent_gym_error": failure_reason(trajectory),
     }
     return {
         "output": {

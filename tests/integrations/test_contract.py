@@ -3,12 +3,13 @@ import torch
 
 from agent_gym.integrations.contract import (
     RewardAssignment,
+    failure_reason,
     group_advantages,
     is_infra_failure,
     neutral_rewards,
     training_segments,
 )
-from agent_gym.types import Segment, Step, StepTrajectory
+from agent_gym.types import Segment, Step, StepTrajectory, Trajectory
 
 
 def _segment(prompt, response, mask):
@@ -100,3 +101,12 @@ def test_neutral_rewards_keep_the_group_mean_of_the_rollouts_that_ran():
     assert sum(ran + [rewards["c"]]) / 3 == pytest.approx(sum(ran) / 2)  # the siblings' baseline is unchanged
     with pytest.raises(ValueError, match="rollout 'a'"):
         neutral_rewards([("t", "a", 1.0, False), ("t", "a", 0.5, False)])
+
+
+def test_failure_reason_is_the_last_steps_error():
+    episode = _episode("r1", 0.0, status="POLICY_ERROR")
+    assert failure_reason(episode) is None
+    episode.steps[-1].info["error"] = "policy raised ServerError: connection refused"
+    assert failure_reason(episode) == "policy raised ServerError: connection refused"
+    assert failure_reason(Trajectory(prompt_tokens=torch.tensor([1]), response_tokens=torch.tensor([2]),
+                                     response_masks=torch.tensor([1]))) is None  # no steps at all

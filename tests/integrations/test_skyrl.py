@@ -245,6 +245,8 @@ def test_server_down_and_rejected_task_give_masked_rows_never_a_hang(qwen_tokeni
     assert all(set(mask) == {0} for mask in out["loss_masks"])
     assert out["stop_reasons"] == ["abort"] * 3
     assert len({m["rollout_id"] for m in out["env_metrics"]}) == 3  # the rejected task gets an id of its own
+    errors = [m["error"] for m in out["env_metrics"]]
+    assert "127.0.0.1:9" in errors[0] and "question" in errors[2]  # the reason travels with the masked row
 
 
 def test_bad_batches_and_arguments_are_clear_errors(qwen_tokenizer):

@@ -252,6 +252,7 @@ def test_aborted_or_failed_requests_end_the_episode_masked(server, qwen_tokenize
     assert trajectories[0].status == EpisodeStatus.POLICY_ERROR
     out = agent_loop_fields(trajectories[0], prompt_length=4096, response_length=512)["output"]
     assert out["extra_fields"]["agent_gym_masked"] and set(out["response_mask"]) == {0}
+    assert out["extra_fields"]["agent_gym_error"]  # the reason travels with the masked sample
 
 
 def test_unknown_names_are_attribute_errors_not_verl_imports():
@@ -358,5 +359,6 @@ def test_loop_bad_rows_and_a_dead_server_give_masked_outputs(verl, qwen_tokenize
     rejected = _run(verl, AGENT_NAME, FakeServerManager(VerlTokenOutput), qwen_tokenizer, env_id=ENV_ID,
                     task={"id": "bad"})
     assert rejected.extra_fields["agent_gym_status"] == "ENV_ERROR" and set(rejected.response_mask) == {0}
+    assert "question" in rejected.extra_fields["agent_gym_error"]
     with pytest.raises(ValueError, match="JSON"):
         _run(verl, AGENT_NAME, FakeServerManager(VerlTokenOutput), qwen_tokenizer, env_id=ENV_ID, task="{oops")
