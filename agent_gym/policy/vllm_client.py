@@ -259,6 +259,7 @@ class VLLMClient:
         make_body: Callable[[str], Awaitable[dict[str, Any]]],
         *,
         server: str | None = None,
+        required_key: str = "choices",
     ) -> tuple[dict[str, Any], str]:
         """POST with retries and failover; return ``(response JSON, server)``.
 
@@ -267,6 +268,8 @@ class VLLMClient:
             path: Endpoint path.
             make_body: Builds the body for the chosen server (may raise ``PromptTooLong``).
             server: Use only this server (no failover).
+            required_key: A key a successful answer must hold with a non-empty value
+                (``choices`` must be a list).
 
         Raises:
             PromptTooLong: The server reported an over-long prompt.
@@ -288,7 +291,7 @@ class VLLMClient:
                 attempts.failed(target, self._transport_error(exc))
                 continue
             if resp.status == 200:
-                return self._parse_ok(resp, target, path), target
+                return self._parse_ok(resp, target, path, required_key), target
             error, retry_after = self._rejection(resp, target, path)
             attempts.failed(target, error, resp.status, retry_after)
         raise attempts.exhausted()
@@ -300,8 +303,8 @@ class VLLMClient:
         return f"connection failed ({exc})"
 
     @staticmethod
-    def _parse_ok(resp: Any, target: str, path: str) -> dict[str, Any]:
-        """The JSON of a 200 answer, which must hold a non-empty ``choices`` list."""
+    def _parse_ok(resp: Any, target: str, path: str, required_key: str = "choices") -> dict[str, Any]:
+        """The JSON of a 200 answer, which must hold a non-empty ``required_key`` (``choices``: a list)."""
         try:
             data = resp.json()
         except ValueError as exc:
@@ -311,7 +314,8 @@ class VLLMClient:
                 server=target,
                 status=200,
             ) from None
-        if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
+        value = data.get(required_key) if isinstance(data, dict) else None
+        if not value or (required_key == "choices" and not isinstance(value, list)):
             raise ServerError(
                 f"server {target} returned an unexpected JSON body for POST {path}: {str(data)[:200]}",
                 server=target,

@@ -31,6 +31,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, ClassVar
 
 from agent_gym.errors import ServerError
+from agent_gym.policy.token_apis import TokenAPI, token_api
 from agent_gym.policy.vllm_base import StreamEvent, VLLMPolicyBase
 from agent_gym.policy.vllm_client import StreamInterrupted
 from agent_gym.policy.vllm_protocol import PromptTooLong, map_finish_reason, parse_completion_choice
@@ -62,6 +63,12 @@ class VLLMPolicy(VLLMPolicyBase):
         client_options: :class:`~agent_gym.policy.client_options.ClientOptions` (or a dict of
             them): concurrency, timeouts, retries (connection errors, timeouts, 5xx, 429),
             backoff, how long a failed server is avoided, API key.
+        api: The token-in API to sample through (:mod:`agent_gym.policy.token_apis`):
+            ``"completions"`` (``POST /v1/completions``, the default), ``"vllm_generate"``
+            (vLLM's ``POST /inference/v1/generate``) or ``"sglang_generate"`` (SGLang's
+            ``POST /generate``). Every API records the ids and logprobs the server sampled;
+            only ``"completions"`` streams token by token (the others' ``astream`` yields the
+            whole turn as one delta).
 
     ``tools`` given to a turn stay with the session: a later turn called with ``tools=None``
     renders the same tools, ``tools=[]`` removes them.
@@ -82,15 +89,30 @@ class VLLMPolicy(VLLMPolicyBase):
 
     mode: ClassVar[str] = "tokens"
 
+    def __init__(self, *args: Any, api: str = "completions", **kwargs: Any) -> None:
+        self.api: TokenAPI = token_api(api)
+        super().__init__(*args, **kwargs)
+        self._remember_config(**self._config, api=api)
+
     async def _turn(
         self, messages: Sequence[Message], session_id: str, tools: list[dict] | None, start: float
     ) -> PolicyOutput:
+        api = self.api
         plan, make_body = self._token_request(messages, session_id, tools, stream=False)
+
+        async def api_body(server: str) -> dict[str, Any]:
+            return api.build(await make_body(server))
+
         try:
-            data, server = await self.client.post(session_id, "/v1/completions", make_body)
+            data, server = await self.client.post(session_id, api.path, api_body, required_key=api.required_key)
         except PromptTooLong as exc:
             return self._truncated(plan.prompt_ids, plan.new_segment, start, str(exc))
-        return self._token_output(plan, data["choices"][0], server, start)
+        try:
+            choice = api.parse(data)
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            raise ServerError(f"server {server} returned an unexpected body for POST {api.path} ({exc!r}): "
+                              f"{str(data)[:200]}", server=server, status=200) from None
+        return self._token_output(plan, choice, server, start)
 
     async def astream(
         self, messages: Sequence[Message], *, session_id: str, tools: list[dict] | None = None
@@ -111,6 +133,10 @@ class VLLMPolicy(VLLMPolicyBase):
             ServerError: Before the first chunk: every attempt failed, a request was rejected, or
                 a body was malformed.
         """
+        if not self.api.streams:
+            async for event in super().astream(messages, session_id=session_id, tools=tools):
+                yield event
+            return
         self._check_session(session_id)
         start = time.perf_counter()
         tools = self._session_tools(session_id, tools)
@@ -163,6 +189,7 @@ class VLLMPolicy(VLLMPolicyBase):
             yield StreamEvent(output=self._commit_turn(plan, token_ids, logprobs, FinishReason.ERROR, start,
                                                        retokenized=not ids_ok, server=server, error=error))
             return
+        assert server is not None  # a finish_reason arrived, so a chunk did
         whole: dict[str, Any] = {"text": "".join(texts), "finish_reason": finish, "stop_reason": stop_reason,
                                  "token_ids": ids if ids_ok else None}
         if lps_ok and self.sampling.logprobs is not None:
@@ -208,6 +235,8 @@ class VLLMPolicy(VLLMPolicyBase):
         token_ids, logprobs = parse_completion_choice(choice)
         retokenized = token_ids is None
         finish, error = map_finish_reason(choice.get("finish_reason"))
+        if error is not None and choice.get("abort_message"):
+            error = f"{error}: {choice['abort_message']}"
         if token_ids is None:  # a server that does not return ids: fall back to re-tokenizing its text
             token_ids = self.tokenizer.encode(str(choice.get("text") or ""), add_special_tokens=False)
             if finish == FinishReason.STOP:
