@@ -412,7 +412,8 @@ class AgentGymGenerator:
         k = len(groups[0].rows)
         seed = self._next_seed
         self._next_seed += len(groups)
-        tasks = [g.task for g in groups] if groups[0].task is not None else None
+        given = [g.task for g in groups if g.task is not None]  # all or none: batches split by task presence
+        tasks = given or None
         return await collect_async(
             groups[0].env_id,
             self.policy,
