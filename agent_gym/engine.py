@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from agent_gym.checks import check_gamma, check_int, check_timeout
+from agent_gym.checks import check_float, check_gamma, check_int, check_timeout
 from agent_gym.errors import ConfigError
 from agent_gym.policy.client_options import ClientOptions
 from agent_gym.policy.completions import CompletionsFn, ServerCompletions
@@ -137,7 +137,7 @@ class BaseEngineWrapper(abc.ABC):
             sampling_params = {}
         if not isinstance(sampling_params, dict):
             raise TypeError(f"sampling_params: expected dict, got {type(sampling_params).__name__}")
-        request_timeout = check_timeout("request_timeout", request_timeout, allow_none=False)
+        request_timeout = check_float("request_timeout", request_timeout, low=0.0, low_open=True)
         self.agent_name = agent_name
         self.tokenizer = tokenizer
         self.sampling_params = dict(sampling_params)

@@ -74,16 +74,10 @@ def template_supports_tools(tokenizer: Any) -> bool:
 
 
 def _describe_tools(schemas: list[dict[str, Any]]) -> str:
-    """Plain-text tool description for templates without tool support."""
-    try:
-        from agent_gym.tools import describe_tools
-    except ImportError:
-        describe_tools = None
-    if describe_tools is not None:
-        return str(describe_tools(schemas))
-    lines = ["You can call these tools (JSON schemas):"]
-    lines += [json.dumps(schema, ensure_ascii=False, sort_keys=True) for schema in schemas]
-    return "\n".join(lines)
+    """Plain-text tool description for templates without tool support (the env's own wording)."""
+    from agent_gym.tools import describe_tools
+
+    return describe_tools(schemas)
 
 
 def normalize_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

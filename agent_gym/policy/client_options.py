@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_gym.checks import check_float, check_int, check_timeout
+from agent_gym.checks import check_float, check_int
 
 __all__ = ["ClientOptions"]
 
@@ -53,8 +53,8 @@ class ClientOptions:
     api_key: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        timeout = float(check_timeout("timeout", self.timeout, allow_none=False))
-        connect = float(check_timeout("connect_timeout", self.connect_timeout, allow_none=False))
+        timeout = check_float("timeout", self.timeout, low=0.0, low_open=True)
+        connect = check_float("connect_timeout", self.connect_timeout, low=0.0, low_open=True)
         checked = {
             "concurrency": check_int("concurrency", self.concurrency, low=1),
             "timeout": timeout,
