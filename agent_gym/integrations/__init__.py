@@ -5,6 +5,7 @@ One module per trainer, each importing its trainer lazily:
 - :mod:`agent_gym.integrations.contract`: the training contract every adapter follows
   (one ``rollout_id`` per episode, advantage groups keyed by task, a selectable reward
   assignment per segment, infrastructure failures masked, never a fake zero).
+- :mod:`agent_gym.integrations.trl`: TRL's ``GRPOTrainer`` (``rollout_func`` and ``environment_factory``).
 - :mod:`agent_gym.integrations.skyrl`: any env as a skyrl-gym ``BaseTextEnv``, and a
   token-exact generator with SkyRL's ``generate(input_batch) -> GeneratorOutput``.
 - :mod:`agent_gym.integrations.verl`: a verl agent loop (``AgentLoopBase``) running an env
