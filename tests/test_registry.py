@@ -18,13 +18,7 @@ SAMPLED_EPISODES = {"agent_gym/Terminal-v0": 3}
 
 # Checks an env is known to fail, with why. The test fails when one of them starts passing, so
 # that the entry is removed with the fix.
-KNOWN_FAILURES: dict[str, dict[str, str]] = {
-    "agent_gym/Conversation-v0": {
-        "sampled_actions": "a turn whose right move is to ask for details or to refuse has no calls and no "
-                           "expected outputs, so any reply passes it (78 of 180 tasks pay random text)",
-        "random_actions": "the same: a random <answer> passes those turns",
-    },
-}
+KNOWN_FAILURES: dict[str, dict[str, str]] = {}
 
 
 def test_registry_has_the_built_envs():

@@ -3,6 +3,8 @@
 * :mod:`~agent_gym.envs.conversation.env`: :class:`ConversationEnv`.
 * :mod:`~agent_gym.envs.conversation.tasks`: the task format, its checks and loaders
   (JSON schema in ``task_schema.json``; Python call-string references).
+* :mod:`~agent_gym.envs.conversation.expectations`: turns whose right move is to ask or to refuse
+  (``expect``) and the check of their reply.
 * :mod:`~agent_gym.envs.conversation.state`: stateful tool classes, their methods as tools, state diffs.
 * :mod:`~agent_gym.envs.conversation.users`: :class:`SimulatedUser`, a policy playing the user.
 * :mod:`~agent_gym.envs.conversation.domains`: the shipped classes (file system, shop, calendar).

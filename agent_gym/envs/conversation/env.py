@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 from agent_gym.checks import check_int
 from agent_gym.core import AgentEnv
 from agent_gym.envs.conversation.domains import BUILTIN_CLASSES
+from agent_gym.envs.conversation.expectations import reply_problem
 from agent_gym.envs.conversation.state import (
     CheckedMethod,
     load_instance,
@@ -53,8 +55,9 @@ class ConversationEnv(AgentEnv):
     ``initial_state``; their public methods are the tools (``excluded`` methods hidden, a
     turn's ``new_tools`` offered from that turn on).
     The shipped tasks (180, over a file system, a shop and a calendar) include turns whose
-    correct action is to ask the user for missing details or to refuse, and tools that
-    appear mid-conversation.
+    correct action is to ask the user for a missing detail or to refuse (marked with an
+    ``expect`` of kind ``clarify`` or ``refuse``, see :mod:`~agent_gym.envs.conversation.expectations`),
+    and tools that appear mid-conversation.
 
     ## Action Space
     The next assistant message (``str`` or ``PolicyOutput``). A message with
@@ -72,11 +75,23 @@ class ConversationEnv(AgentEnv):
     When a turn ends, the env replays the turn's ``solution`` calls on its own reference
     instances (fresh from ``initial_state``, all earlier turns replayed) and compares the
     public attributes of each instance with the episode's. The turn passes when every state
-    is equal and each of the turn's ``expected_outputs`` occurs in the turn's assistant
-    messages (normalised text). ``res_reward`` of that step = ``correct * passed / len(turns)``,
+    is equal, each of the turn's ``expected_outputs`` occurs in the turn's assistant
+    messages (normalised text) and, for a turn with an ``expect``, the turn meets it:
+
+    * ``clarify`` (the right move is to ask): the reply that ends the turn asks a question
+      (``?``) that names the missing detail (one of the expectation's ``terms``);
+    * ``refuse``: the reply refuses (a phrase such as "can't" or "sorry") and states the
+      reason (one of ``terms``);
+    * both: the state at the end of the turn equals the state at its start, so a turn
+      that performs the requested action fails even when the reply asks or refuses.
+
+    A reply that does neither (``"ok, sure thing"``) fails such a turn. A turn without
+    ``expect`` (task files written before it existed) is graded on the state and
+    ``expected_outputs`` only. ``res_reward`` of that step = ``correct * passed / len(turns)``,
     so a fully solved episode earns ``correct``. With a simulated user the whole solution is
-    checked once, at the end of the conversation, for ``correct * passed``.
-    ``toolcall_reward`` shapes tool use as in :class:`~agent_gym.core.AgentEnv`.
+    checked once, at the end of the conversation, for ``correct * passed`` (state and
+    ``expected_outputs``; ``expect`` is not graded, since the user may give a detail before
+    being asked). ``toolcall_reward`` shapes tool use as in :class:`~agent_gym.core.AgentEnv`.
 
     ## Starting State
     A task drawn with the env's seeded RNG (or ``options["task"]`` / ``options["task_index"]``);
@@ -97,8 +112,10 @@ class ConversationEnv(AgentEnv):
 
     Every step's ``info`` has ``turn`` (the user turn the step belongs to) and ``num_turns``; a
     step that ends a turn adds ``turn_ended``, ``turn_score``, ``turn_passed``, ``state_diff`` (readable lines,
-    e.g. ``"OrderService.orders['O-2']['status']: expected 'cancelled', got 'pending'"``) and
-    ``missing_outputs``; a step that brings new tools carries ``tools``.
+    e.g. ``"OrderService.orders['O-2']['status']: expected 'cancelled', got 'pending'"``),
+    ``missing_outputs``, ``expectation`` (``"clarify"``, ``"refuse"`` or None) and
+    ``expectation_problems`` (why the turn missed it, e.g. ``"the reply asks no question; ..."``);
+    a step that brings new tools carries ``tools``.
 
     ## Arguments
     * ``tasks``: task dicts, or the path of a JSONL / JSON file of them; default: the shipped tasks.
@@ -117,7 +134,8 @@ class ConversationEnv(AgentEnv):
 
     ## Version History
     * v0: the oracle's data is ``solution`` (``reference`` is still read); ``tools=`` raises
-      :class:`~agent_gym.errors.ConfigError`; first version.
+      :class:`~agent_gym.errors.ConfigError`; turns whose right move is to ask or to refuse carry
+      an ``expect`` that the reply must meet (before, any reply passed them); first version.
     """
 
     default_system_prompt = (
@@ -216,6 +234,7 @@ class ConversationEnv(AgentEnv):
                                                        time_limit=self.tool_time_limit,
                                                        max_output_chars=self.max_tool_output_chars)
                 self._ref_tools[method] = FunctionTool(CheckedMethod(getattr(ref_obj, method)), time_limit=None)
+        self._snapshot_if_expected(task, 0)
         return [self._all_tools[m] for m in visible_methods(task, 0, self._methods)]
 
     def release_episode(self) -> None:
@@ -236,6 +255,7 @@ class ConversationEnv(AgentEnv):
                 self.end_episode(EpisodeStatus.MAX_STEPS, "tool_call_limit")
         else:
             self._dialogue.append(("assistant", parsed.text))
+            self._turn_reply = parsed.content
             self._finish_turn(info)
             self._next_user_message(info)
 
@@ -283,7 +303,8 @@ class ConversationEnv(AgentEnv):
     def oracle_action(self) -> str:
         """The next message of the solution: this turn's calls not made yet, then a reply.
 
-        The reply contains the turn's ``expected_outputs``.
+        The reply is the turn's ``expect["reply"]`` (the question or the refusal) when the turn
+        has an expectation, else ``"Done."``, followed by the turn's ``expected_outputs``.
 
         Raises:
             RuntimeError: Before ``reset`` or after the episode ended.
@@ -296,8 +317,10 @@ class ConversationEnv(AgentEnv):
         if self._turn_calls < len(calls):
             chunk = calls[self._turn_calls: self._turn_calls + self.max_tool_calls_per_step]
             return "\n".join(format_tool_call(c["name"], c["arguments"]) for c in chunk)
-        outputs = task["expected_outputs"][turn] if self._turn < len(task["turns"]) else []
-        return " ".join(["Done.", *outputs]) if outputs else "Done."
+        if self._turn >= len(task["turns"]):
+            return "Done."
+        expect = task["turns"][turn]["expect"]
+        return " ".join([expect["reply"] if expect is not None else "Done.", *task["expected_outputs"][turn]])
 
     # ------------------------------------------------------------------ internals
 
@@ -310,6 +333,8 @@ class ConversationEnv(AgentEnv):
         self._all_texts: list[str] = []
         self._dialogue: list[tuple[str, str]] = []
         self._handed_over = False  # an end tool succeeded
+        self._turn_reply = ""  # the reply (thought removed) that ended the current turn
+        self._turn_start_state: dict[str, Any] | None = None  # state at the start of a turn with ``expect``
 
     def _user_session(self) -> str:
         return f"{self.episode_id}/user"
@@ -343,10 +368,13 @@ class ConversationEnv(AgentEnv):
         diff = self._compare()
         replies = normalize_text(" ".join(self._turn_texts))
         missing = [s for s in task["expected_outputs"][self._turn] if normalize_text(s) not in replies]
-        passed = not diff and not missing
+        expect = task["turns"][self._turn]["expect"]
+        problems = self._expectation_problems(expect) if expect is not None else []
+        passed = not diff and not missing and not problems
         score = 1.0 if passed else 0.0
         self._turn_scores.append(score)
-        info.update(turn_score=score, turn_passed=passed, state_diff=diff, missing_outputs=missing)
+        info.update(turn_score=score, turn_passed=passed, state_diff=diff, missing_outputs=missing,
+                    expectation=None if expect is None else expect["kind"], expectation_problems=problems)
         info["res_reward"] = self.rewards.correct * score / len(task["turns"])
 
     def _score_conversation(self, info: dict[str, Any]) -> float:
@@ -362,14 +390,36 @@ class ConversationEnv(AgentEnv):
         passed = not diff and not missing
         score = 1.0 if passed else 0.0
         self._turn_scores = [score]
-        info.update(turn_score=score, turn_passed=passed, state_diff=diff, missing_outputs=missing)
+        info.update(turn_score=score, turn_passed=passed, state_diff=diff, missing_outputs=missing,
+                    expectation=None, expectation_problems=[])
         return score
+
+    def _snapshot_if_expected(self, task: Mapping[str, Any], turn: int) -> None:
+        """Keep a copy of the state at the start of a scripted turn that has an expectation."""
+        expected = self.user is None and turn < len(task["turns"]) and task["turns"][turn]["expect"] is not None
+        self._turn_start_state = copy.deepcopy(self.states()) if expected else None
+
+    def _expectation_problems(self, expect: Mapping[str, Any]) -> list[str]:
+        """Why the turn that just ended misses its ``expect``: the reply, then any change of the state."""
+        problems = []
+        problem = reply_problem(expect, self._turn_reply)
+        if problem is not None:
+            problems.append(problem)
+        before = self._turn_start_state
+        if before is not None:
+            changed = [line for name, obj in self._instances.items()
+                       for line in state_diff(before[name], public_state(obj), name)]
+            if changed:
+                problems.append(f"the state must not change on this turn; it did: {changed[0]}"
+                                + (f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""))
+        return problems
 
     def _start_turn(self, turn: int, content: str) -> None:
         """Append user message ``turn`` and offer the tools that arrive with it."""
         task = self.task
         assert task is not None
-        self._turn, self._turn_calls, self._turn_texts = turn, 0, []
+        self._turn, self._turn_calls, self._turn_texts, self._turn_reply = turn, 0, [], ""
+        self._snapshot_if_expected(task, turn)
         if turn < len(task["turns"]) and task["turns"][turn]["new_tools"]:
             self.set_episode_tools([self._all_tools[m] for m in visible_methods(task, turn, self._methods)])
             if self.tools_in_prompt:

@@ -4,7 +4,9 @@ Run ``python -m agent_gym.envs.conversation.generate [--check]`` to rewrite the 
 only compares). Every task is built from :class:`~agent_gym.generation.DeterministicRandom`
 seeded with ``"agent_gym.conversation.<domain>.<i>"``, so adding a domain never changes the others.
 Each domain mixes plain requests, turns whose correct action is to ask the user for a missing
-detail or to refuse, tools that appear mid-conversation, and one to five user turns.
+detail or to refuse (each with an ``expect`` naming the detail or the reason, see
+:mod:`~agent_gym.envs.conversation.expectations`), tools that appear mid-conversation, and
+one to five user turns.
 """
 
 from __future__ import annotations
@@ -31,6 +33,16 @@ def _call(method: str, /, **arguments: Any) -> dict[str, Any]:
     return {"name": method, "arguments": arguments}
 
 
+def _clarify(content: str, slot: str, terms: list[str], reply: str) -> dict[str, Any]:
+    """A turn whose right move is to ask for ``slot`` (its solution makes no change)."""
+    return {"content": content, "expect": {"kind": "clarify", "slot": slot, "terms": terms, "reply": reply}}
+
+
+def _refuse(content: str, reason: str, terms: list[str], reply: str) -> dict[str, Any]:
+    """A turn whose right move is to refuse because of ``reason`` (its solution makes no change)."""
+    return {"content": content, "expect": {"kind": "refuse", "reason": reason, "terms": terms, "reply": reply}}
+
+
 # ---------------------------------------------------------------------------- file system
 
 
@@ -38,7 +50,8 @@ def _fs_task(i: int) -> dict[str, Any]:
     rng = DeterministicRandom(f"agent_gym.conversation.filesystem.{i}")
     words = rng.sample(_WORDS, 8)
     docs = {f"{w}.txt": f"{w} notes: item {rng.randint(10, 99)}\nowner {rng.choice(_NAMES)}" for w in words[:3]}
-    root = {"docs": docs, "projects": {f"{words[3]}.md": f"# {words[3]}\nstatus: open"}, "todo.txt": "call Ana"}
+    root: dict[str, Any] = {"docs": docs, "projects": {f"{words[3]}.md": f"# {words[3]}\nstatus: open"},
+                            "todo.txt": "call Ana"}
     kind = ["organize", "read", "ask", "new_tool", "refuse"][i % 5]
     turns: list[Any] = []
     ref: list[list[dict[str, Any]]] = []
@@ -63,7 +76,10 @@ def _fs_task(i: int) -> dict[str, Any]:
     elif kind == "ask":
         root["docs"][f"draft_{words[5]}.txt"] = "old draft"
         root["docs"][f"draft_{words[6]}.txt"] = "new draft"
-        turns.append("Please delete my draft in the docs folder.")
+        old, new = f"draft_{words[5]}.txt", f"draft_{words[6]}.txt"
+        turns.append(_clarify("Please delete my draft in the docs folder.", "which of the two drafts to delete",
+                              ["draft", "which one", "which file", old, new],
+                              f"There are two drafts in docs, {old} and {new}. Which one should I delete?"))
         ref.append([])  # two drafts: the right move is to ask which one
         out.append([])
         turns.append(f"The one called draft_{words[5]}.txt.")
@@ -80,7 +96,11 @@ def _fs_task(i: int) -> dict[str, Any]:
         out.append([f"projects/{words[3]}.md"])
         where = []
     else:  # refuse: deleting a non-empty folder is not possible with these tools
-        turns.append("Delete the whole projects folder with everything in it.")
+        turns.append(_refuse("Delete the whole projects folder with everything in it.",
+                             "rm only removes empty folders, and projects is not empty",
+                             ["empty", "contains", "file"],
+                             "Sorry, I can't delete the projects folder: rm only removes empty folders, and projects "
+                             "still contains files."))
         ref.append([])
         out.append([])
         turns.append(f"Fine, then just add the line 'closed' to the end of {words[3]}.md in projects.")
@@ -114,8 +134,9 @@ _PRODUCTS = [("lamp", 24.5), ("kettle", 31.0), ("backpack", 45.0), ("notebook", 
 def _orders_task(i: int) -> dict[str, Any]:
     rng = DeterministicRandom(f"agent_gym.conversation.orders.{i}")
     chosen = rng.sample(range(len(_PRODUCTS)), 5)
-    products = {f"SKU-{j + 1:02d}": {"name": _PRODUCTS[j][0], "price": _PRODUCTS[j][1], "stock": rng.randint(3, 9)}
-                for j in sorted(chosen)}
+    products: dict[str, dict[str, Any]] = {
+        f"SKU-{j + 1:02d}": {"name": _PRODUCTS[j][0], "price": _PRODUCTS[j][1], "stock": rng.randint(3, 9)}
+        for j in sorted(chosen)}
     skus = sorted(products)
     customer, other = rng.sample(_NAMES, 2)
     a, b, c = rng.sample(skus, 3)
@@ -137,21 +158,35 @@ def _orders_task(i: int) -> dict[str, Any]:
     elif kind == "ask":
         orders["O-4"] = {"customer": customer, "items": {b: 1}, "status": "pending"}
         next_order = 5
-        turns.append(f"Hi, I'm {customer}. Please cancel my order.")
+        first, second = products[a]["name"], products[b]["name"]
+        turns.append(_clarify(f"Hi, I'm {customer}. Please cancel my order.",
+                              "which of the two pending orders to cancel",
+                              ["which order", "which one", "O-1", "O-4", first, second],
+                              f"You have two pending orders: O-1 (the {first}) and O-4 (the {second}). "
+                              "Which one should I cancel?"))
         ref.append([])  # two pending orders: ask which one
         out.append([])
         turns.append(f"The one with the {products[b]['name']}.")
         ref.append([_call("cancel_order", order_id="O-4")])
         out.append([])
     elif kind == "refuse":
-        turns.append(f"I'm {customer}. Cancel order O-3, please.")
+        turns.append(_refuse(f"I'm {customer}. Cancel order O-3, please.",
+                             "O-3 has already shipped, and only pending orders can be cancelled",
+                             ["shipped", "pending"],
+                             "Sorry, I can't cancel O-3: it has already shipped, and only pending orders can be "
+                             "cancelled."))
         ref.append([])  # shipped orders cannot be cancelled
         out.append([])
         turns.append("I see. Then I want to return it.")
         ref.append([_call("return_order", order_id="O-3")])
         out.append([])
     elif kind == "transfer":
-        turns.append(f"I'm {customer}. Please remove the {products[a]['name']} from order O-1.")
+        item = products[a]["name"]
+        turns.append(_refuse(f"I'm {customer}. Please remove the {item} from order O-1.",
+                             f"the {item} is the only product in O-1, and an order keeps at least one product",
+                             ["only", "last", "at least one", "single"],
+                             f"Sorry, I can't remove the {item} from O-1: it is the only product in the order, and "
+                             "an order keeps at least one product."))
         ref.append([])  # the only item: removing it is refused
         out.append([])
         turns.append("This is unacceptable, I want to talk to a person about a refund.")
@@ -229,7 +264,9 @@ def _calendar_task(i: int) -> dict[str, Any]:
                     _call("reschedule_event", event_id="E-2", date=day, start="15:00", end="16:30")])
         out.append([])
     elif kind == "ask":
-        turns.append(f"Book a meeting called '{new_title}' with {people[3]}.")
+        turns.append(_clarify(f"Book a meeting called '{new_title}' with {people[3]}.",
+                              "the date and time of the meeting", ["date", "time", "when", "day"],
+                              f"Sure. On which date, and from what time to what time, should I book '{new_title}'?"))
         ref.append([])  # no date or time given: ask
         out.append([])
         turns.append(f"On {day}, 16:00 to 17:00.")
@@ -237,7 +274,11 @@ def _calendar_task(i: int) -> dict[str, Any]:
                           attendees=[people[3]])])
         out.append([])
     elif kind == "conflict":
-        turns.append(f"Put '{new_title}' on {day} from 09:30 to 10:30.")
+        turns.append(_refuse(f"Put '{new_title}' on {day} from 09:30 to 10:30.",
+                             f"09:30-10:30 overlaps '{titles[0]}' (09:00-10:00) that day",
+                             ["overlap", "conflict", "clash", "busy", "already booked", titles[0]],
+                             f"Sorry, I can't book '{new_title}' then: 09:30-10:30 overlaps '{titles[0]}' "
+                             "(09:00-10:00) that day."))
         ref.append([])  # overlaps E-1: it cannot be booked
         out.append([])
         turns.append({"content": f"Then book it for one hour at the earliest free time after the "

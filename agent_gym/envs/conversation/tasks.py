@@ -6,12 +6,17 @@ A task (JSON schema: ``task_schema.json`` beside this module)::
      "classes": ["FileSystem"],                       # stateful tool classes (names or import paths)
      "initial_state": {"FileSystem": {"root": {...}}},# per class, the config its instance loads
      "excluded": ["find"],                            # methods hidden for the whole conversation
-     "turns": ["Go to docs.", {"content": "Now find the notes.", "new_tools": ["find"]}],
-     "solution": [[{"name": "cd", "arguments": {"folder": "docs"}}], [...]],    # per turn
-     "expected_outputs": [[], ["notes.txt"]],         # optional, per turn: strings the replies contain
+     "turns": ["Go to docs.", {"content": "Now find the notes.", "new_tools": ["find"]},
+               {"content": "Delete my draft.",       # a turn whose right move is to ask (or refuse)
+                "expect": {"kind": "clarify", "slot": "which draft to delete", "terms": ["draft", "which one"]}}],
+     "solution": [[{"name": "cd", "arguments": {"folder": "docs"}}], [...], []],    # per turn
+     "expected_outputs": [[], ["notes.txt"], []],     # optional, per turn: strings the replies contain
      "user": {"persona": "...", "goal": "..."}}       # optional, for a simulated user
 
-A method named in a turn's ``new_tools`` is hidden before that turn. ``solution`` is the
+A method named in a turn's ``new_tools`` is hidden before that turn. A turn's ``expect``
+(see :mod:`~agent_gym.envs.conversation.expectations`) says that its reply must ask the user
+for a missing detail (``clarify``) or refuse (``refuse``) while the state stays unchanged; a
+turn without it is graded on the state and ``expected_outputs`` only. ``solution`` is the
 oracle's data, as in every env (here one list of calls per user turn); files written for
 earlier versions name it ``reference``, which is still read. :func:`check_task` rejects a
 task whose class is unknown, whose ``initial_state`` does not load, or whose ``solution``
@@ -30,6 +35,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from agent_gym.envs.conversation.expectations import check_expectation
 from agent_gym.envs.conversation.state import load_instance, method_names, resolve_class
 
 __all__ = [
@@ -43,6 +49,7 @@ __all__ = [
 
 _TASK_KEYS = frozenset({"id", "classes", "initial_state", "excluded", "turns", "solution", "reference",
                         "expected_outputs", "user", "question", "ground_truth"})
+_TURN_KEYS = frozenset({"content", "new_tools", "expect"})
 _OLD_SOLUTION_KEY = "reference"
 """What task files of earlier versions call ``solution`` (read on input, never written)."""
 
@@ -69,7 +76,8 @@ def visible_methods(task: Mapping[str, Any], turn: int, methods: Sequence[str]) 
 def check_task(task: Any, where: str, classes: Mapping[str, type]) -> dict[str, Any]:
     """Check one task and return it normalised (a new dict; the input is not modified).
 
-    Normalised: ``turns`` become ``{"content", "new_tools"}`` dicts, ``initial_state``,
+    Normalised: ``turns`` become ``{"content", "new_tools", "expect"}`` dicts (``expect`` checked
+    by :func:`~agent_gym.envs.conversation.expectations.check_expectation`, or None), ``initial_state``,
     ``excluded`` and ``expected_outputs`` are filled in, ``question`` is the first user
     message and ``ground_truth`` the solution. A task that names its solution ``reference``
     (the key of earlier versions) is read as if it said ``solution``. Each class is loaded
@@ -135,13 +143,22 @@ def check_task(task: Any, where: str, classes: Mapping[str, type]) -> dict[str, 
         if isinstance(turn, str):
             turn = {"content": turn}
         if not isinstance(turn, Mapping) or not isinstance(turn.get("content"), str) or not turn["content"].strip():
-            raise _fail(where, f"turns[{i}]", f"expected a non-empty str or {{'content', 'new_tools'}}, "
+            raise _fail(where, f"turns[{i}]", f"expected a non-empty str or {{'content', 'new_tools', 'expect'}}, "
                         f"got {turn!r:.80}")
         new_tools = _str_list(turn.get("new_tools", []), where, f"turns[{i}].new_tools")
         bad = sorted(set(new_tools) - set(owner))
         if bad:
             raise _fail(where, f"turns[{i}].new_tools", f"expected methods of {names}, got unknown {bad}")
-        turns.append({"content": turn["content"], "new_tools": new_tools})
+        unknown_keys = sorted(set(turn) - _TURN_KEYS)
+        if unknown_keys:
+            raise _fail(where, f"turns[{i}]", f"expected keys among {sorted(_TURN_KEYS)}, got unknown {unknown_keys}")
+        expect = None
+        if turn.get("expect") is not None:
+            try:
+                expect = check_expectation(turn["expect"])
+            except ValueError as exc:
+                raise _fail(where, f"turns[{i}].expect", str(exc)) from None
+        turns.append({"content": turn["content"], "new_tools": new_tools, "expect": expect})
     all_new = [n for t in turns for n in t["new_tools"]]
     if len(set(all_new)) != len(all_new):
         raise _fail(where, "turns", "a method appears in 'new_tools' of more than one turn")

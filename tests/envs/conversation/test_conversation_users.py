@@ -44,7 +44,8 @@ def test_simulated_user_runs_to_its_stop_marker_and_the_whole_reference_is_check
     view = user.seen[0]
     assert view[0]["role"] == "system" and "###STOP###" in view[0]["content"]
     assert [m["role"] for m in view[1:]] == ["user", "assistant", "user"]  # greeting, its opening, the reply
-    assert view[2]["content"] == task["turns"][0]
+    assert view[2]["content"] == task["turns"][0]["content"]
+    assert view[3]["content"] == task["turns"][0]["expect"]["reply"]  # the oracle asks which order
     env.reset(seed=0)
     assert user.closed  # the previous episode's user session was released
 
