@@ -24,6 +24,7 @@ from agent_gym.policy.client_options import ClientOptions
 from agent_gym.policy.completions import CompletionsFn, ServerCompletions
 from agent_gym.policy.sampling import SamplingParams, check_logprobs_mode
 from agent_gym.policy.vllm_client import VLLMClient
+from agent_gym.policy.vllm_protocol import PromptTooLong
 from agent_gym.types import Message, PolicyOutput
 
 __all__ = ["StreamEvent", "VLLMPolicyBase"]
@@ -150,6 +151,17 @@ class VLLMPolicyBase(TokenPolicyBase):
         if self.model is not None and (self.max_model_len is not None or not need_len):
             return {}
         return await self.client.server_info(server)
+
+    def _budget(self, info: dict[str, Any], prompt_len: int, response_len: int) -> int:
+        """Ids this turn may sample (the context and response budgets left).
+
+        Raises:
+            PromptTooLong: The prompt leaves no room to sample.
+        """
+        budget = self._max_tokens(prompt_len, response_len, self.max_model_len or info.get("max_model_len"))
+        if budget <= 0:
+            raise PromptTooLong(f"prompt of {prompt_len} ids leaves no room to sample")
+        return budget
 
     def _request(self, info: dict[str, Any], budget: int, seed: int | None, **fields: Any) -> dict[str, Any]:
         """A request body: the sampling fields for ``budget`` ids, the turn's seed, ``fields``, the model."""

@@ -52,11 +52,8 @@ class VLLMChatPolicy(VLLMPolicyBase):
             info = await self._info(server, need_len=False)
             budget = self.sampling.max_tokens
             if local_prompt is not None:
-                model_len = self.max_model_len or info.get("max_model_len")
                 response_len = len(local_prompt) - len(previous) if previous else 0
-                budget = self._max_tokens(len(local_prompt), max(0, response_len), model_len)
-                if budget <= 0:
-                    raise PromptTooLong(f"prompt of {len(local_prompt)} ids leaves no room to sample")
+                budget = self._budget(info, len(local_prompt), max(0, response_len))
             body = self._request(
                 info,
                 budget,

@@ -207,10 +207,7 @@ class VLLMPolicy(VLLMPolicyBase):
 
         async def make_body(server: str) -> dict[str, Any]:
             info = await self._info(server)
-            model_len = self.max_model_len or info.get("max_model_len")
-            budget = self._max_tokens(len(plan.prompt_ids), plan.response_length, model_len)
-            if budget <= 0:
-                raise PromptTooLong(f"prompt of {len(plan.prompt_ids)} ids leaves no room to sample")
+            budget = self._budget(info, len(plan.prompt_ids), plan.response_length)
             body = self._request(
                 info,
                 budget,
