@@ -6,6 +6,7 @@ import pytest
 
 from agent_gym.engine import BaseEngineWrapper, GymEngineWrapper, validate_server_address
 from agent_gym.errors import ConfigError, ServerError
+from agent_gym.policy.completions import ServerCompletions
 from agent_gym.types import EpisodeStatus, Trajectory
 
 
@@ -85,6 +86,10 @@ async def test_completions_call_each_server(start_servers, qwen_tokenizer):
     a, b = start_servers({"fake_tokens": 3}, {"fake_tokens": 3})
     engine = MockEngine("agent", qwen_tokenizer, server_addresses=[str(a), str(b), "127.0.0.1:1"])
     assert len(engine.completions) == 3
+    # The same callable VLLMPolicy.completions hands out, with the engine's timeout and default budget.
+    assert all(isinstance(fn, ServerCompletions) for fn in engine.completions)
+    assert engine.completions[0].client.options.timeout == engine.request_timeout
+    assert engine.completions[0].default_max_tokens == engine.max_response_length
     for fn in engine.completions[:2]:
         result = await fn({"prompt": [1, 2, 3], "return_token_ids": True})
         assert len(result["choices"][0]["token_ids"]) == 3

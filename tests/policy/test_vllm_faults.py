@@ -98,6 +98,7 @@ def test_over_long_prompt_is_a_status_not_an_exception(reference_server, qwen_to
     with VLLMPolicy([reference_server], qwen_tokenizer) as policy:
         out = policy.act(long_messages, session_id="long")
     assert out.finish_reason == "prompt_truncation" and out.token_ids == [] and out.text == ""
+    assert out.sampling["logprobs_mode"] == "raw_logprobs"  # a truncated turn records its sampling too
     assert len(out.prompt_token_ids) > 4096
     # A wrong client-side limit: the server's 400 "maximum context length" gives the same status.
     with VLLMPolicy([reference_server], qwen_tokenizer, max_model_len=100_000) as policy:

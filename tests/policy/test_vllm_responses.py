@@ -93,6 +93,7 @@ def test_finish_reason_mapping(reference_server, qwen_tokenizer, monkeypatch, mo
     with POLICIES[mode]([reference_server], qwen_tokenizer, SamplingParams(max_tokens=4)) as policy:
         out = policy.act(MESSAGES, session_id="fin")
     assert out.finish_reason == expected
+    assert out.sampling == SamplingParams(max_tokens=4).record("raw_logprobs")  # error turns record it too
     if message is None:
         assert out.error is None
     else:
