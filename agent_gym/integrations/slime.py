@@ -10,7 +10,7 @@ rollout router named in ``args`` and fills the sample the way their trainers rea
   ``x-session-id`` and ``X-SMG-Routing-Key`` (both routers' consistent hashing);
 * the env: ``args.agent_gym_env_id`` (required), ``args.agent_gym_env_kwargs`` (a dict or its
   JSON text), ``args.agent_gym_max_steps``, ``args.agent_gym_episode_timeout`` (seconds),
-  ``args.agent_gym_memory`` (a ``MemoryConfig``, its dict, or a factory);
+  ``args.agent_gym_memory`` (a ``MemoryConfig`` or a memory factory, as ``collect`` takes);
 * the task: ``sample.metadata[args.agent_gym_task_key]`` (default key ``"task"``; a dict or its
   JSON text), else ``sample.label`` when it is a JSON object, else the env draws one from a
   seed (``sample.index``);
