@@ -168,7 +168,7 @@ def main() -> None:
     tokenizer = load_qwen_tokenizer()
     py = sys.executable
     sp, pp, gp = _port(), _port(), _port()
-    server = _spawn([py, "-m", "agent_gym.server", "--port", str(sp), "--fake-tokens", "8",
+    server = _spawn([py, "-m", "agent_gym.reference_server", "--port", str(sp), "--fake-tokens", "8",
                      "--fake-latency-ms", str(args.latency_ms)], sp)
     proxy = _spawn([py, "-c", PROXY, f"http://127.0.0.1:{sp}", str(pp)], pp)
     gateway = _spawn([py, "-m", "agent_gym", "gateway", "--server", f"127.0.0.1:{sp}", "--tokenizer", "qwen",

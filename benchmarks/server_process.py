@@ -1,4 +1,4 @@
-"""Start ``python -m agent_gym.server`` on a free local port for a benchmark and wait until it is healthy."""
+"""Start ``python -m agent_gym.reference_server`` on a free local port for a benchmark and wait until it is healthy."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def start_reference_server(args: Sequence[str], *, timeout: float = 180.0) -> tu
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "agent_gym.server", "--port", str(port), *args],
+    proc = subprocess.Popen([sys.executable, "-m", "agent_gym.reference_server", "--port", str(port), *args],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     address = f"127.0.0.1:{port}"
     deadline = time.monotonic() + timeout

@@ -5,7 +5,7 @@ Fixtures (all session-scoped except ``start_server``'s servers, which live for t
 * ``qwen_tokenizer`` / ``deepseek_tokenizer``: real tokenizers built offline.
 * ``tiny_model_dir``: a tiny random-weight Qwen2 model + Qwen tokenizer in a temporary directory.
 * ``tiny_deepseek_model_dir``: the same architecture over the DeepSeek vocabulary.
-* ``reference_server``: ``"127.0.0.1:PORT"`` of a ``python -m agent_gym.server`` process
+* ``reference_server``: ``"127.0.0.1:PORT"`` of a ``python -m agent_gym.reference_server`` process
   serving ``tiny_model_dir`` (max_model_len 4096).
 * ``start_servers(*option_dicts)``: starts several such processes concurrently.
 * ``start_server(**options)``: starts another server process and returns a :class:`ServerProcess`
@@ -99,7 +99,7 @@ def _options_to_argv(options: dict[str, Any]) -> list[str]:
 def _spawn(log_dir: Path, options: dict[str, Any]) -> ServerProcess:
     port = _free_port()
     log_path = log_dir / f"server-{port}.log"
-    argv = [sys.executable, "-m", "agent_gym.server", "--host", "127.0.0.1", "--port", str(port)]
+    argv = [sys.executable, "-m", "agent_gym.reference_server", "--host", "127.0.0.1", "--port", str(port)]
     argv += _options_to_argv(options)
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
@@ -119,7 +119,7 @@ def _wait_healthy(server: ServerProcess) -> bool:
 
 
 def launch_servers(log_dir: Path, *option_sets: dict[str, Any]) -> list[ServerProcess]:
-    """Start one ``python -m agent_gym.server`` per option dict, concurrently, and wait for ``/health``.
+    """Start one ``python -m agent_gym.reference_server`` per option dict, concurrently, and wait for ``/health``.
 
     Each gets a free localhost port (retried if another process grabbed it first).
 

@@ -10,7 +10,7 @@ __all__ = ["add_parser", "run"]
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register the ``serve`` subcommand on an ``argparse`` subparsers object."""
-    from agent_gym.server.main import add_server_arguments
+    from agent_gym.reference_server.main import add_server_arguments
 
     parser = subparsers.add_parser(
         "serve",
@@ -27,6 +27,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Run the server described by ``args``; returns the exit code."""
-    from agent_gym.server.main import serve
+    from agent_gym.reference_server.main import serve
 
     return serve(args)

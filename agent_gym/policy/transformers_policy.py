@@ -13,21 +13,21 @@ Concurrent turns (``aact`` from many episodes, e.g. ``collect(..., n_parallel=8)
 decoded together: a worker thread keeps one batch with a KV cache (continuous batching: a turn
 that arrives joins the batch between decode steps, a finished sequence leaves it), so the event
 loop is never blocked and ``n_parallel`` speeds up local rollouts. The decoding is
-:class:`~agent_gym.policy.batch_engine.BatchEngine`'s (``policy.engine``), which the reference
-server's engine uses too. The worker waits a few milliseconds for other turns to join a new batch
+:class:`~agent_gym.inference.BatchEngine`'s (``policy.engine``), which the reference
+server's backend uses too. The worker waits a few milliseconds for other turns to join a new batch
 only while another session is open. The batch's keys/values live
 in preallocated per-layer buffers with one slot per sequence: a sequence joins by copying only
 its own cached keys/values into a free slot (turns that arrive together encode their new ids in
 one padded pass), and leaves by moving the last slot into its place, so no step copies the whole
 batch. In a decode step of several sequences whose prompts start with the same cached head (an
 env's system prompt and tools), that head's keys/values are read once for all of them instead
-of once per sequence (``_PrefixPlan``; attention is memory-bound at these sizes). Each decode
+of once per sequence (``PrefixPlan``; attention is memory-bound at these sizes). Each decode
 step draws the next id of every sequence in one batched call
-(:func:`~agent_gym.policy.logits.draw_tokens`), each sequence from its own seeded generator:
+(:func:`~agent_gym.inference.draw_tokens`), each sequence from its own seeded generator:
 a seed gives the same ids whatever ``n_parallel`` is (up to float rounding of batched products). With
 ``reuse_kv`` (the default) little is encoded twice: each session keeps its KV cache between
 turns, and a turn whose prompt extends the ids the previous turn left in the cache (its prompt
-and sampled ids) encodes only the new ids; a new prompt is encoded in chunks of ``_CHUNK`` ids
+and sampled ids) encodes only the new ids; a new prompt is encoded in chunks of ``CHUNK`` ids
 whose keys/values are shared with prompts that start alike (an env's system prompt and tools).
 A prompt is always encoded chunk by chunk, so its values do not depend on what was cached.
 The turn steps it shares with ``VLLMPolicy`` (tools per session, seeds, budget,
@@ -44,19 +44,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agent_gym.checks import check_int
+from agent_gym.inference import BatchEngine, Batcher, Row, check_logprobs_mode
 from agent_gym.policy.base import TokenPolicyBase
-from agent_gym.policy.batch_engine import BatchEngine, Batcher
 from agent_gym.policy.chat_tokens import ChatTokenBuilder
-from agent_gym.policy.kv_batching import (
-    LOGPROBS_MODES,
-    _Row,
-    _sample,  # noqa: F401 - the one-row draw, imported from here by callers
-    sample_next,
-)
 from agent_gym.policy.sampling import SamplingParams
 from agent_gym.types import Message, PolicyOutput
 
-__all__ = ["LOGPROBS_MODES", "TransformersPolicy", "sample_next"]
+__all__ = ["TransformersPolicy"]
 
 
 class TransformersPolicy(TokenPolicyBase):
@@ -113,12 +107,11 @@ class TransformersPolicy(TokenPolicyBase):
         if max_response_length is not None:
             check_int("max_response_length", max_response_length, low=1)
         check_int("max_batch", max_batch, low=1)
-        if logprobs_mode not in LOGPROBS_MODES:
-            raise ValueError(f"logprobs_mode: expected one of {', '.join(LOGPROBS_MODES)}, got {logprobs_mode!r}")
+        check_logprobs_mode(logprobs_mode)
         given_model, given_tokenizer = model_or_path, tokenizer
         if isinstance(model_or_path, (str,)) or hasattr(model_or_path, "__fspath__"):
             path = str(model_or_path)
-            model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
+            model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
             model.to(device)
             if tokenizer is None:
                 tokenizer = AutoTokenizer.from_pretrained(path)
@@ -221,11 +214,20 @@ class TransformersPolicy(TokenPolicyBase):
         elif len(sessions) != len(prompts):
             raise ValueError(f"expected as many sessions as prompts, got {len(sessions)} sessions "
                              f"for {len(prompts)} prompts")
-        rows = [self._make_row(p, n, s, sid) for p, n, s, sid in zip(prompts, max_tokens, seeds, sessions, strict=True)]
+        rows = [self.make_row(p, n, s, sid)
+                for p, n, s, sid in zip(prompts, max_tokens, seeds, sessions, strict=True)]
         self.engine.run(rows)
         return [(r.out, r.logps, r.finish) for r in rows]
 
-    def _make_row(self, prompt: Sequence[int], budget: int, seed: int | None, session: str | None) -> _Row:
+    def make_row(self, prompt: Sequence[int], budget: int, seed: int | None, session: str | None = None) -> Row:
+        """An engine row sampling with the policy's settings (to decode with ``policy.engine.run``).
+
+        Args:
+            prompt: Prompt ids.
+            budget: Most ids to sample.
+            seed: Seeds the row's generator (None: ``sampling.seed`` or a random one).
+            session: Session whose cached keys/values the prompt may extend.
+        """
         sampling = self.sampling
         if seed is None:
             seed = sampling.seed if sampling.seed is not None else self._rng.randrange(2**31)
@@ -274,8 +276,7 @@ class TransformersPolicy(TokenPolicyBase):
     def close(self) -> None:
         """Stop the batching thread and the private event loop. The policy stays usable."""
         self._close_batcher()
-        with self.engine._kv_lock:
-            self.engine.kv.clear()
+        self.engine.clear(prompt_heads=False)
         super().close()
 
     async def aact(
@@ -289,14 +290,11 @@ class TransformersPolicy(TokenPolicyBase):
         budget = self._max_tokens(len(plan.prompt_ids), plan.response_length, self.max_model_len)
         if budget <= 0:
             why = f"prompt of {len(plan.prompt_ids)} ids leaves no room to sample"
-            out = self._truncated(plan.prompt_ids, plan.new_segment, start, why)
-        else:
-            seed = self._next_seed(session_id)
-            future = self._batcher().submit(
-                lambda: [self._make_row(plan.prompt_ids, budget, seed, session_id)],
-                lambda rows: (rows[0].out, rows[0].logps, rows[0].finish),
-            )
-            ids, logprobs, finish = await asyncio.wrap_future(future)
-            out = self._commit_turn(plan, ids, logprobs, finish, start, stop_ids=self.stop_ids)
-        out.sampling = self.sampling.record(self.logprobs_mode)  # the mode and what shaped the distribution
-        return out
+            return self._truncated(plan.prompt_ids, plan.new_segment, start, why)
+        seed = self._next_seed(session_id)
+        future = self._batcher().submit(
+            lambda: [self.make_row(plan.prompt_ids, budget, seed, session_id)],
+            lambda rows: (rows[0].out, rows[0].logps, rows[0].finish),
+        )
+        ids, logprobs, finish = await asyncio.wrap_future(future)
+        return self._commit_turn(plan, ids, logprobs, finish, start, stop_ids=self.stop_ids)

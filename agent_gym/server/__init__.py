@@ -1,30 +1,34 @@
-"""Reference OpenAI-compatible server on transformers that speaks vLLM's dialect.
+"""Former name of :mod:`agent_gym.reference_server` (the reference vLLM-compatible server).
 
-Run it with ``python -m agent_gym.server --model PATH --port 8000`` or ``agent-gym serve``.
-It exists for CPU development and tests of clients (token-in completions with
-``return_token_ids``, raw or processed logprobs as vLLM's ``--logprobs-mode``, raw by default,
-vLLM error bodies); it is not a production server. Concurrent requests are decoded together
-with the continuous batching engine ``TransformersPolicy`` uses
-(:class:`~agent_gym.policy.batch_engine.BatchEngine`); a request's ``seed`` gives the same ids
-alone or in a batch (ids drawn by inverse CDF, not the ids of versions that drew with
-``torch.multinomial``).
-
-Testing aids (never enable them in real use): ``--fake-tokens N [--fake-latency-ms M]`` answers
-without a model; ``--fail-first N --fail-status S``, ``--hang``/``--hang-after N``,
-``--malformed-json`` and ``--die-after N`` inject faults into the generation endpoints.
+``python -m agent_gym.server`` and imports from here keep working; new code uses
+:mod:`agent_gym.reference_server`. ``TransformersEngine`` and ``FakeEngine`` are the former
+names of :class:`~agent_gym.reference_server.TransformersBackend` and
+:class:`~agent_gym.reference_server.FakeBackend`.
 """
 
 from __future__ import annotations
 
-from agent_gym.server.app import Faults, create_app
-from agent_gym.server.generation import FakeEngine, GenRequest, SeqResult, TransformersEngine
-from agent_gym.server.main import add_server_arguments, build_app, main, serve
+from agent_gym.reference_server import (
+    FakeBackend,
+    Faults,
+    GenRequest,
+    SeqResult,
+    TransformersBackend,
+    add_server_arguments,
+    build_app,
+    create_app,
+    main,
+    serve,
+)
+from agent_gym.reference_server.backends import FakeEngine, TransformersEngine
 
 __all__ = [
+    "FakeBackend",
     "FakeEngine",
     "Faults",
     "GenRequest",
     "SeqResult",
+    "TransformersBackend",
     "TransformersEngine",
     "add_server_arguments",
     "build_app",

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from agent_gym.policy import ChatTokenBuilder
-from agent_gym.server.app import create_app
-from agent_gym.server.generation import GenRequest, SeqResult
+from agent_gym.reference_server.app import create_app
+from agent_gym.reference_server.backends import GenRequest, SeqResult
 
 TOOL_CALL = '<tool_call>\n{"name": "calculator", "arguments": {"expression": "6 * 7"}}\n</tool_call>'
 RESULT_MARK = "RESULT="

@@ -39,7 +39,7 @@ def two_servers():
     servers = []
     for _ in range(2):
         port = _port()
-        argv = [sys.executable, "-m", "agent_gym.server", "--port", str(port), "--fake-tokens", "6",
+        argv = [sys.executable, "-m", "agent_gym.reference_server", "--port", str(port), "--fake-tokens", "6",
                 "--fake-latency-ms", "150"]
         server = FakeServer(f"127.0.0.1:{port}")
         server.process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

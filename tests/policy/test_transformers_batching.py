@@ -36,7 +36,7 @@ def test_turns_joining_a_running_batch_sample_what_they_sample_alone(agent_dir):
     prompts = [tok.encode(text) for text in texts]
     budgets = [1, 9, 20, 14]  # the first leaves the batch empty before the others arrive
     alone = [policy.generate_ids(p, n, seed=s) for s, (p, n) in enumerate(zip(prompts, budgets, strict=True))]
-    rows = [policy._make_row(p, n, s, None) for s, (p, n) in enumerate(zip(prompts, budgets, strict=True))]
+    rows = [policy.make_row(p, n, s, None) for s, (p, n) in enumerate(zip(prompts, budgets, strict=True))]
     waiting = rows[1:]
     done = []
 
@@ -106,7 +106,7 @@ def test_a_prompt_that_does_not_extend_the_cached_ids_is_encoded_whole(agent_dir
         [(ids_b, lps_b, fin_b)] = plain.generate_batch([prompt], [8], [seed])
         assert ids_a == ids_b and fin_a == fin_b
         assert max(abs(a - b) for a, b in zip(lps_a, lps_b, strict=True)) < 1e-4
-    assert policy.engine.kv["s"][0] == other + ids_a[:-1]
+    assert policy.engine.sessions.peek("s")[0] == other + ids_a[:-1]
 
 
 def test_shared_prompt_heads_are_encoded_once_with_the_same_values(agent_dir):
@@ -188,7 +188,7 @@ def test_rows_that_grow_and_reshape_the_batch_store_sample_what_they_sample_alon
     budgets = [300, 40, 12, 5, 30, 9, 3]  # 300 steps outgrow the first column buffer; 7 rows outgrow 4 slots
     seeds = list(range(len(prompts)))
     alone = [policy.generate_ids(p, n, seed=s) for p, n, s in zip(prompts, budgets, seeds, strict=True)]
-    rows = [policy._make_row(p, n, s, None) for p, n, s in zip(prompts, budgets, seeds, strict=True)]
+    rows = [policy.make_row(p, n, s, None) for p, n, s in zip(prompts, budgets, seeds, strict=True)]
     waiting = rows[1:]
     done = []
     steps = [0]
@@ -224,7 +224,7 @@ def test_a_seed_samples_the_same_ids_at_every_n_parallel(agent_dir):
 
 
 def test_decode_steps_that_read_shared_prompt_heads_once_sample_what_a_plain_batch_samples(agent_dir, monkeypatch):
-    from agent_gym.policy import kv_batching
+    from agent_gym.inference import shared_heads
 
     sampling = SamplingParams(temperature=1.0, top_k=-1, seed=8)
     shared = TransformersPolicy(agent_dir, sampling=sampling)
@@ -235,13 +235,13 @@ def test_decode_steps_that_read_shared_prompt_heads_once_sample_what_a_plain_bat
     prompts = [(head if i % 4 else other) + tok.encode(f"<|im_start|>user\nCompute {i} * {i + 3}.") for i in range(9)]
     budgets, seeds = [16 + 3 * i for i in range(9)], list(range(9))
     calls = []
-    attend = kv_batching._PrefixPlan.attend
+    attend = shared_heads.PrefixPlan.attend
 
     def counting(self, *args):
         calls.append(len(self.groups))
         return attend(self, *args)
 
-    monkeypatch.setattr(kv_batching._PrefixPlan, "attend", counting)
+    monkeypatch.setattr(shared_heads.PrefixPlan, "attend", counting)
     together = shared.generate_batch(prompts, budgets, seeds)
     assert calls and max(calls) == 2  # two groups of rows, each reading its own head once
     for (ids_a, lps_a, fin_a), (ids_b, lps_b, fin_b) in zip(together, plain.generate_batch(prompts, budgets, seeds),
@@ -269,7 +269,7 @@ def test_a_model_without_sdpa_gets_padding_masks_and_samples_the_same_ids(agent_
 
 
 def test_the_gather_window_is_waited_only_while_another_session_is_open(agent_dir):
-    from agent_gym.policy.batch_engine import Batcher
+    from agent_gym.inference import Batcher
 
     policy = TransformersPolicy(agent_dir, sampling=SamplingParams(temperature=0.0, max_tokens=4, seed=0))
     messages = [{"role": "user", "content": "Compute 12 + 30."}]
@@ -283,7 +283,7 @@ def test_the_gather_window_is_waited_only_while_another_session_is_open(agent_di
     policy.close()
     # a window of ten minutes that is not waited: the request is served at once
     lone = Batcher(policy.engine, gather_s=600.0, expect_more=lambda: False)
-    row_of = lambda: [policy._make_row(policy.tokenizer.encode("Hi"), 3, 0, None)]  # noqa: E731
+    row_of = lambda: [policy.make_row(policy.tokenizer.encode("Hi"), 3, 0, None)]  # noqa: E731
     future = lone.submit(row_of, lambda rows: rows[0].out)
     assert len(future.result(timeout=120)) == 3
     lone.close()

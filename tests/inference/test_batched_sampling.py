@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from agent_gym.policy.logits import draw_token, draw_tokens
+from agent_gym.inference import draw_token, draw_tokens
 
 SETTINGS = [
     dict(temperature=1.0, top_k=-1, top_p=1.0, min_p=0.0),

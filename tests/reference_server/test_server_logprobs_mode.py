@@ -89,7 +89,7 @@ def test_filtered_tokens_report_vllm_floor_logprob(processed_server):
 
 
 def test_logprobs_mode_flag():
-    from agent_gym.server.main import add_server_arguments
+    from agent_gym.reference_server.main import add_server_arguments
 
     parser = add_server_arguments(argparse.ArgumentParser())
     assert parser.parse_args([]).logprobs_mode == "raw_logprobs"

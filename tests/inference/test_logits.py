@@ -1,12 +1,12 @@
-"""The shared token chooser: filters, greedy choice, banned ids, penalties."""
+"""The shared token chooser: filters, greedy choice, banned ids, penalties (also kept as running state)."""
 
 import math
 
 import pytest
 import torch
 
+from agent_gym.inference import Penalties, draw_token, sample_next, sample_with_penalties
 from agent_gym.policy import SamplingParams
-from agent_gym.policy.logits import Penalties, draw_token
 
 
 def draw(logits, **kwargs):
@@ -49,3 +49,37 @@ def test_penalties_follow_the_sequence():
     out = state.apply(base.clone())
     # id 2: negative logit times the penalty, then 0.5 * 1 count + 0.25 presence
     assert out.tolist() == [1.0, 2.0, -4.75, 1.0]
+
+
+PENALTIES = [
+    dict(repetition_penalty=1.3, frequency_penalty=0.5, presence_penalty=0.3),
+    dict(repetition_penalty=0.8),
+    dict(frequency_penalty=-0.4),
+    dict(),
+]
+
+
+@pytest.mark.parametrize("penalties", PENALTIES)
+def test_incremental_penalties_match_sample_next_bit_for_bit(penalties):
+    sampling = SamplingParams(temperature=0.9, top_k=-1, top_p=0.9, min_p=0.01, **penalties)
+    vocab = 64
+    prompt = [1, 5, 5, 9, 30, 63]
+    torch.manual_seed(0)
+    steps = [torch.randn(vocab) * 3 for _ in range(40)]
+    out_ref: list[int] = []
+    lp_ref: list[float] = []
+    g = torch.Generator().manual_seed(7)
+    for logits in steps:
+        token, logp = sample_next(logits, sampling, out_ref, prompt + out_ref, (), g)
+        out_ref.append(token)
+        lp_ref.append(logp)
+    state = Penalties(sampling, vocab, prompt, ())
+    out: list[int] = []
+    lps: list[float] = []
+    g = torch.Generator().manual_seed(7)
+    for logits in steps:
+        token, logp = sample_with_penalties(logits, sampling, state, (), g)
+        out.append(token)
+        lps.append(logp)
+        state.add(token)
+    assert out == out_ref and lps == lp_ref

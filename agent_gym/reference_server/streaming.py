@@ -1,7 +1,7 @@
 """Streamed ``POST /v1/completions`` answers of the reference server (vLLM's server-sent events).
 
 With ``"stream": true`` the answer is ``text/event-stream``: one ``data: {...}`` chunk
-(``"object": "text_completion"``) per sampled token, as the engine samples it, then per
+(``"object": "text_completion"``) per sampled token, as the backend samples it, then per
 choice a last chunk carrying ``finish_reason`` / ``stop_reason``, an optional usage chunk
 (``stream_options.include_usage``: ``"choices": []`` and ``"usage"``), and ``data: [DONE]``.
 Each choice holds, as in vLLM:
@@ -15,7 +15,7 @@ Each choice holds, as in vLLM:
   chunk's ids (when ``logprobs`` is set), offsets counted from the start of the output.
 
 A generation error after the stream started is sent as ``data: {"error": {...}}`` before
-``[DONE]``. Engines call ``GenRequest.on_token`` as they sample; an engine that does not is
+``[DONE]``. Backends call ``GenRequest.on_token`` as they sample; a backend that does not is
 still served (its tokens are sent when its answer arrives).
 """
 
@@ -29,7 +29,7 @@ from typing import Any
 
 import orjson
 
-from agent_gym.server.generation import GenRequest, SeqResult
+from agent_gym.reference_server.backends import GenRequest, SeqResult
 
 __all__ = ["TextDeltas", "stream_completions"]
 
@@ -95,7 +95,7 @@ class TextDeltas:
 
 
 async def stream_completions(
-    engine: Any,
+    backend: Any,
     gens: list[GenRequest],
     *,
     model: str,
@@ -104,10 +104,10 @@ async def stream_completions(
     include_usage: bool,
     cut_after: int | None = None,
 ) -> AsyncIterator[bytes]:
-    """Run ``gens`` on ``engine`` and yield the SSE chunks of their choices as tokens arrive.
+    """Run ``gens`` on ``backend`` and yield the SSE chunks of their choices as tokens arrive.
 
     Args:
-        engine: The generation engine (``generate(GenRequest)``; ``tokenizer``).
+        backend: The generation backend (``generate(GenRequest)``; ``tokenizer``).
         gens: One request per prompt; choice ``p * n + i`` is sample ``i`` of prompt ``p``.
         model: Model name written in each chunk.
         return_token_ids: Send ``token_ids`` / ``prompt_token_ids``.
@@ -122,14 +122,15 @@ async def stream_completions(
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[tuple[Any, ...]] = asyncio.Queue()
     cid, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
-    eos_ids = set(getattr(engine, "eos_ids", ()) or ())
-    if getattr(engine.tokenizer, "eos_token_id", None) is not None:
-        eos_ids.add(int(engine.tokenizer.eos_token_id))
-    bases, choices = [], []
+    eos_ids = set(getattr(backend, "eos_ids", ()) or ())
+    if getattr(backend.tokenizer, "eos_token_id", None) is not None:
+        eos_ids.add(int(backend.tokenizer.eos_token_id))
+    bases: list[int] = []
+    choices: list[GenRequest] = []
     for g in gens:
         bases.append(len(choices))
         choices += [g] * g.n
-    deltas = [TextDeltas(engine.tokenizer, g, eos_ids) for g in choices]
+    deltas = [TextDeltas(backend.tokenizer, g, eos_ids) for g in choices]
     counts = [0] * len(choices)
     offsets = [0] * len(choices)
 
@@ -148,7 +149,7 @@ async def stream_completions(
     tasks = []
     for p, g in enumerate(gens):
         g.on_token = on_token_of(bases[p])
-        task = asyncio.ensure_future(engine.generate(g))
+        task = asyncio.ensure_future(backend.generate(g))
         task.add_done_callback(done_of(p))
         tasks.append(task)
 
@@ -186,7 +187,7 @@ async def stream_completions(
                 continue
             _, p, fut = item
             pending -= 1
-            # The engine's tokens were queued before its result (one FIFO queue), so all were sent.
+            # The backend's tokens were queued before its result (one FIFO queue), so all were sent.
             if fut.exception() is not None:
                 exc = fut.exception()
                 yield _event({"error": {"message": f"generation failed: {exc}", "type": "InternalServerError",
@@ -196,7 +197,7 @@ async def stream_completions(
             samples: list[SeqResult] = fut.result()
             for i, s in enumerate(samples):
                 index = bases[p] + i
-                for k in range(counts[index], len(s.token_ids)):  # an engine that does not stream
+                for k in range(counts[index], len(s.token_ids)):  # a backend that does not stream
                     top = s.top_logprobs[k] if k < len(s.top_logprobs) else []
                     yield token_chunk(index, s.token_ids[k], s.logprobs[k], top)
                 completion_tokens += len(s.token_ids)

@@ -9,7 +9,7 @@ import threading
 import httpx
 import pytest
 
-from agent_gym.server.generation import GenRequest, SeqResult
+from agent_gym.reference_server.backends import GenRequest, SeqResult
 
 PROMPT = [9707, 1879, 0]  # "Hello world!"
 
@@ -98,8 +98,8 @@ def test_stop_string_is_held_back_and_cut(reference_server):
     assert chunks[-1]["choices"][0]["stop_reason"] == stop
 
 
-class GatedEngine:
-    """An engine that samples token k+1 only once the client has received token k's chunk."""
+class GatedBackend:
+    """A backend that samples token k+1 only once the client has received token k's chunk."""
 
     def __init__(self, tokenizer, num_tokens: int) -> None:
         self.tokenizer = tokenizer
@@ -122,10 +122,10 @@ class GatedEngine:
 def test_each_chunk_is_sent_before_the_next_token_is_sampled(qwen_tokenizer):
     import uvicorn
 
-    from agent_gym.server.app import create_app
+    from agent_gym.reference_server.app import create_app
 
-    engine = GatedEngine(qwen_tokenizer, 5)
-    server = uvicorn.Server(uvicorn.Config(create_app(engine), host="127.0.0.1", port=0, log_level="warning"))
+    backend = GatedBackend(qwen_tokenizer, 5)
+    server = uvicorn.Server(uvicorn.Config(create_app(backend), host="127.0.0.1", port=0, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:
@@ -139,10 +139,10 @@ def test_each_chunk_is_sent_before_the_next_token_is_sampled(qwen_tokenizer):
             for line in r.iter_lines():
                 if line.startswith("data: {"):
                     received += json.loads(line[6:])["choices"][0]["token_ids"]
-                    if len(received) < len(engine.ids):
-                        engine.gates[len(received)].set()  # let the engine sample the next token
-        assert received == engine.ids
-        assert engine.timed_out == []  # every token waited for the client to hold the previous chunk
+                    if len(received) < len(backend.ids):
+                        backend.gates[len(received)].set()  # let the backend sample the next token
+        assert received == backend.ids
+        assert backend.timed_out == []  # every token waited for the client to hold the previous chunk
     finally:
         server.should_exit = True
         thread.join(timeout=10)

@@ -11,7 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from agent_gym.server.generation import GenRequest
+from agent_gym.errors import RequestError
+from agent_gym.reference_server.backends import GenRequest
 
 __all__ = [
     "BadRequest",
@@ -25,26 +26,8 @@ __all__ = [
 ]
 
 
-class BadRequest(Exception):
-    """A client error, reported with vLLM's error body.
-
-    Args:
-        message: Human-readable explanation.
-        param: Name of the offending request field, if any.
-        status: HTTP status (400 unless stated).
-        err_type: Error type string (``"BadRequestError"`` for 400).
-    """
-
-    def __init__(self, message: str, *, param: str | None = None, status: int = 400, err_type: str = "BadRequestError"):
-        super().__init__(message)
-        self.message = message
-        self.param = param
-        self.status = status
-        self.err_type = err_type
-
-    def body(self) -> dict[str, Any]:
-        """Return the JSON error body."""
-        return {"error": {"message": self.message, "type": self.err_type, "param": self.param, "code": self.status}}
+BadRequest = RequestError
+"""A client error, answered with vLLM's error body (:meth:`~agent_gym.errors.RequestError.openai_body`)."""
 
 
 class _Sampling(BaseModel):

@@ -1,4 +1,4 @@
-"""The reference server's engine decodes concurrent requests together (the shared BatchEngine)."""
+"""The reference server's backend decodes concurrent requests together (the shared BatchEngine)."""
 
 from __future__ import annotations
 
@@ -8,16 +8,16 @@ import time
 import pytest
 import torch
 
-from agent_gym.server.generation import GenRequest, TransformersEngine
+from agent_gym.reference_server.backends import GenRequest, TransformersBackend
 
 PROMPT = [9707, 1879, 0]  # "Hello world!"
 LONG_PROMPT = list(range(100, 180))  # more than one 64-id chunk
 
 
 @pytest.fixture(scope="module")
-def engines(tiny_model_dir):
-    raw = TransformersEngine(str(tiny_model_dir), max_model_len=4096)
-    processed = TransformersEngine(str(tiny_model_dir), max_model_len=4096, logprobs_mode="processed_logprobs")
+def backends(tiny_model_dir):
+    raw = TransformersBackend(str(tiny_model_dir), max_model_len=4096)
+    processed = TransformersBackend(str(tiny_model_dir), max_model_len=4096, logprobs_mode="processed_logprobs")
     yield raw, processed
     raw.close()
     processed.close()
@@ -33,17 +33,17 @@ def _requests() -> list[GenRequest]:
     ]
 
 
-async def _together(engine: TransformersEngine, reqs: list[GenRequest]):
-    return await asyncio.gather(*(engine.generate(r) for r in reqs))
+async def _together(backend: TransformersBackend, reqs: list[GenRequest]):
+    return await asyncio.gather(*(backend.generate(r) for r in reqs))
 
 
-def test_concurrent_requests_share_decode_steps_and_sample_what_they_sample_alone(engines):
-    engine = engines[0]
-    alone = [asyncio.run(engine.generate(r)) for r in _requests()]
-    assert engine.engine.stats["max_rows"] <= 2  # one request at a time (n=2 is two rows)
-    before = dict(engine.engine.stats)
-    together = asyncio.run(_together(engine, _requests()))
-    stats = engine.engine.stats
+def test_concurrent_requests_share_decode_steps_and_sample_what_they_sample_alone(backends):
+    backend = backends[0]
+    alone = [asyncio.run(backend.generate(r)) for r in _requests()]
+    assert backend.engine.stats["max_rows"] <= 2  # one request at a time (n=2 is two rows)
+    before = dict(backend.engine.stats)
+    together = asyncio.run(_together(backend, _requests()))
+    stats = backend.engine.stats
     # all five samples ran in the same decode steps: fewer steps than rows decoded
     assert stats["max_rows"] >= 3
     assert stats["rows_decoded"] - before["rows_decoded"] > stats["decode_steps"] - before["decode_steps"]
@@ -78,12 +78,12 @@ def _processed(logits: torch.Tensor, req: GenRequest, context: list[int]) -> tor
 
 
 @pytest.mark.parametrize("mode", ["raw_logprobs", "processed_logprobs"])
-def test_batched_samples_rescore_with_a_plain_forward_pass(engines, tiny_model_dir, mode):
+def test_batched_samples_rescore_with_a_plain_forward_pass(backends, tiny_model_dir, mode):
     from transformers import AutoModelForCausalLM
 
-    engine = engines[0] if mode == "raw_logprobs" else engines[1]
+    backend = backends[0] if mode == "raw_logprobs" else backends[1]
     reqs = _requests()
-    results = asyncio.run(_together(engine, reqs))
+    results = asyncio.run(_together(backend, reqs))
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
     for req, samples in zip(reqs, results, strict=True):
         for sample in samples:
@@ -98,25 +98,25 @@ def test_batched_samples_rescore_with_a_plain_forward_pass(engines, tiny_model_d
                 assert abs(float(expected) - sample.logprobs[i]) < 1e-3, (mode, req.temperature, i)
 
 
-def test_a_cancelled_request_leaves_the_batch(engines):
-    engine = engines[0]
+def test_a_cancelled_request_leaves_the_batch(backends):
+    backend = backends[0]
     req = GenRequest(PROMPT, max_tokens=4000, temperature=1.0, seed=5, ignore_eos=True)
 
     async def cancel_soon() -> None:
-        task = asyncio.ensure_future(engine.generate(req))
-        while engine.engine.stats["decode_steps"] < before + 5:
+        task = asyncio.ensure_future(backend.generate(req))
+        while backend.engine.stats["decode_steps"] < before + 5:
             await asyncio.sleep(0.01)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
 
-    before = engine.engine.stats["decode_steps"]
+    before = backend.engine.stats["decode_steps"]
     asyncio.run(cancel_soon())
     deadline = time.monotonic() + 120
-    while engine.engine.store.rows and time.monotonic() < deadline:
+    while backend.engine.store.rows and time.monotonic() < deadline:
         time.sleep(0.01)
     # the cancelled sample left the batch long before its 4000 ids
-    assert not engine.engine.store.rows
-    assert engine.engine.stats["decode_steps"] - before < 2000
-    after = asyncio.run(engine.generate(GenRequest(PROMPT, max_tokens=2, seed=1)))
+    assert not backend.engine.store.rows
+    assert backend.engine.stats["decode_steps"] - before < 2000
+    after = asyncio.run(backend.generate(GenRequest(PROMPT, max_tokens=2, seed=1)))
     assert len(after[0].token_ids) == 2

@@ -1,0 +1,430 @@
+"""FastAPI application of the reference server (vLLM's OpenAI-compatible dialect).
+
+Endpoints: ``POST /v1/completions`` (also streamed: ``"stream": true`` answers vLLM's
+server-sent events token by token, see :mod:`agent_gym.reference_server.streaming`),
+``POST /v1/chat/completions``, ``GET /v1/models``, ``POST /tokenize``, ``POST /detokenize``,
+``GET /health``, and the token-in ``POST /inference/v1/generate`` (vLLM) and ``POST /generate``
+(SGLang) of :mod:`agent_gym.reference_server.token_routes`. Errors use vLLM's body
+``{"error": {"message", "type", "param", "code"}}``. Generation runs in the backend's worker
+thread (or without a model in fake mode), never on the event loop.
+
+:class:`Faults` holds the *testing aids* (failing, hanging, dying, malformed answers) that the
+command line can switch on; they only affect the two generation endpoints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, ValidationError
+
+from agent_gym.reference_server.backends import SeqResult
+from agent_gym.reference_server.protocol import (
+    BadRequest,
+    ChatRequest,
+    CompletionRequest,
+    DetokenizeRequest,
+    TokenizeRequest,
+    context_error,
+    message_text,
+    to_gen_request,
+)
+from agent_gym.reference_server.streaming import stream_completions
+from agent_gym.reference_server.token_routes import register_token_routes
+
+__all__ = ["Faults", "create_app"]
+
+_Body = TypeVar("_Body", bound=BaseModel)
+
+# vLLM reports a logprob of -inf (a token its sampling filters ruled out) as -9999.0.
+_MIN_LOGPROB = -9999.0
+
+
+def _logprob(value: float) -> float:
+    return value if value >= _MIN_LOGPROB else _MIN_LOGPROB
+
+
+def _json(body: Any, status_code: int = 200) -> Response:
+    """A JSON response serialized with orjson (several times faster than the standard library)."""
+    return Response(content=orjson.dumps(body), status_code=status_code, media_type="application/json")
+
+
+@dataclass
+class Faults:
+    """Fault injection for tests of clients (off by default).
+
+    Applied, in this order, to the k-th request (k = 1, 2, ...) of a generation endpoint:
+
+    Attributes:
+        die_after: When set, the process exits abruptly on request ``die_after + 1``
+            (the client sees a dropped connection, like a crashed server).
+        fail_first: Requests ``1..fail_first`` answer ``fail_status`` with an error body.
+        fail_status: Status of those failures (e.g. 500 or 429).
+        hang_after: When set, requests after the first ``hang_after`` never get an answer.
+        malformed_json: Answer 200 with a truncated, unparseable JSON body.
+        cut_stream_after: When set, a streamed answer is cut off (the connection dropped)
+            after this many token chunks.
+    """
+
+    die_after: int | None = None
+    fail_first: int = 0
+    fail_status: int = 500
+    hang_after: int | None = None
+    malformed_json: bool = False
+    cut_stream_after: int | None = None
+
+    def __post_init__(self) -> None:
+        self._count = 0
+        self._lock = threading.Lock()
+
+    async def before(self, request: Request) -> Response | None:
+        """Return the injected response for this request, or ``None`` to serve it normally."""
+        with self._lock:
+            self._count += 1
+            k = self._count
+        if self.die_after is not None and k > self.die_after:
+            os._exit(17)
+        if k <= self.fail_first:
+            kind = "TooManyRequests" if self.fail_status == 429 else "InternalServerError"
+            body = {
+                "error": {
+                    "message": f"injected failure {k}/{self.fail_first}",
+                    "type": kind,
+                    "param": None,
+                    "code": self.fail_status,
+                }
+            }
+            headers = {"Retry-After": "0"} if self.fail_status == 429 else None
+            return JSONResponse(body, status_code=self.fail_status, headers=headers)
+        if self.hang_after is not None and k > self.hang_after:
+            while not await request.is_disconnected():  # until the client gives up
+                await asyncio.sleep(0.2)
+            return Response(status_code=499)
+        if self.malformed_json:
+            return Response(content=b'{"id": "cmpl-malformed", "choices": [{"text": ', media_type="application/json")
+        return None
+
+
+class _TokenText:
+    """Per-id decoded strings (cached) for logprob entries."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        self.cache: dict[int, str] = {}
+
+    def __call__(self, token_id: int, as_ids: bool) -> str:
+        if as_ids:
+            return f"token_id:{token_id}"
+        s = self.cache.get(token_id)
+        if s is None:
+            s = self.tokenizer.decode([token_id], skip_special_tokens=False)
+            self.cache[token_id] = s
+        return s
+
+
+def create_app(backend: Any, *, served_model_name: str | None = None, faults: Faults | None = None) -> FastAPI:
+    """Build the FastAPI app serving ``backend``.
+
+    Args:
+        backend: A :class:`~agent_gym.reference_server.backends.TransformersBackend` or
+            :class:`~agent_gym.reference_server.backends.FakeBackend` (anything with ``tokenizer``,
+            ``max_model_len``, ``vocab_size`` and ``async generate(GenRequest)``).
+        served_model_name: Name reported by ``/v1/models`` and in responses (default: the
+            backend's model path). Requests may name any model; the field is informational.
+        faults: Fault injection for tests; ``None`` disables it.
+
+    Returns:
+        The app; ``app.state.backend`` is ``backend``.
+    """
+    app = FastAPI(title="agent_gym reference server", docs_url=None, redoc_url=None)
+    app.state.backend = backend
+    tok = backend.tokenizer
+    name = served_model_name or str(backend.model_path)
+    created = int(time.time())
+    token_text = _TokenText(tok)
+    faults = faults or Faults()
+
+    @app.exception_handler(BadRequest)
+    async def _bad_request(_: Request, exc: BadRequest) -> JSONResponse:
+        return JSONResponse(exc.openai_body(), status_code=exc.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        error = _validation_error(exc.errors())
+        return JSONResponse(error.openai_body(), status_code=error.status)
+
+    def chat_prompt(
+        messages: list[dict[str, Any]], tools: Any, kwargs: dict | None, add_gen: bool, cont: bool = False
+    ) -> list[int]:
+        msgs = []
+        for m in messages:
+            if not isinstance(m, dict) or "role" not in m:
+                raise BadRequest("each message must be an object with a 'role'", param="messages")
+            msgs.append({**m, "content": message_text(m.get("content"))})
+        try:
+            enc = tok.apply_chat_template(
+                msgs,
+                tools=tools,
+                tokenize=True,
+                add_generation_prompt=add_gen and not cont,
+                continue_final_message=cont,
+                **(kwargs or {}),
+            )
+        except Exception as exc:  # template errors are the client's messages' fault
+            raise BadRequest(f"chat template failed: {exc}", param="messages") from exc
+        ids = enc["input_ids"] if isinstance(enc, dict) or hasattr(enc, "keys") else enc
+        return list(ids)
+
+    @app.get("/health")
+    async def health() -> Response:
+        ok = getattr(backend, "healthy", True)
+        return Response(status_code=200 if ok else 503)
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return {
+            "object": "list",
+            "data": [
+                {
+                    "id": name,
+                    "object": "model",
+                    "created": created,
+                    "owned_by": "agent_gym",
+                    "root": str(backend.model_path),
+                    "parent": None,
+                    "max_model_len": backend.max_model_len,
+                    "permission": [],
+                }
+            ],
+        }
+
+    @app.post("/tokenize")
+    async def tokenize(req: TokenizeRequest) -> dict[str, Any]:
+        if req.messages is not None:
+            ids = chat_prompt(req.messages, req.tools, req.chat_template_kwargs, req.add_generation_prompt)
+        elif req.prompt is not None:
+            ids = tok.encode(req.prompt, add_special_tokens=req.add_special_tokens)
+        else:
+            raise BadRequest("either 'prompt' or 'messages' is required", param="prompt")
+        strs = tok.convert_ids_to_tokens(ids) if req.return_token_strs else None
+        return {"count": len(ids), "max_model_len": backend.max_model_len, "tokens": ids, "token_strs": strs}
+
+    @app.post("/detokenize")
+    async def detokenize(req: DetokenizeRequest) -> dict[str, Any]:
+        for t in req.tokens:
+            if not 0 <= t < backend.vocab_size:
+                raise BadRequest(f"Token id {t} is out of vocabulary (size {backend.vocab_size}).", param="tokens")
+        return {"prompt": tok.decode(req.tokens)}
+
+    @app.post("/v1/completions")
+    async def completions(request: Request) -> Response:
+        req = await _parse_body(request, CompletionRequest)
+        injected = await faults.before(request)
+        if injected is not None:
+            return injected
+        prompts = _split_prompts(req.prompt)
+        if req.echo:
+            raise BadRequest("echo=true is not supported by this reference server.", param="echo")
+        max_tokens = 16 if req.max_tokens is None else req.max_tokens
+        top = 0 if req.logprobs is None else req.logprobs
+        gens = []
+        for p in prompts:
+            ids = tok.encode(p, add_special_tokens=req.add_special_tokens) if isinstance(p, str) else p
+            if not ids:
+                raise BadRequest("The prompt cannot be empty.", param="prompt")
+            err = context_error(backend.max_model_len, len(ids), max_tokens)
+            if err is not None:
+                raise err
+            gens.append(to_gen_request(req, ids, max_tokens=max_tokens, top_logprobs=top,
+                                       vocab_size=backend.vocab_size))
+        if req.stream:
+            usage = bool((req.stream_options or {}).get("include_usage"))
+            as_ids = req.return_tokens_as_token_ids
+
+            def chunk_logprobs(ids: list[int], lps: list[float], tops: list[list[tuple[int, float]]],
+                               offset: int) -> dict[str, Any]:
+                return _completion_logprobs(SeqResult(ids, lps, tops, "", ""), token_text, as_ids, offset)
+
+            events = stream_completions(
+                backend, gens, model=name, return_token_ids=req.return_token_ids,
+                logprobs=chunk_logprobs if req.logprobs is not None else None, include_usage=usage,
+                cut_after=faults.cut_stream_after,
+            )
+            return StreamingResponse(events, media_type="text/event-stream")
+        results = await asyncio.gather(*(backend.generate(g) for g in gens))
+        choices: list[dict[str, Any]] = []
+        prompt_tokens = completion_tokens = 0
+        for g, samples in zip(gens, results, strict=False):
+            prompt_tokens += len(g.prompt_ids)
+            for s in samples:
+                completion_tokens += len(s.token_ids)
+                choices.append(
+                    {
+                        "index": len(choices),
+                        "text": s.text,
+                        "logprobs": _completion_logprobs(s, token_text, req.return_tokens_as_token_ids)
+                        if req.logprobs is not None
+                        else None,
+                        "finish_reason": s.finish_reason,
+                        "stop_reason": s.stop_reason,
+                        "prompt_logprobs": None,
+                        "prompt_token_ids": list(g.prompt_ids) if req.return_token_ids else None,
+                        "token_ids": list(s.token_ids) if req.return_token_ids else None,
+                    }
+                )
+        return _json(
+            {
+                "id": f"cmpl-{uuid.uuid4().hex}",
+                "object": "text_completion",
+                "created": int(time.time()),
+                "model": name,
+                "choices": choices,
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": prompt_tokens + completion_tokens,
+                },
+            }
+        )
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request) -> Response:
+        req = await _parse_body(request, ChatRequest)
+        injected = await faults.before(request)
+        if injected is not None:
+            return injected
+        if not req.messages:
+            raise BadRequest("messages must be a non-empty list.", param="messages")
+        if req.stream:
+            raise BadRequest("stream=true is supported by /v1/completions only in this reference server.",
+                             param="stream")
+        ids = chat_prompt(
+            req.messages, req.tools, req.chat_template_kwargs, req.add_generation_prompt, req.continue_final_message
+        )
+        max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
+        err = context_error(backend.max_model_len, len(ids), max_tokens)
+        if err is not None:
+            raise err
+        if max_tokens is None:
+            max_tokens = backend.max_model_len - len(ids)
+        top = (req.top_logprobs or 0) if req.logprobs else 0
+        gen = to_gen_request(req, ids, max_tokens=max_tokens, top_logprobs=top, vocab_size=backend.vocab_size)
+        samples = await backend.generate(gen)
+        choices = []
+        for i, s in enumerate(samples):
+            choices.append(
+                {
+                    "index": i,
+                    "message": {"role": "assistant", "content": s.text, "reasoning_content": None, "tool_calls": []},
+                    "logprobs": _chat_logprobs(s, token_text, req.return_tokens_as_token_ids, top)
+                    if req.logprobs
+                    else None,
+                    "finish_reason": s.finish_reason,
+                    "stop_reason": s.stop_reason,
+                    "token_ids": list(s.token_ids) if req.return_token_ids else None,
+                }
+            )
+        completion_tokens = sum(len(s.token_ids) for s in samples)
+        return _json(
+            {
+                "id": f"chatcmpl-{uuid.uuid4().hex}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": name,
+                "choices": choices,
+                "prompt_token_ids": ids if req.return_token_ids else None,
+                "prompt_logprobs": None,
+                "usage": {
+                    "prompt_tokens": len(ids),
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": len(ids) + completion_tokens,
+                },
+            }
+        )
+
+    register_token_routes(app, backend, model_name=name, faults=faults)
+    return app
+
+
+def _validation_error(errors: Sequence[Any]) -> BadRequest:
+    """A 400 naming each invalid field (from pydantic's or FastAPI's validation errors)."""
+    first = errors[0] if errors else {}
+    loc = [str(x) for x in first.get("loc", ()) if x != "body"]
+    msg = "; ".join(f"{'.'.join(str(x) for x in e.get('loc', ()) if x != 'body')}: {e.get('msg')}" for e in errors)
+    return BadRequest(msg or "invalid request", param=loc[0] if loc else None)
+
+
+async def _parse_body(request: Request, model: type[_Body]) -> _Body:
+    """Parse and validate a generation request's JSON body (orjson; the standard library for NaN).
+
+    Raises:
+        BadRequest: The body is not JSON or does not fit ``model``.
+    """
+    raw = await request.body()
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:
+            raise BadRequest(f"the request body is not valid JSON: {exc}") from None
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise _validation_error(exc.errors()) from None
+
+
+def _split_prompts(prompt: Any) -> list[str | list[int]]:
+    if isinstance(prompt, str):
+        return [prompt]
+    if not prompt:
+        raise BadRequest("The prompt cannot be empty.", param="prompt")
+    if all(isinstance(x, int) for x in prompt):
+        return [list(prompt)]
+    return list(prompt)
+
+
+def _completion_logprobs(s: SeqResult, text: _TokenText, as_ids: bool, start: int = 0) -> dict[str, Any]:
+    tokens = [text(t, as_ids) for t in s.token_ids]
+    offsets, pos = [], start
+    for t in s.token_ids:
+        offsets.append(pos)
+        pos += len(text(t, False))
+    tops = []
+    for t, lp, top in zip(s.token_ids, s.logprobs, s.top_logprobs, strict=False):
+        entry = {text(t, as_ids): _logprob(lp)}
+        for tid, v in top:
+            entry.setdefault(text(tid, as_ids), _logprob(v))
+        tops.append(entry)
+    logprobs = [_logprob(v) for v in s.logprobs]
+    return {"text_offset": offsets, "token_logprobs": logprobs, "tokens": tokens, "top_logprobs": tops}
+
+
+def _chat_logprobs(s: SeqResult, text: _TokenText, as_ids: bool, top_n: int) -> dict[str, Any]:
+    content = []
+    for t, lp, top in zip(s.token_ids, s.logprobs, s.top_logprobs, strict=False):
+        tstr = text(t, as_ids)
+        content.append(
+            {
+                "token": tstr,
+                "logprob": _logprob(lp),
+                "bytes": list(text(t, False).encode("utf-8")),
+                "top_logprobs": [
+                    {"token": text(i, as_ids), "logprob": _logprob(v), "bytes": list(text(i, False).encode("utf-8"))}
+                    for i, v in top[:top_n]
+                ],
+            }
+        )
+    return {"content": content}
