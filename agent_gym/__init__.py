@@ -32,6 +32,7 @@ __all__ = [
     "AgentGymError",
     "AssistantMessageSpace",
     "BaseEngineWrapper",
+    "ClientOptions",
     "ConfigError",
     "ConversationSpace",
     "EpisodeStatus",
@@ -57,6 +58,7 @@ __all__ = [
     "TrajectoryError",
     "TrajectoryWrapper",
     "TransformersPolicy",
+    "VLLMChatPolicy",
     "VLLMPolicy",
     "__version__",
     "collect",
@@ -85,6 +87,8 @@ _LAZY: dict[str, str] = {
     "Policy": "agent_gym.policy",
     "SamplingParams": "agent_gym.policy",
     "TransformersPolicy": "agent_gym.policy",
+    "VLLMChatPolicy": "agent_gym.policy",
+    "ClientOptions": "agent_gym.policy",
     "VLLMPolicy": "agent_gym.policy",
     "collect": "agent_gym.rollout",
     "collect_async": "agent_gym.rollout",
@@ -139,7 +143,14 @@ if TYPE_CHECKING:
         TrajectoryError,
     )
     from agent_gym.memory import MemoryConfig, MemorySimple, MemorySummary
-    from agent_gym.policy import Policy, SamplingParams, TransformersPolicy, VLLMPolicy
+    from agent_gym.policy import (
+        ClientOptions,
+        Policy,
+        SamplingParams,
+        TransformersPolicy,
+        VLLMChatPolicy,
+        VLLMPolicy,
+    )
     from agent_gym.rewards import RewardConfig
     from agent_gym.rollout import collect, collect_async
     from agent_gym.spaces import AssistantMessageSpace, ConversationSpace, MessageSpace, TextSpace
