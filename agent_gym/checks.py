@@ -17,7 +17,7 @@ import enum
 import math
 import re
 from collections.abc import Collection, Sized
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, overload
 
 from agent_gym.errors import ConfigError
 
@@ -96,6 +96,14 @@ def check_float(
 def check_gamma(value: Any, name: str = "gamma") -> float:
     """Return a discount factor in [0, 1]."""
     return check_float(name, value, low=0.0, high=1.0)
+
+
+@overload
+def check_timeout(name: str, value: Any, *, allow_none: Literal[False]) -> float: ...
+
+
+@overload
+def check_timeout(name: str, value: Any, *, allow_none: bool = True) -> float | None: ...
 
 
 def check_timeout(name: str, value: Any, *, allow_none: bool = True) -> float | None:

@@ -122,10 +122,10 @@ def build_policy(args: argparse.Namespace) -> tuple[Any, str]:
         from agent_gym.policy import VLLMChatPolicy, VLLMPolicy
 
         if args.model:
-            policy = VLLMPolicy(args.server, args.model, sampling, logprobs_mode=mode)
-            return policy, f"vLLM servers {args.server} (tokenizer {args.model})"
-        policy = VLLMChatPolicy(args.server, None, sampling, logprobs_mode=mode)
-        return policy, f"vLLM servers {args.server} (chat mode)"
+            token_policy = VLLMPolicy(args.server, args.model, sampling, logprobs_mode=mode)
+            return token_policy, f"vLLM servers {args.server} (tokenizer {args.model})"
+        chat_policy = VLLMChatPolicy(args.server, None, sampling, logprobs_mode=mode)
+        return chat_policy, f"vLLM servers {args.server} (chat mode)"
     from agent_gym.policy import TransformersPolicy
 
     if args.model:

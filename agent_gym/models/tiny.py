@@ -73,7 +73,7 @@ def build_tiny_model(
         num_attention_heads=4,
         num_key_value_heads=2,
         max_position_embeddings=32768,
-        rope_theta=1_000_000.0,
+        rope_theta=1_000_000.0,  # type: ignore[call-arg]  # transformers < 5 takes rope_theta only; 5.x maps it
         tie_word_embeddings=True,
         bos_token_id=tok.bos_token_id if tok.bos_token_id is not None else tok.pad_token_id,
         eos_token_id=eos_ids[0] if len(eos_ids) == 1 else eos_ids,
@@ -83,7 +83,7 @@ def build_tiny_model(
     state = torch.random.get_rng_state()
     try:
         torch.manual_seed(seed)
-        model = Qwen2ForCausalLM(config).to(torch.float32).eval()
+        model = Qwen2ForCausalLM(config).float().eval()
     finally:
         torch.random.set_rng_state(state)
     model.generation_config = GenerationConfig(

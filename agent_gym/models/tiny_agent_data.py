@@ -143,13 +143,18 @@ def oracle_conversations(
     import gymnasium as gym
 
     import agent_gym  # noqa: F401  (registers the envs)
+    from agent_gym.core import AgentEnv
     from agent_gym.policy.chat_tokens import ChatTokenBuilder
 
     builder = ChatTokenBuilder(tokenizer)
     eot = builder.eot_token_id
     env = gym.make(env_id, **env_kwargs)
+    agent_env = env.unwrapped
     out: list[Conversation] = []
     try:
+        if not isinstance(agent_env, AgentEnv):
+            raise TypeError(f"{env_id}: expected an agent_gym env (one with oracle_action), got "
+                            f"{type(agent_env).__name__}")
         for n, task in enumerate(tasks):
             obs, info = env.reset(seed=n, options={"task": task})
             tools = None if info.get("tools_in_prompt") else (info.get("tools") or None)
@@ -157,10 +162,10 @@ def oracle_conversations(
             turns: list[tuple[int, list[int], list[int]]] = []
             prompt: list[int] = []
             previous: list[int] = []
-            done, reward = False, 0.0
+            done = False
             while not done:
                 plan = builder.prepare(session, obs, tools)
-                text = env.unwrapped.oracle_action()
+                text = agent_env.oracle_action()
                 ids = list(tokenizer.encode(text, add_special_tokens=False)) + [eot]
                 builder.commit(plan, ids, text)
                 prompt = list(plan.prompt_ids)
@@ -168,7 +173,7 @@ def oracle_conversations(
                     raise RuntimeError(f"task {task.get('id')}: a turn's prompt does not extend the previous one")
                 turns.append((len(prompt), ids, _value_flags(tokenizer, text, ids)))
                 previous = prompt + ids
-                obs, reward, terminated, truncated, info = env.step(text)
+                obs, _, terminated, truncated, info = env.step(text)
                 done = terminated or truncated
             builder.close(session)
             if float(info.get("res_reward", 0.0)) < 1.0:

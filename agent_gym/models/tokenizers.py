@@ -94,7 +94,7 @@ def cache_root() -> Path:
     return base / "agent_gym"
 
 
-def cached_build(name: str, build: Callable[[Path], None], *, cache_dir: str | os.PathLike | None = None) -> Path:
+def cached_build(name: str, build: Callable[[Path], object], *, cache_dir: str | os.PathLike | None = None) -> Path:
     """Return ``<cache>/<name>``, building it with ``build(tmp_dir)`` if absent.
 
     The build runs under a file lock into a fresh temporary directory that is then renamed to

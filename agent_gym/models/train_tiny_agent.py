@@ -130,7 +130,7 @@ def build_agent_model(tokenizer: Any, config: TrainConfig) -> Any:
         num_attention_heads=config.num_heads,
         num_key_value_heads=config.num_kv_heads,
         max_position_embeddings=2048,
-        rope_theta=10_000.0,
+        rope_theta=10_000.0,  # type: ignore[call-arg]  # transformers < 5 takes rope_theta only; 5.x maps it
         tie_word_embeddings=True,
         bos_token_id=eos[1],
         eos_token_id=eos,
@@ -138,7 +138,7 @@ def build_agent_model(tokenizer: Any, config: TrainConfig) -> Any:
         initializer_range=0.02,
     )
     torch.manual_seed(config.seed)
-    model = Qwen2ForCausalLM(model_config).to(torch.float32)
+    model = Qwen2ForCausalLM(model_config).float()
     model.generation_config = GenerationConfig(eos_token_id=eos, pad_token_id=eos[1], bos_token_id=eos[1])
     return model
 
@@ -200,8 +200,8 @@ def _batch_loss(
     # Padding sits at the end of each row, so causal attention keeps real ids from seeing it.
     logits = model(input_ids=ids, use_cache=start > 0, **kwargs).logits
     losses = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="none")
-    weights = mask[:, 1:].reshape(-1)
-    return (losses * weights).sum() / weights.sum().clamp(min=1.0)
+    token_weights = mask[:, 1:].reshape(-1)
+    return (losses * token_weights).sum() / token_weights.sum().clamp(min=1.0)
 
 
 def _length_bucketed_batches(conversations: Sequence[Conversation], size: int, rng: random.Random) -> list[list[int]]:

@@ -320,7 +320,8 @@ def _parquet_batch(batch: Any, path: Path, label: str, first_row: int, episodes:
     for i in range(n):
         where = f"{path} (row {first_row + i})"
         try:
-            task = orjson.loads(tasks[i]) if tasks[i] is not None else None
+            task_json = tasks[i]
+            task = orjson.loads(task_json) if task_json is not None else None
             step_list = orjson.loads(steps[i]) if steps[i] is not None else None
         except orjson.JSONDecodeError as exc:
             raise ReportInputError(f"{where}: expected JSON in the task/steps columns, got invalid JSON ({exc})") \

@@ -10,8 +10,8 @@ with the same bins and shared axes so that before/after runs compare at a glance
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 from agent_gym.checks import check_choice
 from agent_gym.errors import MissingExtraError
@@ -54,7 +54,8 @@ def _files(data: Report | FileSummary | Any) -> list[FileSummary]:
     files = getattr(data, "files", None)  # a Report (not imported here: the report draws these plots)
     if isinstance(files, list) and files and all(isinstance(f, FileSummary) for f in files):
         return files
-    return [FileSummary("batch", stats_from_trajectories(list(data), "batch"))]
+    trajectories = cast("Iterable[Any]", data)  # neither a Report nor a FileSummary
+    return [FileSummary("batch", stats_from_trajectories(list(trajectories), "batch"))]
 
 
 def _bins(values: Sequence[float], metric: str, bins: int) -> list[float]:

@@ -125,7 +125,7 @@ class Report:
         rows = []
         for f in self.files:
             for r in f.rows(self.by):
-                rows.append([f.label, r.env, r.value, r.episodes, r.tasks, f"{r.success_rate:.1%}",
+                rows.append([f.label, r.env, r.value, str(r.episodes), str(r.tasks), f"{r.success_rate:.1%}",
                              f"{r.ci[0]:.1%} - {r.ci[1]:.1%}", f"{r.mean_reward:.4f}", _pct(r.pass_at_1),
                              f"{_pct(r.pass_at_k)} ({r.k})", f"{r.mean_steps:.2f}", _statuses(r.statuses)])
         return headers, rows

@@ -12,7 +12,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -106,7 +106,7 @@ def plan_episodes(
 
 
 def make_env_factory(
-    env: Any, *, env_kwargs: dict[str, Any] | None = None, max_steps: int | None = None
+    env: Any, *, env_kwargs: Mapping[str, Any] | None = None, max_steps: int | None = None
 ) -> Callable[[int], gym.Env]:
     """Turn an env id, a factory or a list of factories into ``slot -> env``.
 

@@ -191,8 +191,10 @@ def container_options(image: str, limits: SandboxLimits, workdir: str = "/app") 
 
 
 def _remove(container: Any) -> None:
-    with _LIVE_LOCK:
-        _LIVE.pop(getattr(container, "id", None), None)
+    container_id = getattr(container, "id", None)
+    if container_id is not None:
+        with _LIVE_LOCK:
+            _LIVE.pop(container_id, None)
     try:
         container.remove(force=True)
     except Exception:  # already gone, or the engine went away
@@ -338,7 +340,7 @@ class DockerSandbox:
             raise TypeError(f"limits: expected SandboxLimits or None, got {type(limits).__name__}")
         self.image = image
         self.limits = limits or SandboxLimits()
-        self.timeout = float(check_timeout("timeout", timeout, allow_none=False))  # type: ignore[arg-type]
+        self.timeout = check_timeout("timeout", timeout, allow_none=False)
         self.workdir = workdir
         self.env = {**_ENV, "HOME": "/root", **{str(k): str(v) for k, v in dict(env or {}).items()}}
         self.client = client if client is not None else shared_client()

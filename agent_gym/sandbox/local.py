@@ -89,7 +89,7 @@ def _python_dirs() -> list[str]:
     """Directories of the running Python that must be visible inside (outside /usr)."""
     dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
     dirs.add(str(Path(os.path.realpath(sys.executable)).parent.parent))
-    keep = []
+    keep: list[str] = []
     for d in sorted(dirs, key=len):
         real = os.path.realpath(d)
         for path in {d, real}:
@@ -193,7 +193,7 @@ class LocalSandbox:
         if limits is not None and not isinstance(limits, SandboxLimits):
             raise TypeError(f"limits: expected SandboxLimits or None, got {type(limits).__name__}")
         self.limits = limits or SandboxLimits()
-        self.timeout = float(check_timeout("timeout", timeout, allow_none=False))  # type: ignore[arg-type]
+        self.timeout = check_timeout("timeout", timeout, allow_none=False)
         for path in binds:
             if not isinstance(path, str) or not os.path.isabs(path) or not os.path.isdir(path):
                 raise ValueError(f"binds: expected absolute paths of existing directories, got {path!r}")

@@ -83,7 +83,10 @@ def _rewrite(annotation: Any, active: tuple[type, ...]) -> Any:
         return annotation
     if origin is typing.Annotated:
         inner = _rewrite(args[0], active)
-        return annotation if inner is args[0] else typing.Annotated[(inner, *annotation.__metadata__)]
+        if inner is args[0]:
+            return annotation
+        rebuilt = (inner, *annotation.__metadata__)
+        return typing.Annotated[rebuilt]
     new_args = tuple(_rewrite(a, active) for a in args)
     if all(new is old for new, old in zip(new_args, args, strict=True)):
         return annotation
@@ -143,7 +146,8 @@ def _rewrite_class(cls: type, active: tuple[type, ...]) -> type:
         bare = typing.get_args(hint)[0] if _is_required_marker(typing.get_origin(hint)) else hint
         marker = typing_extensions.Required if name in required else typing_extensions.NotRequired
         marked[name] = marker[bare]
-    twin = typing_extensions.TypedDict(cls.__name__, marked)  # type: ignore[operator]
+    # A TypedDict made at run time from another class's fields: mypy only reads literal definitions.
+    twin = typing_extensions.TypedDict(cls.__name__, marked)  # type: ignore[misc]
     twin.__module__ = cls.__module__
     twin.__qualname__ = cls.__qualname__
     twin.__doc__ = cls.__doc__

@@ -327,7 +327,7 @@ def _nested(validator: SchemaValidator, value: Any) -> Any:
         raise PydanticCustomError("agent_gym", "{text}", {"text": text, "loc": loc}) from None
 
 
-def _plain(func: Callable[[Any], Any], ref: str | None) -> dict[str, Any]:
+def _plain(func: Callable[[Any], Any], ref: str | None) -> cs.PlainValidatorFunctionSchema:
     schema = cs.no_info_plain_validator_function(func)
     if ref is not None:
         schema["ref"] = ref
