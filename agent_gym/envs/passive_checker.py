@@ -33,7 +33,7 @@ class PassiveEnvChecker(gym.wrappers.PassiveEnvChecker):
 
     # Gymnasium's checker rewrites ``spec.disable_env_checker``; this one lists itself in
     # ``spec.additional_wrappers``, so ``gym.make(env.spec)`` rebuilds the same wrapper stack.
-    spec = gym.Wrapper.spec  # type: ignore[assignment]
+    spec = gym.Wrapper.spec
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         """Reset; the first reset that returns is the one checked."""

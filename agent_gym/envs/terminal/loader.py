@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -145,7 +146,8 @@ def load_task(directory: str | os.PathLike[str]) -> dict[str, Any]:
         parsed = parse_dockerfile(dockerfile) if dockerfile.is_file() else None
         tests = {f"/tests/{k}": v for k, v in _files(root / "tests").items()}
         tests["/tests/run-tests.sh"] = (root / "run-tests.sh").read_bytes()
-        task = {
+        context = root
+        task: dict[str, Any] = {
             "format": "terminal-bench",
             "question": instruction.strip(),
             "agent_timeout": float(meta.get("max_agent_timeout_sec", _DEFAULT_AGENT_TIMEOUT)),
@@ -155,11 +157,12 @@ def load_task(directory: str | os.PathLike[str]) -> dict[str, Any]:
             "test_command": "bash /tests/run-tests.sh",
             "category": meta.get("category"),
             "image": meta.get("image") or meta.get("docker_image"),
-            "context": root,
-            "parsed": parsed,
         }
     elif (root / "instruction.md").is_file() and (root / "task.toml").is_file():
-        import tomllib
+        if sys.version_info >= (3, 11):
+            import tomllib
+        else:  # pragma: no cover - Python 3.10
+            import tomli as tomllib
 
         meta = tomllib.loads((root / "task.toml").read_text(encoding="utf-8"))
         for required in ("solution/solve.sh", "tests/test.sh"):
@@ -167,6 +170,7 @@ def load_task(directory: str | os.PathLike[str]) -> dict[str, Any]:
                 raise ConfigError(f"{root}: expected {required} (Harbor layout)")
         dockerfile = root / "environment" / "Dockerfile"
         parsed = parse_dockerfile(dockerfile) if dockerfile.is_file() else None
+        context = root / "environment"
         task = {
             "format": "harbor",
             "question": (root / "instruction.md").read_text(encoding="utf-8").strip(),
@@ -177,14 +181,10 @@ def load_task(directory: str | os.PathLike[str]) -> dict[str, Any]:
             "test_command": "bash /tests/test.sh",
             "category": meta.get("metadata", {}).get("category"),
             "image": meta.get("environment", {}).get("docker_image") or meta.get("environment", {}).get("image"),
-            "context": root / "environment",
-            "parsed": parsed,
         }
     else:
         raise ConfigError(f"{root}: expected a task directory with task.yaml (Terminal-Bench) or "
                           "instruction.md and task.toml (Harbor)")
-    parsed = task.pop("parsed")
-    context = task.pop("context")
     task["setup"] = _setup_files(context, parsed) if parsed else []
     task["env"] = dict(parsed["env"]) if parsed else {}
     if task["image"] is not None and (not isinstance(task["image"], str) or not task["image"].strip()):

@@ -14,6 +14,7 @@ import datetime as dt
 import json
 import math
 import re
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any, Literal, Optional
 
@@ -51,7 +52,7 @@ def format_number(value: float | int) -> str:
 
 # --------------------------------------------------------------------------- calculator
 
-_FUNCTIONS = {
+_FUNCTIONS: dict[str, Callable[..., Any]] = {
     "sqrt": math.sqrt,
     "abs": abs,
     "round": round,

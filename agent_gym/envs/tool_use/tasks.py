@@ -22,7 +22,7 @@ import copy
 import datetime as dt
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
 
 from agent_gym.envs.tool_use.builtin_tools import (
     calculator,
@@ -159,7 +159,7 @@ def _lookup(rng: DeterministicRandom) -> dict[str, Any]:
             "solution": [[_call("lookup_item", item=item, field="price")], [_call("calculator", expression=expr)]],
         }
     if kind == 1:
-        field = rng.choice(("supplier", "warehouse"))
+        field: Literal["supplier", "warehouse"] = rng.choice(("supplier", "warehouse"))
         noun = "supplier provides" if field == "supplier" else "warehouse stores"
         return {
             "question": f"Which {noun} the inventory item \"{item}\"? Answer with its name only.",
