@@ -86,6 +86,7 @@ __all__ = [
 
 _INVALID_TASK_ACTIONS = ("raise", "mask")
 _SEED_STRIDE = 7919  # collect seeds of successive calls: far apart, so episode ids never repeat
+_RESOLVED_CACHE = 65536  # prompts whose task is remembered (a dataset's prompts repeat every epoch)
 
 
 def task_prompt(task: Mapping[str, Any]) -> str:
@@ -308,6 +309,7 @@ class RolloutFunction:
         self.calls = 0
         self.last_trajectories: list[Any] | None = None
         self._probe: Any = None
+        self._resolved: dict[str, dict[str, Any]] = {}  # prompt -> its task, checked
         self._env_tasks: dict[str, dict[str, Any]] | None = None
         self._cached_policy: tuple[Any, Any] | None = None  # (key, policy)
         self._lock = threading.Lock()
@@ -344,7 +346,7 @@ class RolloutFunction:
                     self.env_id, policy, tasks=[resolved[i][0] for i in runnable], samples_per_task=1,
                     n_parallel=min(self.n_parallel or len(runnable), len(runnable)), max_steps=self.max_steps,
                     env_kwargs=self.env_kwargs or None, memory=self.memory, episode_timeout=self.episode_timeout,
-                    seed=self.seed + _SEED_STRIDE * self.calls, progress=False,
+                    seed=self._collect_seed(trainer), progress=False,
                 )
             for i, trajectory in zip(runnable, ran, strict=True):
                 trajectories[i] = trajectory
@@ -364,10 +366,30 @@ class RolloutFunction:
                 out[key].append(value)
         return out
 
+    def _collect_seed(self, trainer: Any) -> int:
+        """A base seed no earlier call and no other process uses (episode ids and sampling seeds derive from it)."""
+        process = int(getattr(getattr(trainer, "accelerator", None), "process_index", 0) or 0)
+        return self.seed + _SEED_STRIDE * self.calls + 1_000_003 * process
+
     # ------------------------------------------------------------------ tasks
     def _resolve(self, index: int, prompt: Any) -> tuple[dict[str, Any], str | None]:
-        """The task of one prompt entry and, when the env rejects it (``invalid_tasks="mask"``), why."""
-        task = self._task_of(index, prompt)
+        """The task of one prompt entry and, when the env rejects it (``invalid_tasks="mask"``), why.
+
+        A prompt string whose task was accepted before (the ``num_generations`` repeats, later
+        epochs) is not parsed and checked again.
+        """
+        cached = self._resolved.get(prompt) if isinstance(prompt, str) else None
+        if cached is not None:
+            return dict(cached), None
+        task, problem = self._check_task(index, self._task_of(index, prompt))
+        if problem is None and isinstance(prompt, str):
+            if len(self._resolved) >= _RESOLVED_CACHE:
+                self._resolved.clear()
+            self._resolved[prompt] = task
+        return task, problem
+
+    def _check_task(self, index: int, task: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+        """``task`` and None when the env accepts it, else why not (or ``ConfigError``)."""
         try:
             self._probe_env().unwrapped.validate_tasks([dict(task)])
         except (TypeError, ValueError) as exc:
@@ -528,7 +550,8 @@ class RolloutFunction:
             fields["seed"] = train_seed % 65536
         fields["truncation_ok"] = fields["top_k"] > 0 or fields["top_p"] < 1.0 or fields["min_p"] > 0.0
         if self.sampling is not None:
-            override = self.sampling.model_dump() if hasattr(self.sampling, "model_dump") else dict(self.sampling)
+            override = (self.sampling.model_dump(exclude_unset=True) if hasattr(self.sampling, "model_dump")
+                        else dict(self.sampling))  # only the fields the caller set
             fields.update(override)
         return SamplingParams(**fields)
 
@@ -583,8 +606,8 @@ def _sample(trajectory: Any, assignment: RewardAssignment, filler: int) -> dict[
     return {
         "prompt_ids": segment.prompt_ids,
         "completion_ids": completion,
-        "logprobs": [float(x) if m else 0.0 for x, m in zip(logprobs, mask, strict=True)],
-        "env_mask": [int(m) for m in mask],
+        "logprobs": logprobs,  # the contract's: 0 where the mask is 0
+        "env_mask": mask,
         "episode_reward": None if segment.masked else float(segment.reward),
         "episode_status": segment.status,
         "episode_metrics": {k: float(v) for k, v in trajectory.metrics.items() if isinstance(v, (int, float))},

@@ -313,6 +313,19 @@ def test_a_server_that_is_down_gives_masked_samples_with_the_reason():
                                        episode_reward=out["episode_reward"]) == [None, None]
 
 
+def test_sampling_follows_the_trainer_unless_overridden():
+    model, tokenizer = _model_and_tokenizer()
+    model.train()  # as a trainer's model is: the rollout leaves it so
+    trainer = _trainer(model, tokenizer, max_completion_length=8, top_p=0.9)
+    prompts = [task_prompt(_tasks("units", 1)[0])] * 2
+    rollout = rollout_func(ENV, sampling={"min_p": 0.05})
+    out = rollout(prompts, trainer)
+    sampling = rollout.last_trajectories[0].sampling
+    assert sampling["temperature"] == TEMPERATURE and sampling["top_p"] == 0.9 and sampling["min_p"] == 0.05
+    assert sampling["logprobs_mode"] == "processed_logprobs"
+    assert all(sum(m) <= 8 for m in out["env_mask"]) and model.training
+
+
 # ---------------------------------------------------------------------------------------------- bad input
 def test_unknown_env_id_is_a_clear_error():
     with pytest.raises(ConfigError, match="not a registered env"):
