@@ -90,17 +90,25 @@ _RESOLVED_CACHE = 65536  # prompts whose task is remembered (a dataset's prompts
 
 
 def task_prompt(task: Mapping[str, Any]) -> str:
-    """The dataset ``prompt`` that runs ``task``: its JSON (keys sorted).
+    """The dataset ``prompt`` that runs ``task``: its JSON (keys sorted), or its id.
+
+    A task holding values JSON cannot (Terminal-v0's file contents are bytes) is named by its
+    ``id``: the rollout function then finds it among ``tasks=`` or the env's own tasks.
 
     Args:
         task: A task dict (``id``, ``question``, ``ground_truth``, ...).
 
     Returns:
-        A JSON object string the rollout function turns back into the task.
+        A string the rollout function turns back into the task.
     """
     if not isinstance(task, Mapping):
         raise TypeError(f"task: expected a dict, got {type(task).__name__}")
-    return json.dumps(dict(task), sort_keys=True)
+    try:
+        return json.dumps(dict(task), sort_keys=True)
+    except (TypeError, ValueError):
+        if task.get("id") in (None, ""):
+            raise TypeError("task: expected JSON values or an 'id' to name it by") from None
+        return str(task["id"])
 
 
 def task_dataset(tasks: Sequence[Mapping[str, Any]] | str, *, env_kwargs: Mapping[str, Any] | None = None) -> Any:

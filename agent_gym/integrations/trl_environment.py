@@ -19,11 +19,13 @@ from the type hints and Google docstring), and ``get_reward()`` becomes a reward
 for the task, the system message told to answer with the ``answer`` tool) and ``task``.
 
 **Which envs it fits.** Envs whose only replies are tool results, so that TRL's loop (generate,
-run the tool calls, repeat until a message has none) is the episode: ToolUse-v0, RAG-v0 and
-Terminal-v0 (given a sandbox). It does not fit Conversation-v0 (a simulated user answers messages
-without tool calls, which end TRL's loop) nor envs whose tools change during an episode (TRL fixes
-the tool list when the trainer is built). Each tool call is one env step (TRL may put several calls
-in one message; the env would count them as one step), so ``max_steps`` bounds the calls.
+run the tool calls, repeat until a message has none) is the episode, and whose episodes all offer
+the same tools (TRL fixes the tool list when the trainer is built; the class takes the tools of one
+episode): ToolUse-v0, RAG-v0 and Terminal-v0 (``bash`` and ``submit``; its sandbox starts at each
+``reset``). It does not fit Conversation-v0 (a simulated user answers messages without tool calls,
+which end TRL's loop) nor envs whose tools change from episode to episode or during one. Each tool
+call is one env step (TRL may put several calls in one message; the env would count them as one
+step), so ``max_steps`` bounds the calls.
 
 TRL parses the model's tool calls with the tokenizer's ``response_template``; for a tokenizer TRL
 does not recognise (agent_gym's embedded tiny agent among them) set it first, e.g.
@@ -90,6 +92,8 @@ def environment_factory(
     except gym.error.Error as exc:
         raise ConfigError(f"env_id: {env_id!r} is not a registered env ({exc})") from None
     try:
+        # the tools of an episode (an env may give each episode its own, e.g. a sandbox's bash): one reset shows them
+        probe.reset(seed=0)
         unwrapped: Any = probe.unwrapped
         schemas = unwrapped.tool_schemas
     finally:
@@ -126,7 +130,8 @@ def environment_dataset(
         instruction: Appended to the system message (how to give the final answer); "" for none.
 
     Returns:
-        The dataset; ``prompt`` is the env's first observation (system and user messages).
+        The dataset; ``prompt`` is the env's first observation (system and user messages), ``task``
+        the task's JSON (None for a task JSON cannot hold, found by ``task_id``).
 
     Raises:
         MissingExtraError: ``datasets`` is not installed.
@@ -147,11 +152,18 @@ def environment_dataset(
             messages = [{"role": m["role"], "content": m["content"]} for m in observation]
             if instruction and messages and messages[0]["role"] == "system":
                 messages[0]["content"] = f"{messages[0]['content']}\n\n{instruction}"
-            rows.append({"prompt": messages, "task": json.dumps(dict(task), sort_keys=True),
-                         "task_id": str(task.get("id", ""))})
+            rows.append({"prompt": messages, "task": _task_json(task), "task_id": str(task.get("id", ""))})
     finally:
         env.close()
     return Dataset.from_list(rows)
+
+
+def _task_json(task: Mapping[str, Any]) -> str | None:
+    """The task's JSON, or None when it holds values JSON cannot (``reset`` then finds it by ``task_id``)."""
+    try:
+        return json.dumps(dict(task), sort_keys=True)
+    except (TypeError, ValueError):
+        return None
 
 
 # ---------------------------------------------------------------------- the class

@@ -22,6 +22,8 @@ import torch
 pytest.importorskip("trl")
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
+from sandbox_helpers import needs_bwrap  # noqa: E402
+
 import agent_gym  # noqa: E402,F401 - registers the env ids
 from agent_gym.errors import ConfigError  # noqa: E402
 from agent_gym.integrations.trl import (  # noqa: E402
@@ -249,6 +251,25 @@ def test_environment_class_plays_a_task_with_its_tools():
     assert instance.done and instance.status == "ENV_DONE"
     assert instance.get_reward() == pytest.approx(expected) and instance.get_reward() > 1.0
     assert "over" in instance.lookup_item(item="x")
+
+
+@needs_bwrap
+def test_environment_class_takes_an_episodes_tools():
+    """Terminal-v0 gives each episode its own tools (a sandbox's bash and submit); its tasks hold bytes."""
+    env_id = "agent_gym/Terminal-v0"
+    Environment = environment_factory(env_id, max_steps=4)
+    assert {"bash", "submit", "answer"} <= {n for n in dir(Environment) if not n.startswith("_")}
+    task = gym.make(env_id).unwrapped.tasks[0]
+    assert task_prompt(task) == task["id"]  # bytes: named by its id
+    instance = Environment()
+    try:
+        instance.reset(**environment_dataset(env_id, [task])[0])
+        assert "[exit code: 0]" in instance.bash(command="ls")
+        instance.submit()
+        assert instance.done and instance.status == "ENV_DONE"
+        assert instance.get_reward() == pytest.approx(float(instance.reward))
+    finally:
+        instance.env.close()
 
 
 def test_environment_class_tools_have_the_env_schemas():
