@@ -301,6 +301,13 @@ class RolloutFunction:
         if policy is not None and not callable(policy) and not _is_policy(policy):
             raise TypeError(f"policy: expected None, a Policy or a callable trainer -> Policy, "
                             f"got {type(policy).__name__}")
+        if sampling is not None:
+            from agent_gym import SamplingParams
+
+            try:
+                SamplingParams.coerce(sampling if isinstance(sampling, SamplingParams) else dict(sampling))
+            except (TypeError, ValueError) as exc:
+                raise ConfigError(f"sampling: expected SamplingParams fields, got {sampling!r} ({exc})") from None
         self.env_id = env_id
         self.env_kwargs = dict(env_kwargs or {})
         self.tasks_by_id = {str(t["id"]): dict(t) for t in (tasks or ()) if isinstance(t, Mapping) and "id" in t}

@@ -353,6 +353,8 @@ def test_unknown_env_id_is_a_clear_error():
         rollout_func("agent_gym/NoSuchEnv-v0")
     with pytest.raises(ConfigError, match="reward_assignment"):
         rollout_func(ENV, reward_assignment="half")
+    with pytest.raises(ConfigError, match="sampling"):
+        rollout_func(ENV, sampling={"temprature": 1.0})
 
 
 def test_a_task_the_env_rejects_raises_or_is_masked_with_the_reason():
