@@ -29,8 +29,8 @@ class RecordingClient(VLLMClient):
         super().__init__(*args, **kwargs)
         self.responses: list[tuple[str, dict[str, Any]]] = []
 
-    async def post(self, session_id, path, make_body, *, server=None):
-        data, target = await super().post(session_id, path, make_body, server=server)
+    async def post(self, session_id, path, make_body, *, server=None, **options):
+        data, target = await super().post(session_id, path, make_body, server=server, **options)
         self.responses.append((target, data))
         return data, target
 
