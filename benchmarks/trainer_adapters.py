@@ -1,6 +1,6 @@
 """What the trainer adapters (``agent_gym.integrations.<trainer>``) add to ``collect``, one function per adapter.
 
-Run:  python benchmarks/trainer_adapters.py [--adapter trl] [--repeats R] [--json]
+Run:  python benchmarks/trainer_adapters.py [--adapter trl|verl|skyrl] [--repeats R] [--json]
 
 Each ``bench_<adapter>`` function measures its adapter and returns a dict of figures; ``main`` runs
 the adapters asked for and prints them.
@@ -21,11 +21,26 @@ TRL (``bench_trl``):
     wall time (TRL's ``step_time``) split into the rollout (the rollout function's own time) and
     the rest (scoring, the forward and backward passes, the optimizer step). Medians over
     ``--grpo-steps`` steps after one warm-up step.
+
+verl (``bench_verl``): ``run_row`` once per episode, concurrently (what ``AgentGymAgentLoop.run``
+does for each dataset row: a policy over verl's server manager, a one-episode ``collect``, the
+``AgentLoopOutput`` fields) against one ``collect`` of the same episodes, both sampling through
+``FreeServerManager`` (verl's ``server_manager.generate`` answering at once, as ``FreePolicy``);
+plus the CPU of the fields alone per segment and of building a policy per row. verl itself is not
+needed (its ``AgentLoopBase.__init__``, which every verl loop pays, is not included).
+
+SkyRL (``bench_skyrl``): ``AgentGymGenerator.generate`` on a batch of 2 samples per task against
+``collect_async`` of the same episodes with ``FreePolicy``, each on a fresh event loop; plus the
+CPU of the ``GeneratorOutput`` rows alone (``to_output``) per segment.
+
+Alternated runs: the order of the two variants flips every repeat; each variant's min-max per
+sample is printed next to its median.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import statistics
@@ -188,7 +203,191 @@ def _grpo_step(steps: int) -> dict[str, Any]:
     }
 
 
-ADAPTERS: dict[str, Callable[..., dict[str, Any]]] = {"trl": bench_trl}
+class FreeServerManager:
+    """verl's ``server_manager`` answering at once, as :class:`FreePolicy` does: a calculator call, then an answer.
+
+    Each request id (one per episode) gets the calculator call on its first request and the answer after;
+    ``generate`` returns the fields of verl's ``TokenOutput`` (``token_ids``, ``log_probs``, ``stop_reason``).
+    """
+
+    def __init__(self, tokenizer: Any) -> None:
+        eot = tokenizer.convert_tokens_to_ids("<|im_end|>")
+        self.replies = [tokenizer.encode(text, add_special_tokens=False) + [eot] for text in FreePolicy.TEXTS]
+        self._turns: dict[str, int] = {}
+
+    async def generate(self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any],
+                       **kwargs: Any) -> Any:
+        from types import SimpleNamespace
+
+        turn = self._turns.get(request_id, 0)
+        self._turns[request_id] = turn + 1
+        ids = self.replies[min(turn, 1)]
+        return SimpleNamespace(token_ids=list(ids), log_probs=[-0.5] * len(ids), stop_reason="completed")
+
+
+def _overhead(results: dict[str, list[tuple[float, float]]], base: str, other: str, samples: int,
+              repeats: int) -> dict[str, Any]:
+    """Per-sample medians of two alternated variants and what ``other`` adds to ``base``."""
+    per_sample = {name: {"wall_ms": 1e3 * statistics.median(w for w, _ in runs) / samples,
+                         "cpu_ms": 1e3 * statistics.median(c for _, c in runs) / samples,
+                         "wall_ms_range": [1e3 * min(w for w, _ in runs) / samples,
+                                           1e3 * max(w for w, _ in runs) / samples],
+                         "cpu_ms_range": [1e3 * min(c for _, c in runs) / samples,
+                                          1e3 * max(c for _, c in runs) / samples]}
+                  for name, runs in results.items()}
+    added_wall = per_sample[other]["wall_ms"] - per_sample[base]["wall_ms"]
+    return {
+        "episodes": samples,
+        "repeats": repeats,
+        "per_sample": per_sample,
+        "added_wall_us_per_sample": 1e3 * added_wall,
+        "added_wall_percent": 100 * added_wall / per_sample[base]["wall_ms"],
+        "added_cpu_us_per_sample": 1e3 * (per_sample[other]["cpu_ms"] - per_sample[base]["cpu_ms"]),
+    }
+
+
+def _run_async(coro: Any) -> Any:
+    """``asyncio.run(coro)``, its result handed back outside the main task.
+
+    On Python 3.11 ``asyncio.run`` ends by formatting the repr of the main task's result (see
+    ``agent_gym.rollout.sync.run_sync``): a list of trajectories would cost tens of milliseconds.
+    """
+    box: list[Any] = []
+
+    async def main() -> None:
+        box.append(await coro)
+
+    asyncio.run(main())
+    return box[0]
+
+
+def _alternated(variants: dict[str, Callable[[], Any]], repeats: int) -> dict[str, list[tuple[float, float]]]:
+    """``repeats`` timed runs of each variant, the order alternating so that none always runs first."""
+    names = list(variants)
+    results: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
+    for r in range(repeats):
+        for name in names if r % 2 == 0 else names[::-1]:
+            results[name].append(_timed(variants[name]))
+    return results
+
+
+def _per_segment_cpu_us(fn: Callable[[], int], rounds: int = 20) -> float:
+    """CPU microseconds per segment of ``fn()`` (which returns how many segments it converted)."""
+    start, segments = time.process_time(), 0
+    for _ in range(rounds):
+        segments += fn()
+    return 1e6 * (time.process_time() - start) / segments
+
+
+def bench_verl(repeats: int = 7, episodes: int = 64) -> dict[str, Any]:
+    """verl: one ``run_row`` per episode (what ``AgentGymAgentLoop.run`` does per dataset row) against one ``collect``.
+
+    Both sample through :class:`FreeServerManager` with ``VerlServerPolicy``; the loop side also builds
+    a policy and runs a one-episode ``collect`` per row (verl builds an agent loop per row), then the
+    ``AgentLoopOutput`` fields. verl's own ``AgentLoopBase.__init__``, which every verl loop pays, is
+    not included (verl need not be installed).
+    """
+    import gymnasium as gym
+
+    from agent_gym.integrations.verl import EpisodeSettings, VerlServerPolicy, agent_loop_fields, run_row
+    from agent_gym.models import load_qwen_tokenizer
+    from agent_gym.rollout import collect_async
+
+    tokenizer = load_qwen_tokenizer()
+    env = gym.make(ENV)
+    tasks = [t for t in env.unwrapped.tasks if t["family"] == "arithmetic"][: episodes // 2]
+    env.close()
+    sampling = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "repetition_penalty": 1.0, "logprobs": True}
+    settings = EpisodeSettings.build(env_id=ENV, max_steps=4)
+    rows = [{"extra_info": {"task": json.dumps(t), "index": g}} for g, t in enumerate(tasks) for _ in range(2)]
+
+    manager = FreeServerManager(tokenizer)  # one per process, as verl's; each policy has its own request ids
+
+    def policy() -> VerlServerPolicy:
+        return VerlServerPolicy(manager, tokenizer, sampling, max_response_length=4096, max_model_len=8192)
+
+    def run_collect() -> list[Any]:
+        return _run_async(collect_async(ENV, policy(), tasks=tasks, samples_per_task=2, n_parallel=len(rows),
+                                        max_steps=4, progress=False))
+
+    def run_loop() -> None:
+        async def rows_of_a_batch() -> list[dict[str, Any]]:  # verl's worker gathers its rows' loops
+            return await asyncio.gather(*(run_row(settings, policy(), row, prompt_length=4096, response_length=4096)
+                                          for row in rows))
+
+        out = _run_async(rows_of_a_batch())
+        assert all(o["output"]["extra_fields"]["agent_gym_status"] == "ENV_DONE" for o in out)  # ran as in collect
+
+    run_collect()
+    run_loop()  # warm-up: the shared token builder, imports
+    overhead = _overhead(_alternated({"collect": run_collect, "verl loop": run_loop}, repeats), "collect",
+                         "verl loop", len(rows), repeats)
+    trajectories = run_collect()
+
+    def fields() -> int:
+        for t in trajectories:
+            agent_loop_fields(t, prompt_length=4096, response_length=4096)
+        return len(trajectories)
+
+    overhead["fields_cpu_us_per_segment"] = _per_segment_cpu_us(fields)
+    overhead["policy_build_cpu_us_per_row"] = _per_segment_cpu_us(lambda: len([policy() for _ in range(64)]))
+    overhead["prompt_ids_per_segment"] = statistics.mean(len(t.prompt_tokens) for t in trajectories)
+    return {"overhead": overhead}
+
+
+def bench_skyrl(repeats: int = 7, episodes: int = 64) -> dict[str, Any]:
+    """SkyRL: ``AgentGymGenerator.generate`` on a batch against ``collect`` alone on the same episodes.
+
+    Both run :class:`FreePolicy`; the generator adds grouping the batch's rows by prompt and task, and
+    the ``GeneratorOutput`` rows (``to_output``, also timed alone per segment).
+    """
+    import gymnasium as gym
+
+    from agent_gym.integrations.skyrl import AgentGymGenerator, TrajectoryKey
+    from agent_gym.rollout import collect_async
+
+    env = gym.make(ENV)
+    tasks = [t for t in env.unwrapped.tasks if t["family"] == "arithmetic"][: episodes // 2]
+    env.close()
+    policy = FreePolicy()
+    n = 2 * len(tasks)
+    generator = AgentGymGenerator(policy, ENV, max_steps=4, n_parallel=n)
+    batch = {"prompts": [[{"role": "user", "content": t["question"]}] for t in tasks for _ in range(2)],
+             "env_classes": [ENV] * n,
+             "env_extras": [{"task": t} for t in tasks for _ in range(2)],
+             "trajectory_ids": [TrajectoryKey(t["id"], s) for t in tasks for s in range(2)],
+             "sampling_params": None}
+
+    def run_collect() -> list[Any]:  # on a fresh event loop, as the generator runs below
+        return _run_async(collect_async(ENV, policy, tasks=tasks, samples_per_task=2, n_parallel=n, max_steps=4,
+                                        progress=False))
+
+    def run_generate() -> None:
+        out = _run_async(generator.generate(batch))
+        assert len(out["response_ids"]) == n and {m["status"] for m in out["env_metrics"]} == {"ENV_DONE"}
+
+    run_collect()
+    run_generate()
+    overhead = _overhead(_alternated({"collect": run_collect, "generator": run_generate}, repeats), "collect",
+                         "generator", n, repeats)
+    trajectories = run_collect()
+    overhead["to_output_cpu_us_per_segment"] = _per_segment_cpu_us(
+        lambda: len(generator.to_output(trajectories)["response_ids"]))
+    return {"overhead": overhead}
+
+
+def _print_overhead(title: str, o: dict[str, Any], extra: str) -> None:
+    print(f"{title}: {o['episodes']} episodes, median of {o['repeats']} runs, per sample")
+    for name, row in o["per_sample"].items():
+        (w0, w1), (c0, c1) = row["wall_ms_range"], row["cpu_ms_range"]
+        print(f"  {name:13s} wall {row['wall_ms']:.3f} ms ({w0:.3f}-{w1:.3f})  client CPU {row['cpu_ms']:.3f} ms "
+              f"({c0:.3f}-{c1:.3f})")
+    print(f"  added: wall {o['added_wall_us_per_sample']:.1f} us ({o['added_wall_percent']:.1f}%), "
+          f"CPU {o['added_cpu_us_per_sample']:.1f} us per sample (one segment each); {extra}")
+    sys.stdout.flush()
+
+
+ADAPTERS: dict[str, Callable[..., dict[str, Any]]] = {"trl": bench_trl, "verl": bench_verl, "skyrl": bench_skyrl}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -203,11 +402,23 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.adapter or sorted(ADAPTERS):
         if name == "trl":
             figures[name] = bench_trl(repeats=args.repeats, episodes=args.episodes, grpo_steps=args.grpo_steps)
+        else:
+            figures[name] = ADAPTERS[name](repeats=args.repeats, episodes=args.episodes)
     if args.json:
         print(json.dumps(figures, indent=2))
         return 0
     if "trl" in figures:
         _print_trl(figures["trl"])
+    if "verl" in figures:
+        o = figures["verl"]["overhead"]
+        _print_overhead("verl loop (run_row per row) vs collect", o,
+                        f"AgentLoopOutput fields {o['fields_cpu_us_per_segment']:.1f} us CPU per segment "
+                        f"({o['prompt_ids_per_segment']:.0f} prompt ids), a policy "
+                        f"{o['policy_build_cpu_us_per_row']:.1f} us per row")
+    if "skyrl" in figures:
+        o = figures["skyrl"]["overhead"]
+        _print_overhead("SkyRL generator vs collect", o,
+                        f"GeneratorOutput rows {o['to_output_cpu_us_per_segment']:.1f} us CPU per segment")
     return 0
 
 
