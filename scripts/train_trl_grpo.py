@@ -18,8 +18,12 @@ Writes ``--out/rewards.json`` (per step: mean reward, success rate, loss, times)
 
 Run::
 
-    python scripts/train_trl_grpo.py --family lookup --steps 40 --pool 16 --tasks-per-step 4 --group-size 8 \
+    python scripts/train_trl_grpo.py --family lookup --steps 60 --pool 16 --tasks-per-step 4 --group-size 8 \
         --lr 3e-4 --eval-samples 8 --out scripts/results/trl_grpo
+
+(the committed run, ``scripts/results/trl_grpo``: 16 minutes on a shared 2-core CPU; the mean answer
+reward on the 16 tasks went from 0.125 to 0.289, and with ``--lr 5e-4`` the policy collapsed to
+reward 0 within three steps).
 """
 
 from __future__ import annotations
@@ -200,6 +204,7 @@ def plot_rewards(record: dict[str, Any], path: str | Path) -> Path | None:
                   linestyles=["dotted", "dashed"])
         ax.text(steps[-1], record["eval_before"], " eval before", va="center", fontsize=8, color="grey")
         ax.text(steps[-1], record["eval_after"], " eval after", va="center", fontsize=8)
+    ax.set_xlim(right=steps[-1] + max(3, len(steps) // 5))  # room for the labels
     ax.set_xlabel("GRPO step")
     ax.set_title(f"TRL GRPOTrainer + agent_gym rollout_func, ToolUse-v0 ({record['family']})")
     ax.legend(loc="upper left", fontsize=8)
@@ -213,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point."""
     parser = argparse.ArgumentParser(description="TRL GRPO on ToolUse-v0 through agent_gym's rollout_func (CPU).")
     parser.add_argument("--family", default="lookup", help="task family (default lookup, the weakest)")
-    parser.add_argument("--steps", type=int, default=40, help="GRPO steps")
+    parser.add_argument("--steps", type=int, default=60, help="GRPO steps")
     parser.add_argument("--pool", type=int, default=16, help="the first N tasks of the family")
     parser.add_argument("--tasks-per-step", type=int, default=4)
     parser.add_argument("--group-size", type=int, default=8, help="episodes per task per step (num_generations)")
