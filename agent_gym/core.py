@@ -16,11 +16,11 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 
-from agent_gym.checks import check_bool, check_int, check_timeout
+from agent_gym.checks import check_bool, check_choice, check_int, check_timeout
 from agent_gym.errors import ConfigError
 from agent_gym.grading import normalize_text
 from agent_gym.rewards import RewardConfig
-from agent_gym.spaces import AssistantMessageSpace, ConversationSpace
+from agent_gym.spaces import DEFAULT_ROLES, AssistantMessageSpace, ConversationSpace
 from agent_gym.tasks import checked_task_list, choose_task, copy_task, validate_task
 from agent_gym.tool_calls import ToolBox, call_key, run_tool_calls
 from agent_gym.tools import (
@@ -37,22 +37,9 @@ from agent_gym.tools import (
     format_tool_call,
     skipped_call_result,
 )
-from agent_gym.types import EpisodeStatus, FinishReason, Message, PolicyOutput
+from agent_gym.types import FINISH_REASON_STATUS, Action, EpisodeStatus, FinishReason, Observation, PolicyOutput
 
 __all__ = ["Action", "AgentEnv", "Observation", "RewardConfig", "format_tool_call", "normalize_text", "validate_task"]
-
-Observation = tuple[Message, ...]
-"""What ``reset`` and ``step`` return as the observation: the whole conversation so far."""
-Action = str | PolicyOutput
-"""What ``step`` takes: the next assistant message."""
-
-_FINISH_STATUS = {
-    FinishReason.LENGTH: EpisodeStatus.TRUNCATION,
-    FinishReason.PROMPT_TRUNCATION: EpisodeStatus.PROMPT_TRUNCATION,
-    FinishReason.ERROR: EpisodeStatus.POLICY_ERROR,
-}
-_ROLES = frozenset({"system", "user", "assistant", "tool"})
-
 
 class AgentEnv(gym.Env[Observation, Action]):
     """A multi-turn tool-using conversation with a task to solve: the base of every agent_gym env.
@@ -153,9 +140,7 @@ class AgentEnv(gym.Env[Observation, Action]):
         if tools is not None and self.tools_not_accepted is not None:
             raise ConfigError(f"tools: {type(self).__name__} takes no tools= ({self.tools_not_accepted}), "
                               f"got {type(tools).__name__}")
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode: expected None or one of {self.metadata['render_modes']}, "
-                             f"got {render_mode!r}")
+        check_choice("render_mode", render_mode, [None, *self.metadata["render_modes"]])
         check_int("max_steps", max_steps, low=1)
         check_int("max_tool_calls_per_step", max_tool_calls_per_step, low=1)
         check_bool("tools_in_prompt", tools_in_prompt)
@@ -359,8 +344,8 @@ class AgentEnv(gym.Env[Observation, Action]):
         Raises:
             ValueError: For a role other than system, user, assistant or tool.
         """
-        if role not in _ROLES:
-            raise ValueError(f"role: expected one of {sorted(_ROLES)}, got {role!r}")
+        if role not in DEFAULT_ROLES:
+            raise ValueError(f"role: expected one of {sorted(DEFAULT_ROLES)}, got {role!r}")
         self._messages.append({"role": role, "content": str(content)})
 
     def end_episode(self, status: EpisodeStatus, reason: str) -> None:
@@ -537,10 +522,10 @@ class AgentEnv(gym.Env[Observation, Action]):
         """
         text, finish_reason = self._begin_step(action)
         info: dict[str, Any] = {"toolcall_reward": 0.0, "res_reward": 0.0, "tool_calls": []}
-        if finish_reason in _FINISH_STATUS:
+        if finish_reason in FINISH_REASON_STATUS:
             if text or finish_reason == FinishReason.LENGTH:
                 self.add_message("assistant", text)
-            self.end_episode(_FINISH_STATUS[finish_reason], f"policy_{finish_reason}")
+            self.end_episode(FINISH_REASON_STATUS[finish_reason], f"policy_{finish_reason}")
         else:
             self.add_message("assistant", text)
             self.last_parsed = self.parser.parse(text)
@@ -604,7 +589,7 @@ class AgentEnv(gym.Env[Observation, Action]):
         started = time.perf_counter()
         score = self.grade_episode(status, reason, info)
         if score is not None:
-            info["res_reward"] += self.rewards.correct * min(max(float(score), 0.0), 1.0)
+            info["res_reward"] += self.rewards.outcome(score)
             self.last_reward_time += time.perf_counter() - started
         info["status"] = status
         info["end_reason"] = reason
@@ -630,7 +615,6 @@ class AgentEnv(gym.Env[Observation, Action]):
     def _score(self, answer: str) -> float:
         assert self._task is not None
         started = time.perf_counter()
-        score = float(self.score_answer(self._task, answer))
-        # Kept off ``info`` (no wall-clock values there); TrajectoryWrapper reads it for metrics.
-        self.last_reward_time = time.perf_counter() - started
-        return self.rewards.correct * min(max(score, 0.0), 1.0)
+        score = self.score_answer(self._task, answer)
+        self.last_reward_time = time.perf_counter() - started  # read by TrajectoryWrapper; never in info
+        return self.rewards.outcome(score)

@@ -43,3 +43,7 @@ class RewardConfig:
                 raise ValueError(f"rewards: expected keys among {list(asdict(cls()))}, got unknown {unknown}")
             return cls(**{k: float(v) for k, v in value.items()})
         raise TypeError(f"rewards: expected RewardConfig, a mapping or None, got {type(value).__name__}")
+
+    def outcome(self, score: float) -> float:
+        """``res_reward`` for a task score: ``correct`` times ``score`` clipped to [0, 1]."""
+        return self.correct * min(max(float(score), 0.0), 1.0)

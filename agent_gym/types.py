@@ -25,10 +25,13 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
 __all__ = [
+    "FINISH_REASON_STATUS",
     "METRIC_KEYS",
+    "Action",
     "EpisodeStatus",
     "FinishReason",
     "Message",
+    "Observation",
     "PolicyOutput",
     "Segment",
     "Step",
@@ -553,3 +556,16 @@ def compute_mc_return(steps: Sequence[Step], gamma: float = 1.0) -> list[float]:
         g = float(step.reward) + gamma * g
         step.mc_return = g
     return [s.mc_return for s in steps]
+
+
+Observation = tuple[Message, ...]
+"""What an env's ``reset`` and ``step`` return as the observation: the whole conversation so far."""
+Action = str | PolicyOutput
+"""What an env's ``step`` takes: the next assistant message."""
+
+FINISH_REASON_STATUS: dict[str, EpisodeStatus] = {
+    FinishReason.LENGTH: EpisodeStatus.TRUNCATION,
+    FinishReason.PROMPT_TRUNCATION: EpisodeStatus.PROMPT_TRUNCATION,
+    FinishReason.ERROR: EpisodeStatus.POLICY_ERROR,
+}
+"""The status that ends an episode whose assistant turn finished for this reason (``stop`` ends none)."""

@@ -18,10 +18,12 @@ neutral in them.
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 from agent_gym.segments import trajectory_segments
 from agent_gym.types import EpisodeStatus, Trajectory
@@ -34,6 +36,7 @@ __all__ = [
     "failure_reason",
     "group_advantages",
     "is_infra_failure",
+    "parse_task",
     "neutral_rewards",
     "training_segments",
 ]
@@ -274,3 +277,29 @@ def neutral_rewards(items: Iterable[tuple[str, str, float, bool]]) -> dict[str, 
             ran = totals.get(group_key)
             out[rollout_id] = sum(ran) / len(ran) if ran else 0.0
     return out
+
+
+def parse_task(value: Any, name: str) -> dict[str, Any] | None:
+    """The task a trainer's dataset row carries: a dict, or its JSON text (None stays None).
+
+    Args:
+        value: The row's value.
+        name: The row field, for error messages.
+
+    Returns:
+        A new task dict, or None.
+
+    Raises:
+        ValueError: ``value`` is text that is not JSON.
+        TypeError: ``value`` is neither a mapping nor JSON text of one.
+    """
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{name}: expected a task dict or its JSON text, got {value[:80]!r}") from exc
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{name}: expected a task dict, got {type(value).__name__}")
+    return dict(value)

@@ -48,6 +48,7 @@ from agent_gym.integrations.contract import (
     failure_reason,
     is_infra_failure,
     neutral_rewards,
+    parse_task,
     training_segments,
 )
 from agent_gym.rollout import RolloutOptions, collect_async
@@ -122,17 +123,7 @@ def _config_get(config: Any, key: str) -> Any:
 
 def _task_of(extras: Mapping[str, Any] | None, key: str) -> dict[str, Any] | None:
     """The task dict a row carries under ``key`` (a dict or its JSON text), or None."""
-    task = (extras or {}).get(key)
-    if task is None:
-        return None
-    if isinstance(task, str):
-        try:
-            task = json.loads(task)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{key}: expected a task dict or its JSON text, got {task[:80]!r}") from exc
-    if not isinstance(task, Mapping):
-        raise TypeError(f"{key}: expected a task dict, got {type(task).__name__}")
-    return dict(task)
+    return parse_task((extras or {}).get(key), key)
 
 
 # ---------------------------------------------------------------------------------------------- env adapter

@@ -44,7 +44,7 @@ import gymnasium as gym
 
 from agent_gym.envs import register_envs
 from agent_gym.errors import ConfigError, MissingExtraError
-from agent_gym.integrations.contract import RewardAssignment, failure_reason, training_segments
+from agent_gym.integrations.contract import RewardAssignment, failure_reason, parse_task, training_segments
 from agent_gym.memory import MemoryConfig
 from agent_gym.policy import ChatTokenBuilder, SamplingParams, TokenPolicyBase
 from agent_gym.rollout import RolloutOptions, collect_async
@@ -306,17 +306,7 @@ def _row_value(row: Mapping[str, Any], key: str) -> Any:
 
 
 def _row_task(row: Mapping[str, Any], key: str) -> dict[str, Any] | None:
-    task = _row_value(row, key)
-    if task is None:
-        return None
-    if isinstance(task, str):
-        try:
-            task = json.loads(task)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{key}: expected a task dict or its JSON text, got {task[:80]!r}") from exc
-    if not isinstance(task, Mapping):
-        raise TypeError(f"{key}: expected a task dict, got {type(task).__name__}")
-    return dict(task)
+    return parse_task(_row_value(row, key), key)
 
 
 def _check_env_id(env_id: Any) -> str:
