@@ -132,11 +132,13 @@ class TrajectoryWrapper(gym.Wrapper):
         episode_id = options.pop("episode_id", None)
         if episode_id is not None and (not isinstance(episode_id, str) or not episode_id):
             raise ValueError(f'options["episode_id"]: expected a non-empty str, got {episode_id!r}')
-        self._reset_state()  # a failing env.reset leaves no episode to step
+        episode_id = episode_id or uuid.uuid4().hex
+        # A failing env.reset leaves no episode to step, only one to finish under its id.
+        self._reset_state(episode_id, options.get("task"))
         started = time.perf_counter()
         obs, info = self.env.reset(seed=seed, options=options or None)
         reset_time = time.perf_counter() - started
-        self._reset_state(episode_id or uuid.uuid4().hex, info.get("task"))
+        self._reset_state(episode_id, info.get("task"))
         self._episode.start = started
         self._episode.times["env_time"] += reset_time
         self._tools_in_prompt = bool(info.get("tools_in_prompt"))

@@ -12,14 +12,17 @@ from rollout_fakes import (
     CrashingTool,
     FailingPolicy,
     ScriptedPolicy,
+    add,
     make_add_env,
     make_tasks,
     strip_timings,
 )
 
+from agent_gym.core import AgentEnv
 from agent_gym.errors import MissingExtraError
 from agent_gym.rollout import collect, collect_async
 from agent_gym.rollout.planning import plan_episodes
+from agent_gym.tools import FunctionTool
 from agent_gym.types import EpisodeStatus, StepTrajectory
 
 
@@ -157,6 +160,24 @@ def test_env_construction_failure_gives_env_error():
     result = collect(broken, ScriptedPolicy(), tasks=make_tasks(2), progress=False)
     assert [t.status for t in result] == [EpisodeStatus.ENV_ERROR] * 2
     assert result[0].task["id"] == "add-0"
+
+
+def test_env_reset_failure_keeps_the_episode_id_and_task():
+    class ResetFails(AgentEnv):  # raises at reset for one task
+        def reset(self, *, seed=None, options=None):
+            if (options or {}).get("task", {}).get("id") == "add-1":
+                raise RuntimeError("reset exploded")
+            return super().reset(seed=seed, options=options)
+
+    tasks = make_tasks(3)
+    tool = FunctionTool(add, name="add", time_limit=None)
+    result = collect(lambda: ResetFails(tasks=tasks, tools=[tool], max_steps=4), ScriptedPolicy(), tasks=tasks,
+                     progress=False)
+    assert [t.status for t in result] == [EpisodeStatus.ENV_DONE, EpisodeStatus.ENV_ERROR, EpisodeStatus.ENV_DONE]
+    failed = result[1]
+    assert failed.rollout_id and failed.rollout_id not in {result[0].rollout_id, result[2].rollout_id}
+    assert failed.task["id"] == "add-1"
+    assert "reset exploded" in failed.steps[-1].info["error"]
 
 
 def test_hanging_tool_gives_timeout_for_that_episode_only():
