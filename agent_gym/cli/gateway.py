@@ -16,7 +16,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "gateway",
         help="serve OpenAI/Anthropic chat APIs over token-in vLLM and record token-exact trajectories",
-        description="Serve POST /v1/chat/completions (OpenAI), POST /v1/messages (Anthropic) and GET /v1/models; "
+        description="Serve POST /v1/chat/completions and POST /v1/responses (OpenAI), POST /v1/messages "
+        "(Anthropic) and GET /v1/models; "
         "every turn is sampled token-in from the vLLM servers and recorded per session "
         "(/sessions/{id}/v1/..., the API key, or x-session-id). GET /sessions/{id}/trajectory returns "
         "the StepTrajectory; POST /sessions/{id}/reward ends the episode.",
@@ -32,6 +33,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default 1.0)")
     parser.add_argument("--auto-sessions", action="store_true",
                         help="create a session on first use of an unknown id (default: POST /sessions first)")
+    parser.add_argument("--strict-tool-calls", action="store_true",
+                        help="answer a turn whose tool call is malformed with a 422 error instead of its text")
     parser.add_argument("--max-retries", type=int, default=3, help="retries of a failed upstream request")
     parser.add_argument("--model", default=None, help="model name reported to clients (default: the upstream's)")
     parser.add_argument("--log-level", default="warning", help="uvicorn log level (default warning)")
@@ -64,7 +67,8 @@ def build_gateway(args: argparse.Namespace) -> Any:
         from agent_gym.export import TrajectoryWriter
 
         writer = TrajectoryWriter(args.output)
-    store = SessionStore(writer=writer, auto_create=args.auto_sessions)
+    store = SessionStore(writer=writer, auto_create=args.auto_sessions,
+                         strict_tool_calls=getattr(args, "strict_tool_calls", False))
     return create_gateway_app(policy, store, model=args.model), writer
 
 

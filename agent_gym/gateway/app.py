@@ -4,6 +4,8 @@ Endpoints (each model endpoint also under ``/sessions/{id}``):
 
 * ``POST /v1/chat/completions`` - OpenAI chat, ``tools`` / ``tool_calls``, ``stream`` (SSE).
 * ``POST /v1/messages`` - Anthropic Messages, ``tool_use`` / ``tool_result`` blocks, ``stream``.
+* ``POST /v1/responses`` - OpenAI Responses: ``input`` items, ``instructions``, function ``tools``,
+  ``previous_response_id``, ``stream`` (see :mod:`agent_gym.gateway.responses`).
 * ``GET /v1/models`` - the upstream model.
 * ``POST /sessions`` (create), ``GET /sessions`` (list), ``GET /sessions/{id}/trajectory``,
   ``POST /sessions/{id}/reward`` (rewards; ends the episode), ``GET /health``.
@@ -21,12 +23,23 @@ from the moment its ``<tool_call>`` tag may begin and sent when its block closes
 step and ids are those of the unstreamed path. A failure before anything was sent is an HTTP
 error as without streaming; a stream that breaks later ends with an error event. Answers carry
 ``x-agent-gym-session`` and ``x-agent-gym-step`` headers, unstreamed answers also
-``x-agent-gym-new-segment`` (a streamed answer's headers leave before the turn is decided).
+``x-agent-gym-new-segment``. A streamed answer's headers leave before the turn is decided, so its
+last event carries the same facts in an ``agent_gym`` field (``{"session_id", "step",
+"new_segment", "history_rewritten"}``): on the finish chunk (chat completions), on
+``message_delta`` (Messages) and on ``response.completed`` (Responses).
+
+Any other route or method under ``/v1`` answers an error in the dialect of the request (Anthropic's
+when it sends ``anthropic-version``) naming the routes served. Sampling fields of the request
+(``temperature``, ``tool_choice``, ``stop``, ``parallel_tool_calls``, a tool's ``strict``, ...) are
+ignored: the gateway's sampling applies. With ``SessionStore(strict_tool_calls=True)`` a turn whose
+``<tool_call>`` is malformed is still recorded but answered with a 422 ``InvalidToolCallError``
+(an error event in a stream) instead of reaching the client as plain text.
 """
 
 from __future__ import annotations
 
 import contextlib
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -43,6 +56,7 @@ from agent_gym.gateway.convert import (
     openai_completion,
     openai_request,
 )
+from agent_gym.gateway.responses import ResponseMemory, ResponsesStream, response_body, responses_request
 from agent_gym.gateway.session import GatewaySession, SessionStore, TurnResult, TurnStream
 from agent_gym.gateway.stream import AnthropicStream, OpenAIStream, StreamSplitter
 
@@ -79,6 +93,33 @@ def _api_key(request: Request) -> str | None:
     return request.headers.get("x-api-key") or None
 
 
+#: Routes the gateway serves under ``/v1`` (also under ``/sessions/{id}/v1``): path -> method.
+SERVED = {"chat/completions": "POST", "messages": "POST", "responses": "POST", "models": "GET"}
+
+
+def route_error(method: str, path: str, rest: str) -> RequestError:
+    """The error answering ``method path`` under ``/v1`` that no route serves (405 or 404)."""
+    served = ", ".join(f"{m} /v1/{p}" for p, m in SERVED.items())
+    if rest.strip("/") in SERVED:
+        return RequestError(f"{method} {path} is not served: use {SERVED[rest.strip('/')]} (the gateway serves "
+                            f"{served})", status=405, kind="MethodNotAllowedError")
+    return RequestError(f"unknown route {method} {path}: the gateway serves {served}, each also under "
+                        "/sessions/{id}/v1", status=404, kind="NotFoundError")
+
+
+def strict_error(result: TurnResult) -> RequestError:
+    """The client's error for a turn whose tool call is malformed (``strict_tool_calls``)."""
+    return RequestError(f"the model's tool call is malformed ({'; '.join(result.errors)}); the turn is recorded as "
+                        f"step {result.step_index}: {result.output.text[:200]!r}", status=422,
+                        kind="InvalidToolCallError")
+
+
+def stream_record(session: GatewaySession, result: TurnResult) -> dict[str, Any]:
+    """The ``agent_gym`` field of a stream's last event: the recorded step and whether it began a segment."""
+    return {"agent_gym": {"session_id": session.id, "step": result.step_index, "new_segment": result.new_segment,
+                          "history_rewritten": result.history_rewritten}}
+
+
 def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = None) -> FastAPI:
     """Build the gateway app.
 
@@ -95,6 +136,7 @@ def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = 
         if tokenizer is not None else set()
     )
     streams = hasattr(policy, "astream")
+    memory = ResponseMemory()
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -193,13 +235,18 @@ def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = 
                 encoder = OpenAIStream(name)
 
                 def openai_end(result: TurnResult) -> list[bytes]:
+                    if store.strict_tool_calls and result.errors:
+                        exc = strict_error(result)
+                        return encoder.error(str(exc), exc.kind, exc.status)
                     out = result.output
                     counts = _usage(len(out.prompt_token_ids or []), len(out.token_ids or [])) if usage else None
-                    return encoder.end(out.finish_reason, counts)
+                    return encoder.end(out.finish_reason, counts, stream_record(session, result))
 
                 return StreamingResponse(relay(turn, first, encoder, encoder.start(), openai_end),
                                          media_type="text/event-stream", headers=stream_headers(session))
             result = await session.run_turn(policy, messages, tools, api="openai", stream=bool(body.get("stream")))
+            if store.strict_tool_calls and result.errors:
+                raise strict_error(result)
         except RequestError as exc:
             return errors(False)(exc)
         out = result.output
@@ -226,11 +273,16 @@ def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = 
                 encoder = AnthropicStream(name)
 
                 def anthropic_end(result: TurnResult) -> list[bytes]:
-                    return encoder.end(result.output.finish_reason, len(result.output.token_ids or []))
+                    if store.strict_tool_calls and result.errors:
+                        return encoder.error(str(strict_error(result)), "invalid_request_error")
+                    return encoder.end(result.output.finish_reason, len(result.output.token_ids or []),
+                                       stream_record(session, result))
 
                 return StreamingResponse(relay(turn, first, encoder, encoder.start(0), anthropic_end),
                                          media_type="text/event-stream", headers=stream_headers(session))
             result = await session.run_turn(policy, messages, tools, api="anthropic", stream=bool(body.get("stream")))
+            if store.strict_tool_calls and result.errors:
+                raise strict_error(result)
         except RequestError as exc:
             return errors(True)(exc)
         out = result.output
@@ -242,6 +294,52 @@ def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = 
             return StreamingResponse(stream(events), media_type="text/event-stream", headers=headers(session, result))
         message = anthropic_message(result.turn, model=name, prompt_ids=prompt_ids, token_ids=token_ids)
         return _json(message, headers=headers(session, result))
+
+    async def responses_api(request: Request, path_id: str | None) -> Response:
+        try:
+            body = await _body(request)
+            if not isinstance(body, dict):
+                raise RequestError(f"expected a JSON object, got {type(body).__name__}")
+            session = find_session(request, path_id)
+            previous = body.get("previous_response_id")
+            history = memory.get(previous, session.id) if previous else ()
+            messages, tools, conversation = responses_request(body, history)
+            name = str(body.get("model") or (await upstream_info())["model"] or "agent_gym")
+            if body.get("stream") and streams:
+                turn, first = await start_stream(session, messages, tools, "responses")
+                encoder = ResponsesStream(body, name)
+
+                def responses_end(result: TurnResult) -> list[bytes]:
+                    if store.strict_tool_calls and result.errors:
+                        return encoder.error(str(strict_error(result)), "invalid_tool_call")
+                    out = encoder.end(result.output.finish_reason, len(result.output.prompt_token_ids or []),
+                                      len(result.output.token_ids or []), stream_record(session, result))
+                    memory.put(encoder.id, session.id, conversation, encoder.turn)
+                    return out
+
+                return StreamingResponse(relay(turn, first, encoder, encoder.start(), responses_end),
+                                         media_type="text/event-stream", headers=stream_headers(session))
+            result = await session.run_turn(policy, messages, tools, api="responses", stream=bool(body.get("stream")))
+            if store.strict_tool_calls and result.errors:
+                raise strict_error(result)
+        except RequestError as exc:
+            return errors(False)(exc)
+        out = result.output
+        response_id = f"resp_{uuid.uuid4().hex}"
+        memory.put(response_id, session.id, conversation, result.turn)
+        prompt_ids, token_ids = out.prompt_token_ids or [], out.token_ids or []
+        if body.get("stream"):  # a policy that cannot stream: the decided turn as events
+            replay = ResponsesStream(body, name, response_id)
+            pieces: list[tuple[Any, ...]] = [("reasoning", result.turn.thought)] if result.turn.thought else []
+            pieces += [("content", result.turn.content)] if result.turn.content else []
+            pieces += [("call", c.name, c.arguments) for c in result.turn.calls]
+            events = replay.start() + replay.pieces(pieces) + replay.end(
+                out.finish_reason, len(prompt_ids), len(token_ids), stream_record(session, result))
+            return StreamingResponse(stream(iter(events)), media_type="text/event-stream",
+                                     headers=headers(session, result))
+        answer = response_body(result.turn, body, response_id=response_id, model=name, prompt_ids=prompt_ids,
+                               token_ids=token_ids)
+        return _json(answer, headers=headers(session, result))
 
     async def models(_: Request) -> Response:
         info = await upstream_info()
@@ -265,6 +363,14 @@ def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = 
     async def _messages_session(session_id: str, request: Request) -> Response:
         return await messages_api(request, session_id)
 
+    @app.post("/v1/responses")
+    async def _responses(request: Request) -> Response:
+        return await responses_api(request, None)
+
+    @app.post("/sessions/{session_id}/v1/responses")
+    async def _responses_session(session_id: str, request: Request) -> Response:
+        return await responses_api(request, session_id)
+
     @app.get("/v1/models")
     async def _models(request: Request) -> Response:
         return await models(request)
@@ -272,6 +378,20 @@ def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = 
     @app.get("/sessions/{session_id}/v1/models")
     async def _models_session(session_id: str, request: Request) -> Response:
         return await models(request)
+
+    methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+
+    def unknown_route(request: Request, rest: str) -> Response:
+        anthropic = "anthropic-version" in request.headers or rest.strip("/") == "messages"
+        return errors(anthropic)(route_error(request.method, request.url.path, rest))
+
+    @app.api_route("/v1/{rest:path}", methods=methods)
+    async def _unknown(rest: str, request: Request) -> Response:
+        return unknown_route(request, rest)
+
+    @app.api_route("/sessions/{session_id}/v1/{rest:path}", methods=methods)
+    async def _unknown_session(session_id: str, rest: str, request: Request) -> Response:
+        return unknown_route(request, rest)
 
     # ------------------------------------------------------------------ sessions
     @app.get("/health")

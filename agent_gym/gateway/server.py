@@ -80,6 +80,7 @@ class Gateway:
         auto_create: Create sessions on first use of an unknown id.
         gamma: Discount of ``mc_return``.
         model: Model name reported to clients.
+        strict_tool_calls: Answer a malformed tool call with a 422 error instead of its text.
         **policy_kwargs: More ``VLLMPolicy`` arguments (``client_options``, ``max_model_len``, ...).
     """
 
@@ -97,6 +98,7 @@ class Gateway:
         auto_create: bool = False,
         gamma: float = 1.0,
         model: str | None = None,
+        strict_tool_calls: bool = False,
         **policy_kwargs: Any,
     ) -> None:
         if policy is None:
@@ -114,7 +116,8 @@ class Gateway:
 
             writer = TrajectoryWriter(output)
         self.writer = writer
-        self.store = SessionStore(parser=parser, gamma=gamma, writer=writer, auto_create=auto_create)
+        self.store = SessionStore(parser=parser, gamma=gamma, writer=writer, auto_create=auto_create,
+                                  strict_tool_calls=strict_tool_calls)
         self.app = create_gateway_app(policy, self.store, model=model)
         self.host = host
         self.port = port

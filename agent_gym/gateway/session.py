@@ -24,11 +24,12 @@ import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agent_gym.errors import ServerError
 from agent_gym.gateway.convert import ClientCall, ClientTurn, RequestError, render_assistant, signature
+from agent_gym.gateway.history import text_tool_calls, unordered_signature
 from agent_gym.policy.vllm_protocol import CONTEXT_ERROR
 from agent_gym.tools import HermesToolCallParser, ToolCallParser
 from agent_gym.types import EpisodeStatus, FinishReason, PolicyOutput, Step, StepTrajectory
@@ -48,6 +49,7 @@ class TurnResult:
     step_index: int
     new_segment: bool
     history_rewritten: bool
+    errors: list[str] = field(default_factory=list)
 
 
 class TurnStream:
@@ -97,6 +99,7 @@ class GatewaySession:
                                         idx=idx)
         self.steps = self.record.steps  # the builder's list
         self._raw_by_signature: dict[str, str] = {}
+        self._raw_unordered: dict[str, str] = {}
         self._conversation: list[dict[str, str]] = []
         self.last_error: str | None = None
         self.status_hint: EpisodeStatus | None = None
@@ -112,12 +115,27 @@ class GatewaySession:
                 out.append({"role": msg["role"], "content": msg["content"]})
                 continue
             calls = msg.get("calls") or []
-            raw = self._raw_by_signature.get(signature(msg["content"], calls))
+            raw = self.recorded_text(msg["content"], calls)
             if raw is None:
                 rewritten = True
                 raw = render_assistant(msg["content"], calls)
             out.append({"role": "assistant", "content": raw})
         return out, rewritten
+
+    def recorded_text(self, content: str, calls: Sequence[tuple[str, Any]]) -> str | None:
+        """The sampled text of the recorded turn a client's assistant message stands for, else None.
+
+        Tried in order: the exact text and calls; the same calls in another order; calls the
+        client rendered into its text (see :func:`~agent_gym.gateway.history.text_tool_calls`).
+        """
+        raw = self._raw_by_signature.get(signature(content, calls))
+        if raw is None:
+            raw = self._raw_unordered.get(unordered_signature(content, calls))
+        if raw is None and not calls:
+            found = text_tool_calls(content)
+            if found is not None:
+                raw = self._raw_unordered.get(unordered_signature(*found))
+        return raw
 
     # ------------------------------------------------------------------ outbound
     def client_turn(self, output: PolicyOutput) -> tuple[ClientTurn, Any]:
@@ -301,12 +319,14 @@ class GatewaySession:
                 )
             )
             self._conversation = [dict(m) for m in messages] + [{"role": "assistant", "content": output.text}]
-            self._raw_by_signature[signature(turn.content, [(c.name, c.arguments) for c in turn.calls])] = output.text
+            seen = [(c.name, c.arguments) for c in turn.calls]
+            self._raw_by_signature[signature(turn.content, seen)] = output.text
+            self._raw_unordered.setdefault(unordered_signature(turn.content, seen), output.text)
             if view is not None:  # what a streaming client saw, should it differ from the parse of the whole text
                 self._raw_by_signature.setdefault(view, output.text)
             self.last_error = None
             self.status_hint = EpisodeStatus.TRUNCATION if output.finish_reason == FinishReason.LENGTH else None
-        return TurnResult(turn, output, step_index, new_segment, rewritten)
+        return TurnResult(turn, output, step_index, new_segment, rewritten, list(parsed.errors))
 
     # ------------------------------------------------------------------ trajectory
     def trajectory(self) -> StepTrajectory:
@@ -377,6 +397,8 @@ class SessionStore:
         writer: A :class:`~agent_gym.export.TrajectoryWriter` receiving each finished session.
         auto_create: Create a session on first use of an unknown id (else such requests get 404).
         keep_finished: How many finished sessions stay readable through ``/trajectory``.
+        strict_tool_calls: Answer a turn whose tool call is malformed with a 422 error instead of
+            its text (the turn is recorded either way).
     """
 
     def __init__(
@@ -387,8 +409,10 @@ class SessionStore:
         writer: Any = None,
         auto_create: bool = False,
         keep_finished: int = 10000,
+        strict_tool_calls: bool = False,
     ) -> None:
         self.parser = parser or HermesToolCallParser()
+        self.strict_tool_calls = strict_tool_calls
         self.gamma = gamma
         self.writer = writer
         self.auto_create = auto_create

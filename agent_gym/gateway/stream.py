@@ -178,19 +178,24 @@ class OpenAIStream:
                 out.append(self._chunk({"tool_calls": [call]}))
         return out
 
-    def end(self, finish: str, usage: dict[str, int] | None) -> list[bytes]:
-        """The finish chunk, the usage chunk when asked, and ``[DONE]``."""
-        out = [self._chunk({}, _openai_finish(finish, self.calls))]
+    def end(self, finish: str, usage: dict[str, int] | None, extra: dict[str, Any] | None = None) -> list[bytes]:
+        """The finish chunk (with ``extra``'s fields), the usage chunk when asked, and ``[DONE]``."""
+        last = self._chunk({}, _openai_finish(finish, self.calls))
+        if extra:
+            data = json.loads(last[len(b"data: "):])
+            data.update(extra)
+            last = sse(data)
+        out = [last]
         if usage is not None:
             out.append(sse({"id": self.id, "object": "chat.completion.chunk", "created": self.created,
                             "model": self.model, "choices": [], "usage": usage}))
         out.append(sse("[DONE]"))
         return out
 
-    def error(self, message: str) -> list[bytes]:
-        """An error event (the stream broke after it started), then ``[DONE]``."""
+    def error(self, message: str, kind: str = "BadGatewayError", code: int = 502) -> list[bytes]:
+        """An error event (the stream broke after it started, or the turn is refused), then ``[DONE]``."""
         return [self._chunk({}, "error"),
-                sse({"error": {"message": message, "type": "BadGatewayError", "param": None, "code": 502}}),
+                sse({"error": {"message": message, "type": kind, "param": None, "code": code}}),
                 sse("[DONE]")]
 
 
@@ -246,18 +251,18 @@ class AnthropicStream:
                 self.calls += 1
         return out
 
-    def end(self, finish: str, output_tokens: int) -> list[bytes]:
-        """Close the open block, then ``message_delta`` and ``message_stop``."""
+    def end(self, finish: str, output_tokens: int, extra: dict[str, Any] | None = None) -> list[bytes]:
+        """Close the open block, then ``message_delta`` (with ``extra``'s fields) and ``message_stop``."""
         out: list[bytes] = []
         if self.index == 0 and not self.text_open:  # an empty answer still has a text block
             out += self._open_text()
         out += self._close_text()
         stop = "max_tokens" if finish == FinishReason.LENGTH else ("tool_use" if self.calls else "end_turn")
         out.append(sse({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
-                        "usage": {"output_tokens": output_tokens}}, "message_delta"))
+                        "usage": {"output_tokens": output_tokens}, **(extra or {})}, "message_delta"))
         out.append(sse({"type": "message_stop"}, "message_stop"))
         return out
 
-    def error(self, message: str) -> list[bytes]:
-        """An ``error`` event (the stream broke after it started)."""
-        return [sse({"type": "error", "error": {"type": "api_error", "message": message}}, "error")]
+    def error(self, message: str, kind: str = "api_error") -> list[bytes]:
+        """An ``error`` event (the stream broke after it started, or the turn is refused)."""
+        return [sse({"type": "error", "error": {"type": kind, "message": message}}, "error")]
