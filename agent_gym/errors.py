@@ -38,6 +38,7 @@ __all__ = [
     "StreamErrorEvent",
     "StreamInterrupted",
     "SummaryTimeoutError",
+    "TestOutputError",
     "ToolErrorKind",
     "TrajectoryError",
     "TransportFailure",
@@ -192,6 +193,12 @@ class SandboxUnavailableError(SandboxError, RuntimeError):
 
     The message says what to install. No backend ever falls back to an unconfined shell.
     """
+
+
+class TestOutputError(AgentGymError, ValueError):
+    """A test parser found no results it can read in a test run's output (the run is not graded)."""
+
+    __test__ = False  # not a pytest test class
 
 
 # --------------------------------------------------------------------------- servers of the package

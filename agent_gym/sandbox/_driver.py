@@ -61,25 +61,31 @@ def _limit_self():
         resource.setrlimit(which, (value, value))
 
 
-def _drop():
-    """In a child: become the sandbox user with no capabilities and the sandbox limits."""
+def _drop(root=False):
+    """In a child: become the sandbox user with no capabilities and the sandbox limits.
+
+    ``root``: stay root (the setup steps of a task); only the limits apply.
+    """
     _limit_self()
-    if AS_ROOT:
+    if AS_ROOT and not root:
         os.setgroups([])
         os.setresgid(GID, GID, GID)
         os.setresuid(UID, UID, UID)
 
 
 class As:
-    """Run file operations with the sandbox user's rights (effective ids only)."""
+    """Run file operations with the sandbox user's rights (effective ids only; ``root``: keep root's)."""
+
+    def __init__(self, root=False):
+        self.switch = AS_ROOT and not root
 
     def __enter__(self):
-        if AS_ROOT:
+        if self.switch:
             os.setegid(GID)
             os.seteuid(UID)
 
     def __exit__(self, *exc):
-        if AS_ROOT:
+        if self.switch:
             os.seteuid(0)
             os.setegid(0)
 
@@ -285,8 +291,8 @@ class Shell:
         return {"exit_code": code, "timed_out": timed_out, "truncated": truncated}, data
 
 
-def _exec(script, timeout, limit, env, cwd):
-    """Run ``bash -c script`` in a fresh process with a clean environment."""
+def _exec(script, timeout, limit, env, cwd, root=False):
+    """Run ``bash -c script`` in a fresh process with a clean environment (``root``: as root)."""
     out_path = f"{CTL}/exec.out"
     with As():
         try:
@@ -304,7 +310,7 @@ def _exec(script, timeout, limit, env, cwd):
             os.dup2(out, 1)
             os.dup2(out, 2)
             os.closerange(3, 1 << 16)
-            _drop()
+            _drop(root)
             os.chdir(cwd)
             os.execve("/bin/bash", ["bash", "--norc", "--noprofile", "-c", script], dict(ENV, **env))
         finally:
@@ -334,8 +340,8 @@ def _exec(script, timeout, limit, env, cwd):
     return {"exit_code": code, "timed_out": timed_out, "truncated": truncated}, data
 
 
-def _write(path, data, mode):
-    with As():
+def _write(path, data, mode, root=False):
+    with As(root):
         parent = os.path.dirname(path)
         if parent:
             os.makedirs(parent, exist_ok=True)
@@ -434,9 +440,9 @@ def main():
                 header, data = SHELL.run(payload, req["timeout"], req["limit"])
             elif op == "exec":
                 header, data = _exec(payload.decode(), req["timeout"], req["limit"], req.get("env", {}),
-                                     req.get("cwd", WORKDIR))
+                                     req.get("cwd", WORKDIR), bool(req.get("root")))
             elif op == "write":
-                header, data = _write(req["path"], payload, req.get("mode", 0o644))
+                header, data = _write(req["path"], payload, req.get("mode", 0o644), bool(req.get("root")))
             elif op == "read":
                 header, data = _read(req["path"], req["limit"])
             elif op == "stop_shell":

@@ -27,12 +27,15 @@ class Result:
         output: Standard output and standard error, interleaved as a terminal shows them.
         timed_out: True if the command ran past its timeout and was killed.
         truncated: True if the output was cut at the size limit (a marker shows where).
+        killed: Why the kernel killed a process of the command, where the sandbox knows
+            (``"memory"``: the sandbox's memory limit; the output says so too), else None.
     """
 
     exit_code: int
     output: str
     timed_out: bool = False
     truncated: bool = False
+    killed: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -45,7 +48,9 @@ class SandboxLimits:
     """Resource limits of every process in a sandbox (the sandboxed shell cannot raise them).
 
     Attributes:
-        memory_mb: Address space per process (``RLIMIT_AS``), MiB.
+        memory_mb: Memory, MiB: of the whole sandbox where a memory cgroup bounds it (the
+            Docker backend, and the local one with ``cgroup``), else the address space of
+            each process (``RLIMIT_AS``).
         processes: Processes of the sandbox user (``RLIMIT_NPROC``).
         cpu_seconds: CPU time per process (``RLIMIT_CPU``).
         file_size_mb: Largest file a process may write (``RLIMIT_FSIZE``), MiB.
@@ -55,6 +60,9 @@ class SandboxLimits:
         output_bytes: Output kept per command; longer output keeps its head and tail around a marker.
         cpus: CPUs the sandbox may use at once (the Docker backend's ``nano_cpus``; the local
             backend limits CPU time per process only).
+        address_space_mb: Address space per process (``RLIMIT_AS``), MiB, where a cgroup bounds
+            the memory; None: unlimited there (a JVM reserves several GiB of address space it
+            never uses). Without a cgroup ``memory_mb`` is the per-process limit.
     """
 
     memory_mb: int = 2048
@@ -66,18 +74,25 @@ class SandboxLimits:
     tmp_mb: int = 256
     output_bytes: int = 16384
     cpus: float = 1.0
+    address_space_mb: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("memory_mb", "processes", "cpu_seconds", "file_size_mb", "open_files", "workspace_mb",
                      "tmp_mb", "output_bytes"):
             check_int(f"SandboxLimits.{name}", getattr(self, name), low=1)
         check_float("SandboxLimits.cpus", self.cpus, low=0.0, low_open=True)
+        if self.address_space_mb is not None:
+            check_int("SandboxLimits.address_space_mb", self.address_space_mb, low=1)
 
-    def rlimits(self) -> dict[str, int]:
-        """``resource`` limit names and values."""
+    def rlimits(self, cgroup: bool = False) -> dict[str, int]:
+        """``resource`` limit names and values (``cgroup``: a cgroup bounds the memory; -1 is unlimited)."""
         mib = 1 << 20
+        if cgroup:
+            address_space = -1 if self.address_space_mb is None else self.address_space_mb * mib
+        else:
+            address_space = self.memory_mb * mib
         return {
-            "RLIMIT_AS": self.memory_mb * mib,
+            "RLIMIT_AS": address_space,
             "RLIMIT_NPROC": self.processes,
             "RLIMIT_CPU": self.cpu_seconds,
             "RLIMIT_FSIZE": self.file_size_mb * mib,

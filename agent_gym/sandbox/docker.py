@@ -46,6 +46,7 @@ __all__ = [
     "container_options",
     "docker_client",
     "docker_unavailable_reason",
+    "image_config",
     "remove_orphans",
     "shared_client",
 ]
@@ -157,6 +158,21 @@ def docker_unavailable_reason() -> str | None:
     except (ImportError, SandboxUnavailableError) as exc:
         return str(exc)
     return None
+
+
+def image_config(client: Any, image: str) -> tuple[dict[str, str], str | None]:
+    """The image's environment (``ENV``) and working directory (``WORKDIR``; None when unset).
+
+    Raises:
+        SandboxUnavailableError: If the engine does not have the image (no registry is asked).
+    """
+    try:
+        config = client.images.get(image).attrs.get("Config") or {}
+    except Exception as exc:
+        raise SandboxUnavailableError(f"the Docker engine has no image {image!r} ({type(exc).__name__}: {exc}); "
+                                      "build or load it first") from None
+    env = dict(str(item).partition("=")[::2] for item in config.get("Env") or [])
+    return env, (config.get("WorkingDir") or None)
 
 
 def container_options(image: str, limits: SandboxLimits, workdir: str = "/app") -> dict[str, Any]:

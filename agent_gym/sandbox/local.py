@@ -43,8 +43,15 @@ from typing import Any
 
 from agent_gym.checks import check_timeout
 from agent_gym.sandbox.base import Result, SandboxError, SandboxLimits, SandboxUnavailableError
+from agent_gym.sandbox.cgroup import SandboxCgroup, cgroup_unavailable_reason, release_cgroup, take_cgroup
+from agent_gym.sandbox.rootfs import (
+    chown_written,
+    layer_mount_args,
+    wrapper_command,
+    writable_root_unavailable_reason,
+)
 
-__all__ = ["DEFAULT_ENV", "LocalSandbox", "bwrap_available"]
+__all__ = ["DEFAULT_ENV", "LocalSandbox", "bwrap_available", "sandbox_base_env"]
 
 _DRIVER_PATH = Path(__file__).with_name("_driver.py")
 _DRIVER_CODE: bytes | None = None
@@ -80,6 +87,12 @@ DEFAULT_ENV: dict[str, str] = {
 _SIZE_MIB = 1 << 20
 
 
+def sandbox_base_env() -> dict[str, str]:
+    """The environment of a local sandbox's processes before any ``env=`` (``DEFAULT_ENV``, ``PATH``, ``HOSTNAME``)."""
+    path_dirs = [os.path.dirname(os.path.abspath(sys.executable)), _STANDARD_PATH]
+    return {**DEFAULT_ENV, "PATH": ":".join(path_dirs), "HOSTNAME": "sandbox"}
+
+
 def bwrap_available() -> str | None:
     """The path of a working ``bwrap``, or None."""
     return shutil.which("bwrap")
@@ -100,14 +113,20 @@ def _python_dirs() -> list[str]:
     return keep
 
 
-def _mount_args(limits: SandboxLimits, binds: tuple[str, ...]) -> list[str]:
-    args = ["--ro-bind", "/usr", "/usr"]
+_SANDBOX_DIRS = ("/app", "/root", "/tmp", "/home", "/tests", "/logs")
+"""The sandbox's own in-memory file systems (their files go to the sandbox user after root setup steps)."""
+
+
+def _mount_args(limits: SandboxLimits, binds: tuple[str, ...], writable_root: bool = False) -> list[str]:
+    args = layer_mount_args() if writable_root else ["--ro-bind", "/usr", "/usr"]
     for name in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
         if os.path.islink(name):
             args += ["--symlink", os.readlink(name), name]
         elif os.path.isdir(name):
             args += ["--ro-bind", name, name]
-    args += ["--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev"]
+    if not writable_root:
+        args += ["--ro-bind", "/etc", "/etc"]
+    args += ["--proc", "/proc", "--dev", "/dev"]
     sizes = {"/tmp": limits.tmp_mb, "/root": limits.tmp_mb, "/app": limits.workspace_mb, "/tests": 64,
              "/logs": 16, "/run/agent_gym": max(64, 2 * limits.file_size_mb)}
     for path, size in sizes.items():
@@ -129,8 +148,8 @@ def _mount_args(limits: SandboxLimits, binds: tuple[str, ...]) -> list[str]:
     return args
 
 
-def _teardown(proc: subprocess.Popen, init_pid: list[int]) -> None:
-    """Kill the sandbox's PID namespace (through its first process) and reap bubblewrap."""
+def _teardown(proc: subprocess.Popen, init_pid: list[int], cgroup: SandboxCgroup | None = None) -> None:
+    """Kill the sandbox's PID namespace (through its first process), reap bubblewrap, drop the cgroup."""
     if init_pid and init_pid[0] > 0:
         try:
             os.kill(init_pid[0], signal.SIGKILL)
@@ -151,6 +170,8 @@ def _teardown(proc: subprocess.Popen, init_pid: list[int]) -> None:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:  # pragma: no cover - the kernel kills a namespace promptly
         pass
+    if cgroup is not None:
+        release_cgroup(cgroup)
 
 
 class LocalSandbox:
@@ -162,10 +183,18 @@ class LocalSandbox:
         env: Extra environment variables of every process inside.
         binds: Extra host directories made visible read-only at the same path.
         workdir: Working directory of the shell (default ``/app``).
+        writable_root: Give the sandbox a writable root (:mod:`agent_gym.sandbox.rootfs`):
+            ``/usr`` and ``/etc`` become copy-on-write layers over the host's, the rest of the
+            root is the sandbox's own, all in memory (never on the host). Needs root.
+        cgroup: Bound the memory (``limits.memory_mb``, all processes together) and the
+            processes with a cgroup (:mod:`agent_gym.sandbox.cgroup`) instead of per-process
+            limits; a command whose process the kernel killed for memory says so in its
+            output. None (default): with ``writable_root`` where cgroups can be made.
 
     Raises:
         SandboxUnavailableError: If ``bwrap`` is not installed or cannot start a sandbox
-            (never falls back to an unconfined shell).
+            (never falls back to an unconfined shell), or a writable root or a cgroup was
+            asked for and cannot be had (the message says why).
 
     Example:
         >>> with LocalSandbox() as box:  # doctest: +SKIP
@@ -182,6 +211,8 @@ class LocalSandbox:
         env: Mapping[str, str] | None = None,
         binds: tuple[str, ...] | list[str] = (),
         workdir: str = "/app",
+        writable_root: bool = False,
+        cgroup: bool | None = None,
     ) -> None:
         bwrap = bwrap_available()
         if bwrap is None:
@@ -201,20 +232,45 @@ class LocalSandbox:
         self._lock = threading.Lock()
         self._dead: str | None = None
         self._closed = False
-        path_dirs = [os.path.dirname(os.path.abspath(sys.executable)), _STANDARD_PATH]
-        self.env = {**DEFAULT_ENV, "PATH": ":".join(path_dirs), "HOSTNAME": "sandbox", **dict(env or {})}
+        self.env = {**sandbox_base_env(), **dict(env or {})}
         as_root = os.geteuid() == 0
+        self.as_root = as_root
+        self.writable_root = bool(writable_root)
+        if self.writable_root:
+            reason = writable_root_unavailable_reason()
+            if reason is not None:
+                raise SandboxUnavailableError(f"the local sandbox cannot have a writable root: {reason}")
+        if cgroup is None:
+            cgroup = self.writable_root and cgroup_unavailable_reason() is None
+        self.cgroup: SandboxCgroup | None = None
+        if cgroup:
+            try:
+                self.cgroup = take_cgroup(self.limits.memory_mb, self.limits.processes)
+            except OSError as exc:
+                raise SandboxUnavailableError(f"the local sandbox cannot have a memory cgroup: {exc}") from None
         self.uid = 200_000 + secrets.randbelow(1 << 28) if as_root else os.getuid()
         args = [bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
                 "--hostname", "sandbox", "--new-session", "--clearenv"]
-        args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"] if as_root else ["--unshare-user"]
-        args += _mount_args(self.limits, tuple(binds))
+        if as_root:
+            caps = ["SETUID", "SETGID"] + (["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID"] if self.writable_root else [])
+            args += [a for cap in caps for a in ("--cap-add", f"CAP_{cap}")]
+        else:
+            args += ["--unshare-user"]
+        args += _mount_args(self.limits, tuple(binds), self.writable_root)
+        if workdir != "/" and workdir not in _SANDBOX_DIRS:  # a working directory bubblewrap must make
+            if self.writable_root or any(workdir.startswith(d + "/") for d in _SANDBOX_DIRS):
+                args += ["--perms", "0777", "--dir", workdir]
+            else:
+                args += ["--perms", "0777", "--size", str(self.limits.workspace_mb * _SIZE_MIB), "--tmpfs", workdir]
         info_r, info_w = os.pipe()
         args += ["--info-fd", str(info_w), "--chdir", workdir]
-        config = {"uid": self.uid, "gid": self.uid, "rlimits": self.limits.rlimits(), "env": self.env,
-                  "workdir": workdir}
+        config = {"uid": self.uid, "gid": self.uid, "rlimits": self.limits.rlimits(self.cgroup is not None),
+                  "env": self.env, "workdir": workdir}
         source = _driver_code()
         args += [sys.executable, "-I", "-S", "-B", "-c", _LOADER, str(len(source)), marshal.dumps(config).hex()]
+        if self.writable_root or self.cgroup is not None:
+            args = wrapper_command(self.limits.workspace_mb if self.writable_root else None,
+                                   self.cgroup.procs_files if self.cgroup else [], args)
         self._init_pid: list[int] = [0]
         try:
             self._proc = subprocess.Popen(
@@ -223,7 +279,7 @@ class LocalSandbox:
             )
         finally:
             os.close(info_w)
-        self._finalizer = weakref.finalize(self, _teardown, self._proc, self._init_pid)
+        self._finalizer = weakref.finalize(self, _teardown, self._proc, self._init_pid, self.cgroup)
         try:
             assert self._proc.stdin is not None
             view = memoryview(source)
@@ -248,19 +304,43 @@ class LocalSandbox:
         return self._command("run", command, timeout, {})
 
     def exec(self, command: str, timeout: float | None = None, env: Mapping[str, str] | None = None,
-             cwd: str | None = None) -> Result:
-        """Run ``bash -c command`` in a fresh process (clean environment plus ``env``), then kill what it left."""
-        extra = {"env": dict(env or {}), "cwd": cwd or self.workdir}
+             cwd: str | None = None, as_root: bool = False) -> Result:
+        """Run ``bash -c command`` in a fresh process (clean environment plus ``env``), then kill what it left.
+
+        ``as_root``: run it as root inside the sandbox (a task's setup steps; see
+        :meth:`finish_setup`). Needs a host running as root.
+        """
+        extra = {"env": dict(env or {}), "cwd": cwd or self.workdir, "root": self._root_ok(as_root)}
         return self._command("exec", command, timeout, extra)
 
-    def write_file(self, path: str, data: str | bytes, mode: int = 0o644) -> None:
+    def write_file(self, path: str, data: str | bytes, mode: int = 0o644, as_root: bool = False) -> None:
         """Write ``data`` to ``path`` inside the sandbox as the sandbox user (parents are created).
+
+        ``as_root``: write it as root (a task's ``COPY``), see :meth:`exec`.
 
         Raises:
             SandboxError: If the sandbox is closed or the write failed.
         """
         payload = data.encode() if isinstance(data, str) else bytes(data)
-        self._file_op({"op": "write", "path": self._inside(path), "mode": int(mode)}, payload)
+        self._file_op({"op": "write", "path": self._inside(path), "mode": int(mode), "root": self._root_ok(as_root)},
+                      payload)
+
+    def finish_setup(self) -> int:
+        """Give the sandbox user every file the root setup steps wrote; returns how many changed.
+
+        Call it once after the steps run with ``as_root`` and before the agent's first command:
+        the agent's shell and the tests run as the sandbox user and must be able to change
+        what the task's ``COPY`` and ``RUN`` made (as in an image where everything runs as root).
+        """
+        if not self.as_root or self._init_pid[0] <= 0:
+            return 0
+        return chown_written(self._proc.pid, self._init_pid[0], self.uid, self.uid, self.writable_root,
+                             _SANDBOX_DIRS)
+
+    @property
+    def memory_limited_by_cgroup(self) -> bool:
+        """True when a cgroup bounds the sandbox's memory (see the ``cgroup`` argument)."""
+        return self.cgroup is not None
 
     def read_file(self, path: str, limit: int = 16 * _SIZE_MIB) -> bytes:
         """Read up to ``limit`` bytes of ``path`` inside the sandbox, as the sandbox user.
@@ -306,20 +386,32 @@ class LocalSandbox:
             raise ValueError(f"path: expected a non-empty str, got {path!r}")
         return path if path.startswith("/") else f"{self.workdir}/{path}"
 
+    def _root_ok(self, as_root: bool) -> bool:
+        if as_root and not self.as_root:
+            raise SandboxError("as_root: the local sandbox runs steps as root only when the host runs it as root")
+        return bool(as_root)
+
     def _command(self, op: str, command: str, timeout: float | None, extra: dict[str, Any]) -> Result:
         if not isinstance(command, str):
             raise TypeError(f"command: expected str, got {type(command).__name__}")
         seconds = self.timeout if timeout is None else check_timeout("timeout", timeout, allow_none=False)
         assert seconds is not None
         header = {"op": op, "timeout": seconds, "limit": self.limits.output_bytes, **extra}
+        kills = self.cgroup.oom_kills() if self.cgroup is not None else 0
         try:
             reply, data = self._request(header, command.encode("utf-8", "surrogatepass"), seconds + 15.0)
         except SandboxError as exc:
             return Result(exit_code=125, output=f"[sandbox error: {exc}]")
         if not reply.get("ok"):
             return Result(exit_code=125, output=f"[sandbox error: {reply.get('error')}]")
-        return Result(exit_code=int(reply["exit_code"]), output=data.decode("utf-8", "replace"),
-                      timed_out=bool(reply["timed_out"]), truncated=bool(reply["truncated"]))
+        text = data.decode("utf-8", "replace")
+        killed = None
+        if self.cgroup is not None and self.cgroup.oom_kills() > kills:
+            killed = "memory"
+            text += ("\n" if text and not text.endswith("\n") else "") + (
+                f"[a process was killed: the sandbox reached its memory limit of {self.limits.memory_mb} MiB]")
+        return Result(exit_code=int(reply["exit_code"]), output=text, timed_out=bool(reply["timed_out"]),
+                      truncated=bool(reply["truncated"]), killed=killed)
 
     def _file_op(self, header: dict[str, Any], payload: bytes) -> bytes:
         reply, data = self._request(header, payload, 60.0)

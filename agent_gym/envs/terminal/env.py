@@ -2,33 +2,39 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
-import re
+import shlex
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from agent_gym.checks import check_float, check_int
 from agent_gym.core import AgentEnv
-from agent_gym.envs.terminal.loader import builtin_tasks, find_task_dirs, load_task
+from agent_gym.envs.terminal.grading import REWARD_MODES, TestReport, grade_test_run
+from agent_gym.envs.terminal.loader import builtin_tasks, find_task_dirs, load_task, resolve_setup
 from agent_gym.errors import ConfigError
 from agent_gym.rewards import RewardConfig
 from agent_gym.sandbox import LocalSandbox, SandboxError, SandboxLimits
+from agent_gym.sandbox.local import sandbox_base_env
+from agent_gym.sandbox.rootfs import writable_root_unavailable_reason
 from agent_gym.tools import DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_TIME_LIMIT, Tool, ToolCallParser, as_tool
 from agent_gym.types import EpisodeStatus
 
-__all__ = ["BACKENDS", "TEST_ENV", "TerminalEnv", "parse_pytest_summary", "select_backend"]
+__all__ = ["BACKENDS", "SOLUTION_PATH", "TEST_ENV", "TerminalEnv", "parse_pytest_summary", "select_backend"]
 
 BACKENDS = ("auto", "local", "docker")
 """Sandbox backends of :class:`TerminalEnv`: ``auto`` uses Docker for tasks that name an image."""
 
 _SOLUTION_END = "__AGENT_GYM_SOLUTION_END__"
+SOLUTION_PATH = "/tmp/solution.sh"
+"""Where the reference solution's ``solution.sh`` is written and run from as a file (``bash`` reads
+the file, so a command in it that reads standard input cannot swallow the rest of the script)."""
 
 TEST_ENV: dict[str, str] = {"TEST_DIR": "/tests", "HOME": "/tmp", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 """Environment of the test command (on top of the sandbox's). The pytest plugins that
 happen to be installed on the host are not loaded (a task's tests must not depend on
 them, as in a task image with a plain pytest; they also cost seconds per grading); a
 task that needs one names it (``pytest -p NAME``)."""
-_SUMMARY = re.compile(r"^(PASSED|FAILED|ERROR|XPASS|XFAIL|SKIPPED)\s+\S", re.MULTILINE)
 
 
 def select_backend(task: Mapping[str, Any], backend: str = "auto") -> str:
@@ -52,14 +58,13 @@ def select_backend(task: Mapping[str, Any], backend: str = "auto") -> str:
 
 
 def parse_pytest_summary(output: str) -> tuple[int, int]:
-    """``(passed, total)`` from the short test summary of ``pytest -rA`` (only that section is read)."""
-    marker = output.rfind("short test summary info")
-    if marker < 0:
-        return 0, 0
-    section = output[marker:]
-    outcomes = _SUMMARY.findall(section)
-    counted = [o for o in outcomes if o in ("PASSED", "FAILED", "ERROR", "XPASS")]
-    return sum(o in ("PASSED", "XPASS") for o in counted), len(counted)
+    """``(passed, total)`` from the short test summary of ``pytest -rA``, as Terminal-Bench counts them.
+
+    Read line by line (:func:`~agent_gym.envs.terminal.grading.parse_pytest`): ``SKIPPED`` and
+    ``XFAIL`` pass, ``XPASS`` fails; ``(0, 0)`` without a summary.
+    """
+    report = grade_test_run(output, 0, False, "pytest")
+    return report.passed, report.total
 
 
 class TerminalEnv(AgentEnv):
@@ -149,6 +154,8 @@ class TerminalEnv(AgentEnv):
         backend: str = "auto",
         docker_image: str | None = None,
         docker_pool_size: int = 2,
+        reward_mode: str = "resolved",
+        writable_root: bool | None = None,
         max_steps: int = 30,
         tools_in_prompt: bool = False,
         system_prompt: str | None = None,
@@ -162,11 +169,18 @@ class TerminalEnv(AgentEnv):
         if backend not in BACKENDS:
             raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
         self.backend = backend
+        if reward_mode not in REWARD_MODES:
+            raise ValueError(f"reward_mode: expected one of {REWARD_MODES}, got {reward_mode!r}")
+        self.reward_mode = reward_mode
+        if writable_root is None:
+            writable_root = writable_root_unavailable_reason() is None
+        self.writable_root = bool(writable_root)
         self.docker_image = docker_image
         self.docker_pool_size = check_int("docker_pool_size", docker_pool_size, low=0)
         self.command_timeout = check_float("command_timeout", command_timeout, low=0.0, low_open=True)
         if limits is not None and not isinstance(limits, SandboxLimits):
             raise TypeError(f"limits: expected SandboxLimits or None, got {type(limits).__name__}")
+        self._limits_given = limits is not None
         self.limits = limits or SandboxLimits(output_bytes=8000)
         if sandbox_factory is not None and not callable(sandbox_factory):
             raise TypeError(f"sandbox_factory: expected a callable or None, got {type(sandbox_factory).__name__}")
@@ -176,6 +190,7 @@ class TerminalEnv(AgentEnv):
         self.last_test_output = ""
         self._submitted = False
         self._graded: tuple[int, int, float] | None = None
+        self.last_report: TestReport | None = None
         checked_later = cast("Sequence[Mapping[str, Any]] | None", tasks)  # validate_tasks loads the paths
         super().__init__(checked_later, tools, max_steps=max_steps, tools_in_prompt=tools_in_prompt,
                          system_prompt=system_prompt, rewards=rewards, parser=parser, tool_time_limit=tool_time_limit,
@@ -211,7 +226,11 @@ class TerminalEnv(AgentEnv):
 
     @staticmethod
     def _solution_command(script: str) -> str:
-        return f"bash <<'{_SOLUTION_END}'\n{script.rstrip()}\n{_SOLUTION_END}"
+        """Write ``solution.sh`` to :data:`SOLUTION_PATH` and run it as a file, as Terminal-Bench does."""
+        end = _SOLUTION_END
+        while end in script:
+            end += "_"
+        return f"cat > {SOLUTION_PATH} <<'{end}'\n{script.rstrip()}\n{end}\nbash {SOLUTION_PATH}"
 
     # ------------------------------------------------------------------ episodes
 
@@ -219,34 +238,79 @@ class TerminalEnv(AgentEnv):
         """Start the episode's sandbox, lay out the task's files and return ``bash`` and ``submit``."""
         self._submitted = False
         self._graded = None
-        env_vars = {str(k): str(v) for k, v in dict(task.get("env") or {}).items()}
-        setup = task.get("setup") or []
+        self.last_report = None
+        limits = self.limits
+        if task.get("memory_mb") and not self._limits_given:
+            limits = dataclasses.replace(limits, memory_mb=int(task["memory_mb"]))
         if self.sandbox_factory is not None:
+            env_vars = {str(k): str(v) for k, v in dict(task.get("env") or {}).items()}
             self.sandbox = self.sandbox_factory(task, env_vars)
+            self._apply_setup(task, list(task.get("setup") or []), backend="sandbox_factory")
         elif select_backend(task, self.backend) == "docker":
-            from agent_gym.sandbox.docker import DockerSandbox
+            from agent_gym.sandbox.docker import DockerSandbox, image_config, shared_client
 
             image = task.get("image") or self.docker_image or task.get("base_image")
             if not image:
                 raise ConfigError(f"task {task['id']!r}: the Docker backend needs an image (the task names none; "
                                   "pass docker_image=...)")
-            if task.get("image"):
-                setup = []  # the task's image holds its environment
-            self.sandbox = DockerSandbox(image, self.limits, timeout=self.command_timeout, env=env_vars,
-                                         pool_size=self.docker_pool_size)
-        else:
-            self.sandbox = LocalSandbox(self.limits, timeout=self.command_timeout, env=env_vars)
-        for kind, first, second in setup:
-            if kind == "file":
-                self.sandbox.write_file(first, second)
+            client = shared_client()
+            base_env, base_workdir = image_config(client, image)
+            if task.get("image"):  # the task's image holds its environment
+                plan = {"env": {**base_env, **dict((task.get("compose") or {}).get("env") or {})},
+                        "workdir": (task.get("compose") or {}).get("workdir") or base_workdir or "/app", "steps": []}
             else:
-                result = self.sandbox.exec(first, timeout=120.0)
-                if not result.ok:
-                    raise SandboxError(f"task {task['id']!r}: setup command {first!r:.80} failed with exit code "
-                                       f"{result.exit_code}: {result.output[-500:]}")
+                plan = resolve_setup(task, base_env, base_workdir or "/app")
+            self.sandbox = DockerSandbox(image, limits, timeout=self.command_timeout, env=plan["env"],
+                                         workdir=plan["workdir"], pool_size=self.docker_pool_size, client=client)
+            self._apply_setup(task, plan["steps"], backend="docker")
+        else:
+            plan = resolve_setup(task, sandbox_base_env())
+            self.sandbox = LocalSandbox(limits, timeout=self.command_timeout, env=plan["env"], workdir=plan["workdir"],
+                                        writable_root=self.writable_root)
+            self._apply_setup(task, plan["steps"], backend="local")
         limit = self.limits.output_bytes + 1000
         return [as_tool(self.bash, time_limit=None, max_output_chars=limit),
                 as_tool(self.submit, time_limit=None, max_output_chars=limit)]
+
+    def _apply_setup(self, task: Mapping[str, Any], steps: list[Any], backend: str) -> None:
+        """Run the Dockerfile's steps in order (as root where the sandbox can), then hand the files over.
+
+        Raises:
+            SandboxError: Naming the task, the step and the backend, when a step fails.
+        """
+        sandbox = self.sandbox
+        as_root = isinstance(sandbox, LocalSandbox) and sandbox.as_root
+        kw = {"as_root": True} if as_root else {}
+        where = "the local sandbox" + ("" if getattr(sandbox, "writable_root", True) else " (read-only root)")
+        where = {"docker": "the Docker backend", "sandbox_factory": "the sandbox_factory's sandbox"}.get(backend, where)
+        hint = ("" if backend != "local" or getattr(sandbox, "writable_root", True) else
+                "; this sandbox has a read-only root (writable_root=False or unavailable here: "
+                f"{writable_root_unavailable_reason()}); run the task with backend='docker'")
+        for kind, first, second in steps:
+            try:
+                if kind == "file":
+                    data, mode = second if isinstance(second, tuple) else (second, 0o644)
+                    sandbox.write_file(first, data, mode, **kw) if kw else sandbox.write_file(first, data, mode)
+                    continue
+                if kind == "dir":
+                    command, env, cwd = f"mkdir -p -- {shlex.quote(first)}", None, "/"
+                else:
+                    command = first
+                    env, cwd = (second or {}).get("env"), (second or {}).get("cwd")
+                    if cwd:
+                        command = f"mkdir -p -- {shlex.quote(cwd)} && cd -- {shlex.quote(cwd)} && {{\n{command}\n}}"
+                    later = sorted(k for k in dict(getattr(sandbox, "env", None) or {}) if k not in (env or {}))
+                    if env is not None and later:  # variables an ENV after this step defines
+                        command = f"unset {' '.join(map(shlex.quote, later))}\n{command}"
+                result = sandbox.exec(command, timeout=300.0, env=env, **kw)
+            except SandboxError as exc:
+                raise SandboxError(f"task {task['id']!r}: COPY to {first} failed on {where}: {exc}{hint}") from None
+            if not result.ok:
+                label = "WORKDIR" if kind == "dir" else "RUN"
+                raise SandboxError(f"task {task['id']!r}: {label} {first!r:.200} failed on {where} with exit code "
+                                   f"{result.exit_code}: {result.output[-500:]}{hint}")
+        if as_root:
+            sandbox.finish_setup()
 
     def release_episode(self) -> None:
         """Close the episode's sandbox (every process killed, every file dropped); safe twice."""
@@ -290,14 +354,35 @@ class TerminalEnv(AgentEnv):
     def grade_episode(self, status: EpisodeStatus, reason: str, info: dict[str, Any]) -> float | None:
         """Run the tests once the episode ended by the model (submit, answer) or by ``max_steps``.
 
-        Adds ``info["tests"]`` (``passed`` and ``total``); a policy output cut short or failed
-        is not graded (None).
+        Adds ``info["tests"]`` (``outcome``, ``passed``, ``total``, ``resolved``, ``reason``,
+        ``exit_code``, ``results``; see :class:`~agent_gym.envs.terminal.grading.TestReport`). A
+        run that did not grade the work (timeout, runner could not run, unreadable output, no
+        tests) earns nothing and ends the episode ENV_ERROR (see :meth:`step`), never a wrong
+        answer; a policy output cut short or failed is not graded (None).
         """
         if status not in (EpisodeStatus.ENV_DONE, EpisodeStatus.MAX_STEPS):
             return None
         passed, total, score = self._grade()
-        info["tests"] = {"passed": passed, "total": total}
+        report = self.last_report
+        info["tests"] = report.as_info() if report is not None else {"passed": passed, "total": total}
+        if report is not None and not report.graded:
+            return None
         return score
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        """One step (see :class:`~agent_gym.core.AgentEnv`); a test run that graded nothing ends it ENV_ERROR.
+
+        ``info["end_reason"]`` then names the outcome (``"tests_timeout"``, ``"tests_could_not_run"``,
+        ``"tests_parse_error"``, ``"tests_no_tests"``), so a trainer masks the episode
+        (:data:`~agent_gym.integrations.contract.INFRA_FAILURE_STATUSES`) instead of learning from it.
+        """
+        observation, reward, terminated, truncated, info = super().step(action)
+        tests = info.get("tests")
+        if isinstance(tests, dict) and tests.get("outcome") not in (None, "graded"):
+            info["status"] = EpisodeStatus.ENV_ERROR
+            info["end_reason"] = f"tests_{tests['outcome']}"
+            terminated, truncated = False, True
+        return observation, reward, terminated, truncated, info
 
     def _grade(self) -> tuple[int, int, float]:
         """Grade once per episode (see :meth:`run_tests`) and end the agent's turn."""
@@ -309,36 +394,60 @@ class TerminalEnv(AgentEnv):
     def run_tests(self) -> tuple[int, int, float]:
         """Run the task's tests now on the sandbox's current state: ``(passed, total, score)``.
 
-        The persistent shell and everything it started are stopped first (files stay), the
-        task's test files are copied to ``/tests`` (a fresh ``/tests`` and ``/logs``), and the
-        test command runs in a fresh process with :attr:`test_env`. The episode goes on (the
-        next ``bash`` call starts a new shell with the saved state); :meth:`step` calls this
-        once when the episode ends. The test output is kept in ``last_test_output``.
+        The task's test files are copied to ``/tests`` (a fresh ``/tests`` and ``/logs``) and the
+        test command runs with :attr:`test_env` in the task's working directory: in a fresh
+        process after the persistent shell and everything it started are stopped (files stay),
+        or, for a task with ``run_tests_in_same_shell``, in the agent's shell as it is. The
+        output is parsed by the task's ``parser_name``
+        (:func:`~agent_gym.envs.terminal.grading.grade_test_run`); the report is kept in
+        :attr:`last_report` and the output in ``last_test_output``. ``score`` is the reward of
+        ``reward_mode`` (0 when the run graded nothing). The episode goes on (the next ``bash``
+        call starts a new shell with the saved state); :meth:`step` calls this once when the episode ends.
         """
         task = self.task or {}
         sandbox = self.sandbox
         self.last_test_output = ""
+        self.last_report = None
         if sandbox is None:
             return (0, 0, 0.0)
         try:
-            sandbox.stop_shell()
+            same_shell = bool(task.get("run_tests_in_same_shell"))
+            if not same_shell:
+                sandbox.stop_shell()
             sandbox.exec("find /tests /logs -mindepth 1 -delete 2>/dev/null; mkdir -p /logs/verifier", timeout=30)
             for path, data in dict(task.get("test_files") or {}).items():
                 sandbox.write_file(path, data, mode=0o755 if path.endswith(".sh") else 0o644)
-            result = sandbox.exec(str(task["test_command"]), timeout=float(task.get("test_timeout", 60.0)),
-                                  env=self.test_env)
+            timeout = float(task.get("test_timeout", 60.0))
+            if same_shell:
+                assigns = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.test_env.items())
+                result = sandbox.run(f"env {assigns} {task['test_command']}", timeout=timeout)
+            else:
+                result = sandbox.exec(str(task["test_command"]), timeout=timeout, env=self.test_env)
             self.last_test_output = result.output
             if task.get("format") == "harbor":
-                try:
-                    text = sandbox.read_file("/logs/verifier/reward.txt").decode().strip()
-                    score = min(max(float(text), 0.0), 1.0)
-                except (SandboxError, ValueError):
-                    score = 0.0
-                return (int(score == 1.0), 1, score)
-            passed, total = parse_pytest_summary(result.output)
-            return (passed, total, passed / total if total else 0.0)
-        except SandboxError:
-            return (0, 0, 0.0)
+                report = self._harbor_report(sandbox, result)
+            else:
+                report = grade_test_run(result.output, result.exit_code, result.timed_out,
+                                        str(task.get("parser_name") or "pytest"))
+        except SandboxError as exc:
+            report = TestReport("could_not_run", reason=f"the sandbox failed: {exc}")
+        self.last_report = report
+        score = report.score(self.reward_mode)
+        return (report.passed, report.total, 0.0 if score is None else score)
+
+    @staticmethod
+    def _harbor_report(sandbox: Any, result: Any) -> TestReport:
+        if result.timed_out:
+            return TestReport("timeout", reason="the verifier ran past its time limit", exit_code=result.exit_code)
+        try:
+            text = sandbox.read_file("/logs/verifier/reward.txt").decode().strip()
+            value = min(max(float(text), 0.0), 1.0)
+        except (SandboxError, ValueError) as exc:
+            return TestReport("could_not_run", reason=f"no reward in /logs/verifier/reward.txt ({exc})",
+                              exit_code=result.exit_code)
+        # Harbor's verifier writes the reward itself: one "test" that passes when it is 1
+        return TestReport("graded", results={"reward": "passed" if value == 1.0 else "failed"},
+                          exit_code=result.exit_code, value=value)
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()

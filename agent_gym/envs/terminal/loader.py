@@ -13,24 +13,32 @@ Harbor layout::
     instruction.md, task.toml ([agent] timeout_sec, [verifier] timeout_sec)
     environment/Dockerfile, solution/solve.sh, tests/test.sh (writes /logs/verifier/reward.txt)
 
-Without a container image, the ``Dockerfile`` is read for the instructions that shape the
-task's files: ``COPY``/``ADD`` (from the build context, into ``/app``, ``/tests``-free paths),
-``RUN`` (run in the sandbox before the episode, without network), ``ENV`` and ``WORKDIR``;
-``FROM`` and the rest are ignored. A task that names an image (``image`` in ``task.yaml``,
-``[environment] docker_image`` in ``task.toml``) runs in that image with the Docker backend.
+Without a container image, the ``Dockerfile`` is read as Docker reads it
+(:mod:`agent_gym.envs.terminal.dockerfile`): ``ARG``/``ENV`` in order with ``$VAR``
+expansion, ``WORKDIR`` (where the shell, the solution and the tests start), ``COPY``/``ADD``
+anywhere, ``RUN`` as root in the sandbox without network. A ``docker-compose.yaml`` with one
+service gives the Dockerfile, the environment, the working directory and the memory limit
+(more than one service is an error). ``task.yaml``'s ``parser_name`` (default ``pytest``)
+picks the test parser (:mod:`agent_gym.envs.terminal.grading`) and
+``run_tests_in_same_shell`` runs the tests in the agent's shell. A task that names an image
+(``image`` in ``task.yaml``, ``[environment] docker_image`` in ``task.toml``) runs in that
+image with the Docker backend.
 """
 
 from __future__ import annotations
 
 import os
-import shlex
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from agent_gym.envs.terminal.dockerfile import DEFAULT_PATH, expand, parse_dockerfile, resolve_dockerfile
+from agent_gym.envs.terminal.grading import get_parser
 from agent_gym.errors import ConfigError
 
-__all__ = ["BUILTIN_TASK_DIR", "builtin_tasks", "find_task_dirs", "load_task", "parse_dockerfile"]
+__all__ = ["BUILTIN_TASK_DIR", "builtin_tasks", "find_task_dirs", "load_task", "parse_dockerfile", "read_compose",
+           "resolve_setup"]
 
 BUILTIN_TASK_DIR = Path(__file__).with_name("tasks")
 """Directory of the shipped tasks (Terminal-Bench layout)."""
@@ -59,63 +67,86 @@ def _files(root: Path) -> dict[str, bytes]:
     return found
 
 
-def parse_dockerfile(path: Path) -> dict[str, Any]:
-    """Read the instructions of a Dockerfile that apply without an image.
+_COMPOSE_NAMES = ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml")
+_TBENCH_VARS = {"T_BENCH_TEST_DIR": "/tests", "T_BENCH_CONTAINER_LOGS_PATH": "/logs",
+                "T_BENCH_CONTAINER_AGENT_LOGS_PATH": "/agent-logs"}
+_SIZE = {"": 1 / (1 << 20), "b": 1 / (1 << 20), "k": 1 / 1024, "kb": 1 / 1024, "m": 1, "mb": 1, "g": 1024,
+         "gb": 1024}
+
+
+def _memory_mb(value: Any, where: str) -> int:
+    text = str(value).strip().lower()
+    number = text.rstrip("kmgbi")
+    unit = text[len(number):].replace("i", "")
+    try:
+        return max(1, int(float(number) * _SIZE[unit]))
+    except (KeyError, ValueError):
+        raise ConfigError(f"{where}: expected a memory size like '4g' or '512m', got {value!r}") from None
+
+
+def read_compose(root: Path) -> dict[str, Any] | None:
+    """The one service of a task's docker-compose file, as the settings a sandbox uses; None without a file.
 
     Returns:
-        ``{"image", "workdir", "env", "steps"}`` where each step is ``("copy", src, dest)`` or
-        ``("run", command)``; ``image`` is the ``FROM`` image.
+        ``{"path", "service", "dockerfile", "context", "image", "env", "workdir", "memory_mb"}``:
+        ``image`` is None when the file names only the harness's variable (Terminal-Bench's
+        ``${T_BENCH_TASK_DOCKER_CLIENT_IMAGE_NAME}``, the image built from the Dockerfile).
+
+    Raises:
+        ConfigError: For more than one service (the sandboxes run one container) or a bad value.
     """
-    text = path.read_text(encoding="utf-8").replace("\\\n", " ")
-    result: dict[str, Any] = {"image": None, "workdir": "/app", "env": {}, "steps": []}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        keyword, _, rest = line.partition(" ")
-        keyword, rest = keyword.upper(), rest.strip()
-        if keyword == "FROM":
-            result["image"] = rest.split()[0] if rest else None
-        elif keyword == "WORKDIR":
-            result["workdir"] = rest
-        elif keyword == "ENV":
-            if "=" in rest.split()[0]:
-                for item in shlex.split(rest):
-                    key, _, value = item.partition("=")
-                    result["env"][key] = value
-            else:
-                key, _, value = rest.partition(" ")
-                result["env"][key] = value.strip()
-        elif keyword in ("COPY", "ADD"):
-            parts = [p for p in shlex.split(rest) if not p.startswith("--")]
-            if len(parts) >= 2:
-                for src in parts[:-1]:
-                    result["steps"].append(("copy", src, parts[-1]))
-        elif keyword == "RUN":
-            result["steps"].append(("run", rest))
-    return result
+    path = next((root / name for name in _COMPOSE_NAMES if (root / name).is_file()), None)
+    if path is None:
+        return None
+    data = _read_yaml(path)
+    services = data.get("services")
+    if not isinstance(services, dict) or not services:
+        raise ConfigError(f"{path}: expected a 'services' mapping with one service")
+    if len(services) > 1:
+        raise ConfigError(f"{path}: {len(services)} services ({', '.join(map(str, services))}); the sandboxes run "
+                          "one container per episode, so a task can have only one service")
+    name, service = next(iter(services.items()))
+    service = service or {}
+    build = service.get("build") or {}
+    if isinstance(build, str):
+        build = {"context": build}
+    image = service.get("image")
+    if isinstance(image, str) and ("${T_BENCH_" in image or "$T_BENCH_" in image):
+        image = None
+    raw_env = service.get("environment") or {}
+    items = raw_env.items() if isinstance(raw_env, dict) else (str(e).partition("=")[::2] for e in raw_env)
+    env = {str(k): expand("" if v is None else str(v), _TBENCH_VARS) for k, v in items}
+    memory = service.get("mem_limit") or (((service.get("deploy") or {}).get("resources") or {}).get("limits")
+                                          or {}).get("memory")
+    return {
+        "path": str(path),
+        "service": str(name),
+        "dockerfile": str(build.get("dockerfile") or "Dockerfile"),
+        "context": str(build.get("context") or "."),
+        "image": image,
+        "env": env,
+        "workdir": service.get("working_dir"),
+        "memory_mb": _memory_mb(memory, f"{path} {name}.mem_limit") if memory else None,
+    }
 
 
-def _setup_files(context: Path, dockerfile: dict[str, Any]) -> list[tuple[str, Any, Any]]:
-    """Turn COPY steps into ``("file", inside_path, bytes)`` items, keeping RUN steps in order."""
-    steps: list[tuple[str, Any, Any]] = []
-    workdir = dockerfile["workdir"] or "/app"
-    for step in dockerfile["steps"]:
-        if step[0] == "run":
-            steps.append(("run", step[1], None))
-            continue
-        _, src, dest = step
-        dest = dest if dest.startswith("/") else f"{workdir.rstrip('/')}/{dest}"
-        source = (context / src).resolve()
-        if not str(source).startswith(str(context.resolve())) or not source.exists():
-            raise ConfigError(f"{context}: COPY source {src!r} is not inside the build context")
-        if source.is_dir():
-            for rel, data in _files(source).items():
-                steps.append(("file", f"{dest.rstrip('/')}/{rel}", data))
-        else:
-            target = f"{dest.rstrip('/')}/{source.name}" if dest.endswith("/") else dest
-            steps.append(("file", target, source.read_bytes()))
-    return steps
+def resolve_setup(task: Mapping[str, Any], base_env: Mapping[str, str], workdir: str = "/app") -> dict[str, Any]:
+    """The task's Dockerfile walked against ``base_env`` (see :func:`~agent_gym.envs.terminal.dockerfile.resolve_dockerfile`).
+
+    Returns ``{"env", "workdir", "steps"}``; a task without a Dockerfile has its ``env``,
+    ``workdir`` and ``setup`` as they are. The compose file's environment is applied last.
+    ``workdir`` is the base image's working directory (``/app`` for the local sandbox, as in
+    Terminal-Bench's base images).
+    """
+    spec = task.get("dockerfile")
+    if not spec:
+        return {"env": {**dict(base_env), **dict(task.get("env") or {})}, "workdir": task.get("workdir") or "/app",
+                "steps": list(task.get("setup") or [])}
+    resolved = resolve_dockerfile(spec["instructions"], base_env, Path(spec["context"]), spec["source"], workdir)
+    compose = task.get("compose") or {}
+    env = {**resolved["env"], **dict(compose.get("env") or {})}
+    workdir = compose.get("workdir") or resolved["workdir"]
+    return {"env": env, "workdir": workdir, "steps": resolved["steps"]}
 
 
 def load_task(directory: str | os.PathLike[str]) -> dict[str, Any]:
@@ -142,11 +173,12 @@ def load_task(directory: str | os.PathLike[str]) -> dict[str, Any]:
         for required in ("solution.sh", "run-tests.sh"):
             if not (root / required).is_file():
                 raise ConfigError(f"{root}: expected a {required} (Terminal-Bench layout)")
-        dockerfile = root / "Dockerfile"
-        parsed = parse_dockerfile(dockerfile) if dockerfile.is_file() else None
+        compose = read_compose(root)
+        context = (root / compose["context"]).resolve() if compose else root
+        dockerfile = context / compose["dockerfile"] if compose else root / "Dockerfile"
         tests = {f"/tests/{k}": v for k, v in _files(root / "tests").items()}
         tests["/tests/run-tests.sh"] = (root / "run-tests.sh").read_bytes()
-        context = root
+        parser_name = str(meta.get("parser_name") or "pytest")
         task: dict[str, Any] = {
             "format": "terminal-bench",
             "question": instruction.strip(),
@@ -156,7 +188,11 @@ def load_task(directory: str | os.PathLike[str]) -> dict[str, Any]:
             "test_files": tests,
             "test_command": "bash /tests/run-tests.sh",
             "category": meta.get("category"),
-            "image": meta.get("image") or meta.get("docker_image"),
+            "image": meta.get("image") or meta.get("docker_image") or (compose or {}).get("image"),
+            "parser_name": parser_name,
+            "run_tests_in_same_shell": bool(meta.get("run_tests_in_same_shell", False)),
+            "compose": compose,
+            "memory_mb": (compose or {}).get("memory_mb"),
         }
     elif (root / "instruction.md").is_file() and (root / "task.toml").is_file():
         if sys.version_info >= (3, 11):
@@ -168,9 +204,9 @@ def load_task(directory: str | os.PathLike[str]) -> dict[str, Any]:
         for required in ("solution/solve.sh", "tests/test.sh"):
             if not (root / required).is_file():
                 raise ConfigError(f"{root}: expected {required} (Harbor layout)")
-        dockerfile = root / "environment" / "Dockerfile"
-        parsed = parse_dockerfile(dockerfile) if dockerfile.is_file() else None
         context = root / "environment"
+        dockerfile = context / "Dockerfile"
+        memory = meta.get("environment", {}).get("memory_mb") or meta.get("environment", {}).get("memory")
         task = {
             "format": "harbor",
             "question": (root / "instruction.md").read_text(encoding="utf-8").strip(),
@@ -181,15 +217,31 @@ def load_task(directory: str | os.PathLike[str]) -> dict[str, Any]:
             "test_command": "bash /tests/test.sh",
             "category": meta.get("metadata", {}).get("category"),
             "image": meta.get("environment", {}).get("docker_image") or meta.get("environment", {}).get("image"),
+            "parser_name": "harbor",
+            "run_tests_in_same_shell": False,
+            "compose": None,
+            "memory_mb": (int(memory) if isinstance(memory, (int, float)) else _memory_mb(memory, str(root)))
+            if memory else None,
         }
     else:
         raise ConfigError(f"{root}: expected a task directory with task.yaml (Terminal-Bench) or "
                           "instruction.md and task.toml (Harbor)")
-    task["setup"] = _setup_files(context, parsed) if parsed else []
-    task["env"] = dict(parsed["env"]) if parsed else {}
+    if task["parser_name"] != "harbor":
+        get_parser(task["parser_name"])  # an unknown parser is an error at load time
+    if dockerfile.is_file():
+        instructions = parse_dockerfile(dockerfile)
+        task["dockerfile"] = {"instructions": instructions, "context": str(context), "source": str(dockerfile)}
+        resolved = resolve_dockerfile(instructions, {"PATH": DEFAULT_PATH}, context, str(dockerfile))
+        task["base_image"] = resolved["image"]
+    else:
+        task["dockerfile"] = None
+        task["base_image"] = None
+    base = {"PATH": DEFAULT_PATH}
+    default = resolve_setup({**task, "env": {}, "setup": [], "workdir": "/app"}, base)
+    task["setup"], task["workdir"] = default["steps"], default["workdir"]
+    task["env"] = {k: v for k, v in default["env"].items() if base.get(k) != v}  # what the task sets
     if task["image"] is not None and (not isinstance(task["image"], str) or not task["image"].strip()):
         raise ConfigError(f"{root}: expected the image to be a non-empty string, got {task['image']!r}")
-    task["base_image"] = parsed["image"] if parsed else None
     task["id"] = root.name
     task["path"] = str(root)
     task["ground_truth"] = "the task's tests pass"

@@ -73,7 +73,8 @@ def test_every_reference_solution_passes_and_doing_nothing_fails():
 def test_submit_with_nothing_done_scores_below_one(env):
     env.reset(options={"task_index": TASK_IDS.index("csv-join")})
     _, reward, terminated, _, info = env.step(SUBMIT)
-    assert terminated and info["res_reward"] == 0.0 and info["tests"] == {"passed": 0, "total": 1}
+    assert terminated and info["res_reward"] == 0.0 and info["status"] == "ENV_DONE"
+    assert (info["tests"]["passed"], info["tests"]["total"], info["tests"]["outcome"]) == (0, 1, "graded")
 
 
 def test_observation_has_output_and_exit_code_and_state_persists(env):
