@@ -30,7 +30,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_gym.parsers import ChatFamily, canonical_tool_parser, detect_parsers, get_family, make_parser
+from agent_gym.policy.family_turns import FamilySuffix
 from agent_gym.policy.piece_encoder import PieceEncoder
+from agent_gym.tools import ToolCallParser
 
 __all__ = ["ChatTokenBuilder", "PromptPlan", "as_id_list", "normalize_messages", "template_supports_tools"]
 
@@ -166,6 +169,13 @@ class ChatTokenBuilder:
         chat_template_kwargs: Extra template variables (e.g. ``{"enable_thinking": False}``).
         track_retokenization: Count turns whose sampled ids differ from a re-tokenization
             of their text (see :attr:`noncanonical_turns`). Costs one encode per turn.
+        tool_parser: The model family's tool-call parser name (vLLM's: ``hermes``,
+            ``llama3_json``, ``mistral``, ``openai``, ``deepseek_v3``, ``qwen3_coder``,
+            ``pythonic``); None reads it from the chat template where that is unambiguous
+            (else ``hermes``). A structured family's messages are rendered in its shape and its
+            turns continue as :mod:`agent_gym.policy.family_turns` describes.
+        reasoning_parser: ``deepseek_r1``, ``qwen3``, ``openai`` or None (read from the template
+            with the tool parser when neither is given).
 
     Raises:
         ValueError: If the tokenizer has no chat template, or its assistant turns do not
@@ -183,6 +193,8 @@ class ChatTokenBuilder:
         chat_template_kwargs: Mapping[str, Any] | None = None,
         *,
         track_retokenization: bool = True,
+        tool_parser: str | None = None,
+        reasoning_parser: str | None = None,
     ) -> None:
         if not getattr(tokenizer, "chat_template", None):
             raise ValueError("tokenizer: expected a tokenizer with a chat template, got one without")
@@ -193,6 +205,22 @@ class ChatTokenBuilder:
         # Exact ids of recurring text (the system prompt and tool schemas of every episode)
         # are reused instead of tokenized again: see PieceEncoder.
         self.encoder = PieceEncoder(tokenizer)
+        detected_tool, detected_reasoning = detect_parsers(tokenizer)
+        self.parsers_detected = tool_parser is None and detected_tool is not None
+        """True when the parser names were read from the chat template (none was given)."""
+        self.tool_parser: str = canonical_tool_parser(tool_parser or detected_tool or "hermes")
+        """The tool-call parser name of the model family (given, or read from the chat template)."""
+        if reasoning_parser is None and tool_parser is None:
+            reasoning_parser = detected_reasoning
+        self.reasoning_parser: str | None = reasoning_parser
+        """The reasoning parser name (given, or read from the chat template with the tool parser)."""
+        self.family: ChatFamily = get_family(self.tool_parser)
+        self.parser: ToolCallParser = make_parser(self.tool_parser, reasoning_parser)
+        self._family: FamilySuffix | None = (
+            FamilySuffix(tokenizer, self.family, self.parser, self._render_template, self.encoder.encode)
+            if self.family.structured
+            else None
+        )
         self._sessions: dict[str, _Session] = {}
         self._bases: dict[str | None, _BaseInfo] = {}
         # (tools key, roles of the new messages) -> whether the text after the base changes with the tools
@@ -205,6 +233,9 @@ class ChatTokenBuilder:
         self._split_at_eot: bool | None = None
         eos = getattr(tokenizer, "eos_token_id", None)
         self.stop_ids: frozenset[int] = frozenset({self.eot_token_id} | ({int(eos)} if eos is not None else set()))
+        self.family_stop_ids: frozenset[int] = self._family.stop_ids if self._family is not None else frozenset()
+        """The ids that end sampling in the model family's format (e.g. harmony's ``<|call|>``, ``<|return|>``)."""
+        self.stop_ids |= self.family_stop_ids
 
     # ------------------------------------------------------------------ rendering
     def render_text(
@@ -214,8 +245,14 @@ class ChatTokenBuilder:
         *,
         add_generation_prompt: bool = True,
     ) -> str:
-        """Render ``messages`` with the chat template (tools in the template or the system message)."""
-        msgs, kwargs = self._template_args(normalize_messages(messages), tools)
+        """Render ``messages`` with the chat template (tools in the template or the system message).
+
+        Messages are first put in the model family's shape (see :class:`~agent_gym.parsers.ChatFamily`).
+        """
+        msgs = normalize_messages(messages)
+        if self._family is not None:
+            msgs = self._family.template_messages(msgs)
+        msgs, kwargs = self._template_args(msgs, tools)
         return self.tokenizer.apply_chat_template(
             msgs, tokenize=False, add_generation_prompt=add_generation_prompt, **kwargs
         )
@@ -232,6 +269,11 @@ class ChatTokenBuilder:
         The ids equal ``apply_chat_template(..., tokenize=True)``'s.
         """
         return self.encoder.encode(self.render_text(messages, tools, add_generation_prompt=add_generation_prompt))
+
+    def _render_template(self, msgs: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
+        """Render messages already in the family's shape, with the generation prompt."""
+        msgs, kwargs = self._template_args(msgs, tools)
+        return self.tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True, **kwargs)
 
     def _template_args(
         self, msgs: list[dict[str, Any]], tools: list[dict[str, Any]] | None
@@ -420,11 +462,18 @@ class ChatTokenBuilder:
             state = self._sessions.get(session_id)
         if state is not None:
             new = self._continuation(state, msgs, key)
-            suffix = self.suffix_ids(new, tools, tools_key=key) if new is not None else None
+            suffix: list[int] | None = None
+            end_id = self.eot_token_id
+            if new is not None and self._family is not None:
+                found = self._family.suffix(state.text, new, tools, key)
+                if found is not None:
+                    suffix, end_id = found
+            elif new is not None:
+                suffix = self.suffix_ids(new, tools, tools_key=key)
             if suffix is not None:
                 head = state.prompt_ids + state.sampled_ids
-                if not state.sampled_ids or state.sampled_ids[-1] != self.eot_token_id:
-                    head.append(self.eot_token_id)
+                if not state.sampled_ids or state.sampled_ids[-1] not in self.stop_ids:
+                    head.append(end_id)
                 ids = head + suffix
                 n_prev, n_sampled = len(state.prompt_ids), len(state.sampled_ids)
                 if ids[:n_prev] != state.prompt_ids or ids[n_prev : n_prev + n_sampled] != state.sampled_ids:

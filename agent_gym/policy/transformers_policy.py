@@ -71,6 +71,10 @@ class TransformersPolicy(TokenPolicyBase):
         reuse_kv: Keep each session's KV cache between its turns and encode only a turn's new
             prompt ids, and share the keys/values of prompt heads between prompts (False: every
             turn encodes its whole prompt in one pass, as a plain forward pass does).
+        tool_parser: The model family's tool-call parser name (vLLM's names; None: read from the
+            chat template where unambiguous, else ``hermes``): how messages are rendered and
+            turns end (see :class:`~agent_gym.policy.ChatTokenBuilder`).
+        reasoning_parser: ``deepseek_r1``, ``qwen3``, ``openai`` or None.
 
     ``tools`` given to a turn stay with the session: a later turn called with ``tools=None``
     renders the same tools, ``tools=[]`` removes them.
@@ -97,6 +101,8 @@ class TransformersPolicy(TokenPolicyBase):
         logprobs_mode: str = "raw_logprobs",
         max_batch: int = 32,
         reuse_kv: bool = True,
+        tool_parser: str | None = None,
+        reasoning_parser: str | None = None,
     ) -> None:
         super().__init__()
         import torch
@@ -132,7 +138,8 @@ class TransformersPolicy(TokenPolicyBase):
         config_len = getattr(model.config, "max_position_embeddings", None)
         self.max_model_len = int(max_model_len or config_len or 4096)
         self.max_response_length = max_response_length
-        self.builder = ChatTokenBuilder(tokenizer, chat_template_kwargs)
+        self.builder = ChatTokenBuilder(tokenizer, chat_template_kwargs, tool_parser=tool_parser,
+                                        reasoning_parser=reasoning_parser)
         self._vocab = int(model.get_output_embeddings().weight.shape[0])
         eos = set(self.builder.stop_ids) | set(self.sampling.stop_token_ids)
         gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
@@ -163,6 +170,8 @@ class TransformersPolicy(TokenPolicyBase):
             logprobs_mode=logprobs_mode,
             max_batch=max_batch,
             reuse_kv=reuse_kv,
+            tool_parser=tool_parser,
+            reasoning_parser=reasoning_parser,
         )
 
     # ------------------------------------------------------------------ generation

@@ -53,7 +53,9 @@ class VLLMPolicyBase(TokenPolicyBase):
     The arguments are documented with :class:`~agent_gym.policy.VLLMPolicy`;
     :class:`~agent_gym.policy.VLLMChatPolicy` takes the same ones. ``server_addresses`` may be
     a ready :class:`~agent_gym.policy.vllm_client.VLLMClient`, in which case ``client_options``
-    must be None (the client has its options).
+    must be None (the client has its options). ``tool_parser`` / ``reasoning_parser`` name the
+    model family's formats as vLLM names them (None: read from the chat template where
+    unambiguous): see :class:`~agent_gym.policy.ChatTokenBuilder`.
 
     Raises:
         TypeError: ``client_options`` given with a ready client, or an argument of the wrong type.
@@ -78,6 +80,8 @@ class VLLMPolicyBase(TokenPolicyBase):
         chat_template_kwargs: dict[str, Any] | None = None,
         logprobs_mode: str = "raw_logprobs",
         client_options: ClientOptions | Mapping[str, Any] | None = None,
+        tool_parser: str | None = None,
+        reasoning_parser: str | None = None,
     ) -> None:
         super().__init__()
         self.logprobs_mode = check_logprobs_mode(logprobs_mode)
@@ -103,7 +107,8 @@ class VLLMPolicyBase(TokenPolicyBase):
         self.model = model
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self.builder = (
-            ChatTokenBuilder(tokenizer, self.chat_template_kwargs, track_retokenization=False)
+            ChatTokenBuilder(tokenizer, self.chat_template_kwargs, track_retokenization=False,
+                             tool_parser=tool_parser, reasoning_parser=reasoning_parser)
             if tokenizer is not None and getattr(tokenizer, "chat_template", None)
             else None
         )
@@ -130,6 +135,8 @@ class VLLMPolicyBase(TokenPolicyBase):
             model=model,
             chat_template_kwargs=self.chat_template_kwargs,
             logprobs_mode=logprobs_mode,
+            tool_parser=tool_parser,
+            reasoning_parser=reasoning_parser,
         )
 
     @property

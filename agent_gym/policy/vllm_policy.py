@@ -34,7 +34,12 @@ from agent_gym.errors import ServerError
 from agent_gym.policy.token_apis import TokenAPI, token_api
 from agent_gym.policy.vllm_base import StreamEvent, VLLMPolicyBase
 from agent_gym.policy.vllm_client import StreamInterrupted
-from agent_gym.policy.vllm_protocol import PromptTooLong, map_finish_reason, parse_completion_choice
+from agent_gym.policy.vllm_protocol import (
+    PromptTooLong,
+    is_context_error,
+    map_finish_reason,
+    parse_completion_choice,
+)
 from agent_gym.types import FinishReason, Message, PolicyOutput
 
 __all__ = ["StreamEvent", "VLLMPolicy"]
@@ -202,7 +207,7 @@ class VLLMPolicy(VLLMPolicyBase):
         """The prompt plan of a token-mode turn and the builder of its request body per server."""
         assert self.builder is not None
         plan = self.builder.prepare(session_id, messages, tools)
-        stop_ids = sorted(set(self.sampling.stop_token_ids) | {self.builder.eot_token_id})
+        stop_ids = sorted(set(self.sampling.stop_token_ids) | {self.builder.eot_token_id} | self.builder.family_stop_ids)
         seed = self._next_seed(session_id)
 
         async def make_body(server: str) -> dict[str, Any]:
@@ -233,6 +238,8 @@ class VLLMPolicy(VLLMPolicyBase):
         retokenized = token_ids is None
         finish, error = map_finish_reason(choice.get("finish_reason"))
         if error is not None and choice.get("abort_message"):
+            if is_context_error(choice["abort_message"]) and not token_ids:  # SGLang aborts an over-long input
+                return self._truncated(plan.prompt_ids, plan.new_segment, start, choice["abort_message"])
             error = f"{error}: {choice['abort_message']}"
         if token_ids is None:  # a server that does not return ids: fall back to re-tokenizing its text
             token_ids = self.tokenizer.encode(str(choice.get("text") or ""), add_special_tokens=False)

@@ -38,6 +38,8 @@ __all__ = [
     "ParsedResponse",
     "ToolCall",
     "ToolCallParser",
+    "decode_call",
+    "error_snippet",
     "format_tool_call",
     "parse_response",
 ]
@@ -58,16 +60,23 @@ class ToolCall:
     Attributes:
         name: The tool name.
         arguments: The arguments, a JSON object.
-        raw: The text inside the ``<tool_call>`` tags.
+        raw: The text of the call as the model wrote it (inside the ``<tool_call>`` tags
+            for hermes).
+        id: The call id, where the format carries one or the parser derives one (formats
+            whose templates pair tool results with call ids); None otherwise.
     """
 
     name: str
     arguments: dict[str, Any]
     raw: str = ""
+    id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """Return ``{"name", "arguments", "raw"}`` as a new dict."""
-        return {"name": self.name, "arguments": dict(self.arguments), "raw": self.raw}
+        """Return ``{"name", "arguments", "raw"}`` (and ``"id"`` when set) as a new dict."""
+        out = {"name": self.name, "arguments": dict(self.arguments), "raw": self.raw}
+        if self.id is not None:
+            out["id"] = self.id
+        return out
 
 
 @dataclass
@@ -89,6 +98,11 @@ class ParsedResponse:
     answer: str | None = None
     errors: list[str] = field(default_factory=list)
     content: str = ""
+
+    @property
+    def reasoning(self) -> str:
+        """The model's reasoning (the same text as ``thought``, by the name vLLM uses)."""
+        return self.thought
 
     @property
     def has_action(self) -> bool:
@@ -148,6 +162,25 @@ def _decode_call(obj: Any, raw: str, index: int) -> tuple[ToolCall | None, str |
     if not isinstance(args, dict):
         return None, f"{where} ({name}): expected 'arguments' to be a JSON object, got {type(args).__name__}"
     return ToolCall(name=name.strip(), arguments=args, raw=raw), None
+
+
+def decode_call(obj: Any, raw: str, index: int) -> tuple[ToolCall | None, str | None]:
+    """Turn one decoded JSON value (``{"name", "arguments" | "parameters"}``) into a call or an error line.
+
+    Args:
+        obj: The decoded JSON value.
+        raw: The call's text as the model wrote it.
+        index: The call's 1-based position in the message (for the error line).
+
+    Returns:
+        ``(call, None)`` or ``(None, error)``; never raises.
+    """
+    return _decode_call(obj, raw, index)
+
+
+def error_snippet(text: str) -> str:
+    """``text`` stripped, shortened to 80 characters and quoted: how error lines show model text."""
+    return _snippet(text)
 
 
 def _decode_block(body: str, index: int) -> tuple[list[ToolCall], list[str]]:
