@@ -1,6 +1,6 @@
 """What the trainer adapters (``agent_gym.integrations.<trainer>``) add to ``collect``, one function per adapter.
 
-Run:  python benchmarks/trainer_adapters.py [--adapter trl|verl|skyrl] [--repeats R] [--json]
+Run:  python benchmarks/trainer_adapters.py [--adapter trl|verl|skyrl|slime] [--repeats R] [--json]
 
 Each ``bench_<adapter>`` function measures its adapter and returns a dict of figures; ``main`` runs
 the adapters asked for and prints them.
@@ -32,6 +32,11 @@ needed (its ``AgentLoopBase.__init__``, which every verl loop pays, is not inclu
 SkyRL (``bench_skyrl``): ``AgentGymGenerator.generate`` on a batch of 2 samples per task against
 ``collect_async`` of the same episodes with ``FreePolicy``, each on a fresh event loop; plus the
 CPU of the ``GeneratorOutput`` rows alone (``to_output``) per segment.
+
+slime/vime (``bench_slime``): ``generate(args, sample, sampling_params)`` once per sample, the
+calls of a batch gathered as slime does, against one ``collect_async`` of the same episodes with the
+same ``VLLMPolicy``, both over HTTP to a fake-mode reference server speaking SGLang's ``/generate``;
+plus the CPU of filling the ``Sample`` fields alone per segment.
 
 Alternated runs: the order of the two variants flips every repeat; each variant's min-max per
 sample is printed next to its median.
@@ -376,6 +381,96 @@ def bench_skyrl(repeats: int = 7, episodes: int = 64) -> dict[str, Any]:
     return {"overhead": overhead}
 
 
+def bench_slime(repeats: int = 7, episodes: int = 64, latency_ms: float = 20.0) -> dict[str, Any]:
+    """slime/vime: ``generate(args, sample, ...)`` once per sample, concurrently, against one ``collect``.
+
+    slime calls the generate function once per sample and gathers a batch's calls; the figures
+    compare that to one ``collect_async`` of the same episodes with the same policy (the one
+    ``generate`` builds for ``args``), both over HTTP to a reference server in fake mode
+    (``--fake-tokens 8``, ``latency_ms`` per answer) speaking SGLang's ``/generate``. The
+    difference is the adapter's work: reading ``args`` and the sample, a one-episode ``collect``
+    per sample, filling the ``Sample``. Also the CPU of ``episode_samples`` alone per segment.
+    """
+    from dataclasses import dataclass, field
+    from types import SimpleNamespace
+
+    import gymnasium as gym
+
+    from agent_gym.integrations import slime
+    from agent_gym.models.tiny import default_model_path
+    from agent_gym.policy import VLLMPolicy
+    from agent_gym.rollout import collect_async
+    from server_process import start_reference_server
+
+    @dataclass
+    class Sample:  # the slime Sample attributes generate reads and fills
+        index: int | None = None
+        group_index: int | None = None
+        rollout_id: int | None = None
+        tokens: list[int] = field(default_factory=list)
+        response: str = ""
+        response_length: int = 0
+        label: str | None = None
+        reward: Any = None
+        loss_mask: list[int] | None = None
+        weight_versions: list[str] = field(default_factory=list)
+        rollout_log_probs: list[float] | None = None
+        remove_sample: bool = False
+        status: str = "pending"
+        metadata: dict = field(default_factory=dict)
+        session_id: str | None = None
+
+    env = gym.make(ENV)
+    tasks = [t for t in env.unwrapped.tasks if t["family"] == "arithmetic"][: episodes // 2]
+    env.close()
+    model = str(default_model_path())
+    proc, address = start_reference_server(["--model", model, "--fake-tokens", "8", "--fake-latency-ms",
+                                            str(latency_ms), "--max-model-len", "32768"])
+    try:
+        ip, port = address.split(":")
+        args = SimpleNamespace(sglang_router_ip=ip, sglang_router_port=int(port), hf_checkpoint=model,
+                               agent_gym_env_id=ENV, agent_gym_max_steps=4, rollout_max_context_len=32768)
+        sampling_params = {"max_new_tokens": 1024, "temperature": 1.0, "top_p": 1.0, "top_k": -1}
+        sampling = slime.to_sampling_params(sampling_params)
+        # the policy generate builds for these args (the same router, model, sampling and context length)
+        policy = VLLMPolicy([address], model, sampling, api="sglang_generate", model=model, max_model_len=32768,
+                            max_response_length=sampling.max_tokens)
+        pairs = [(g, t) for g, t in enumerate(tasks) for _ in range(2)]
+
+        def run_collect() -> list[Any]:
+            return _run_async(collect_async(ENV, policy, tasks=tasks, samples_per_task=2, n_parallel=len(pairs),
+                                            max_steps=4, progress=False))
+
+        def run_generate() -> None:
+            async def batch() -> list[Any]:
+                return await asyncio.gather(*(
+                    slime.generate(args, Sample(index=i, group_index=g, metadata={"task": t}), sampling_params)
+                    for i, (g, t) in enumerate(pairs)))
+
+            out = _run_async(batch())
+            bad = [(s.metadata["agent_gym_status"], s.metadata["error"]) for s in out
+                   if s.metadata["agent_gym_status"] not in {"ENV_DONE", "MAX_STEPS"}]
+            assert not bad, bad[:3]
+
+        run_collect()
+        run_generate()  # warm-up: connections, the token builder
+        overhead = _overhead(_alternated({"collect": run_collect, "slime generate": run_generate}, repeats),
+                             "collect", "slime generate", len(pairs), repeats)
+        trajectories = run_collect()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+    def fill() -> int:
+        for t in trajectories:
+            slime.episode_samples(Sample(index=0), t, env_id=ENV)
+        return len(trajectories)
+
+    overhead["samples_cpu_us_per_segment"] = _per_segment_cpu_us(fill)
+    overhead["server_latency_ms"] = latency_ms
+    return {"overhead": overhead}
+
+
 def _print_overhead(title: str, o: dict[str, Any], extra: str) -> None:
     print(f"{title}: {o['episodes']} episodes, median of {o['repeats']} runs, per sample")
     for name, row in o["per_sample"].items():
@@ -387,7 +482,8 @@ def _print_overhead(title: str, o: dict[str, Any], extra: str) -> None:
     sys.stdout.flush()
 
 
-ADAPTERS: dict[str, Callable[..., dict[str, Any]]] = {"trl": bench_trl, "verl": bench_verl, "skyrl": bench_skyrl}
+ADAPTERS: dict[str, Callable[..., dict[str, Any]]] = {"trl": bench_trl, "verl": bench_verl, "skyrl": bench_skyrl,
+                                                      "slime": bench_slime}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -415,6 +511,11 @@ def main(argv: list[str] | None = None) -> int:
                         f"AgentLoopOutput fields {o['fields_cpu_us_per_segment']:.1f} us CPU per segment "
                         f"({o['prompt_ids_per_segment']:.0f} prompt ids), a policy "
                         f"{o['policy_build_cpu_us_per_row']:.1f} us per row")
+    if "slime" in figures:
+        o = figures["slime"]["overhead"]
+        _print_overhead(f"slime generate per sample vs collect (HTTP, SGLang /generate, fake server "
+                        f"{o['server_latency_ms']:.0f} ms per answer)", o,
+                        f"Sample filling {o['samples_cpu_us_per_segment']:.1f} us CPU per segment")
     if "skyrl" in figures:
         o = figures["skyrl"]["overhead"]
         _print_overhead("SkyRL generator vs collect", o,

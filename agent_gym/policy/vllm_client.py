@@ -30,7 +30,7 @@ from agent_gym.errors import ServerError, StreamErrorEvent, StreamInterrupted
 from agent_gym.policy.client_options import ClientOptions
 from agent_gym.policy.http_transport import HttpTransport, TransportFailure, TransportTimeout
 from agent_gym.policy.routing import SessionRouter, normalize_address
-from agent_gym.policy.vllm_protocol import CONTEXT_ERROR, PromptTooLong, error_text
+from agent_gym.policy.vllm_protocol import PromptTooLong, error_text, is_context_error
 
 __all__ = ["ClientOptions", "LoopResources", "StreamInterrupted", "VLLMClient"]
 
@@ -331,7 +331,7 @@ class VLLMClient:
             ServerError: A 4xx other than 429.
         """
         message = error_text(resp)
-        if resp.status == 400 and CONTEXT_ERROR in message.lower():
+        if resp.status == 400 and is_context_error(message):
             raise PromptTooLong(message)
         if resp.status != 429 and resp.status < 500:
             raise ServerError(

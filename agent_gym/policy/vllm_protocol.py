@@ -14,14 +14,35 @@ from agent_gym.types import FinishReason
 
 __all__ = [
     "CONTEXT_ERROR",
+    "CONTEXT_ERROR_PHRASES",
     "PromptTooLong",
     "error_text",
+    "is_context_error",
     "map_finish_reason",
     "parse_completion_choice",
     "token_id_from_string",
 ]
 
 CONTEXT_ERROR = "maximum context length"
+
+# How vLLM and SGLang word a request that does not fit the context (lower case): vLLM's
+# "This model's maximum context length is N tokens..." and "The decoder prompt (length N) is longer
+# than the maximum model length of M"; SGLang's "The input (N tokens) is longer than the model's
+# context length (M tokens)", "Requested token count exceeds the model's maximum context length
+# of M tokens" and, as an aborted request, "Input length (N tokens) exceeds the maximum allowed
+# length (M tokens)".
+CONTEXT_ERROR_PHRASES = (
+    CONTEXT_ERROR,
+    "is longer than the model's context length",
+    "is longer than the maximum model length",
+    "exceeds the maximum allowed length",
+)
+
+
+def is_context_error(message: str) -> bool:
+    """Whether a server's error message says the prompt (plus the sampling budget) is too long."""
+    lowered = message.lower()
+    return any(phrase in lowered for phrase in CONTEXT_ERROR_PHRASES)
 
 
 def error_text(response: HttpReply) -> str:

@@ -36,7 +36,7 @@ from agent_gym.reference_server.backends import SeqResult
 from agent_gym.reference_server.protocol import BadRequest, CompletionRequest, context_error, to_gen_request
 
 __all__ = ["RECORDED_ANSWERS", "SGLangGenerateRequest", "VLLMGenerateRequest", "register_token_routes",
-           "sglang_to_vllm_sampling"]
+           "sglang_context_error", "sglang_to_vllm_sampling"]
 
 RECORDED_ANSWERS = 256
 """How many answers ``GET /debug/token_answers`` keeps."""
@@ -79,6 +79,20 @@ def sglang_to_vllm_sampling(params: dict[str, Any]) -> dict[str, Any]:
     return {_SGLANG_NAMES.get(name, name): value for name, value in params.items()}
 
 
+def sglang_context_error(context_len: int, prompt_len: int, max_new_tokens: int) -> BadRequest:
+    """SGLang's answer to a request that does not fit the context (its wording, HTTP 400)."""
+    if prompt_len >= context_len:
+        return BadRequest(f"The input ({prompt_len} tokens) is longer than the model's context length "
+                          f"({context_len} tokens).", param="input_ids")
+    return BadRequest(
+        f"Requested token count exceeds the model's maximum context length of {context_len} tokens. You requested "
+        f"a total of {prompt_len + max_new_tokens} tokens: {prompt_len} tokens from the input messages and "
+        f"{max_new_tokens} tokens for the completion. Please reduce the number of tokens in the input messages or "
+        f"the completion to fit within the limit.",
+        param="max_new_tokens",
+    )
+
+
 def _lp(value: float) -> float:
     return value if value >= _MIN_LOGPROB else _MIN_LOGPROB
 
@@ -114,7 +128,7 @@ def register_token_routes(app: FastAPI, backend: Any, *, model_name: str, faults
     answers: deque[dict[str, Any]] = deque(maxlen=RECORDED_ANSWERS)
 
     async def generate(prompt_ids: list[int], sampling: dict[str, Any], *, default_max: int | None,
-                       top_logprobs: int) -> tuple[Any, list[SeqResult]]:
+                       top_logprobs: int, sglang: bool = False) -> tuple[Any, list[SeqResult]]:
         if not prompt_ids:
             raise BadRequest("The prompt cannot be empty.", param="token_ids")
         max_tokens = sampling.get("max_tokens")
@@ -122,7 +136,7 @@ def register_token_routes(app: FastAPI, backend: Any, *, model_name: str, faults
             max_tokens = default_max if default_max is not None else backend.max_model_len - len(prompt_ids)
         err = context_error(backend.max_model_len, len(prompt_ids), max_tokens)
         if err is not None:
-            raise err
+            raise sglang_context_error(backend.max_model_len, len(prompt_ids), max_tokens) if sglang else err
         try:
             req = CompletionRequest.model_validate({**sampling, "prompt": prompt_ids, "max_tokens": max_tokens})
         except ValidationError as exc:
@@ -187,7 +201,7 @@ def register_token_routes(app: FastAPI, backend: Any, *, model_name: str, faults
         if sampling.get("n", 1) != 1:
             raise BadRequest("n > 1 is not supported by /generate in this reference server.", param="n")
         top = body.top_logprobs_num if body.return_logprob else 0
-        _, samples = await generate(prompt_ids, sampling, default_max=128, top_logprobs=top)
+        _, samples = await generate(prompt_ids, sampling, default_max=128, top_logprobs=top, sglang=True)
         s = samples[0]
         if s.finish_reason == "length":
             finish: dict[str, Any] = {"type": "length", "length": len(s.token_ids)}

@@ -101,17 +101,28 @@ def test_stream_of_a_generate_api_is_the_whole_turn(reference_server, qwen_token
     assert events[-1].output is not None and events[0].token_ids == events[-1].output.token_ids
 
 
+@pytest.mark.parametrize("api", APIS)
+def test_an_over_long_prompt_ends_the_turn_as_prompt_truncation(reference_server, qwen_tokenizer, api):
+    # The policy believes the context is larger than the server's 4096 ids, so the server rejects the request
+    # (vLLM's and SGLang's wording, HTTP 400) and the turn ends as PROMPT_TRUNCATION, not as a policy error.
+    policy = VLLMPolicy([reference_server], qwen_tokenizer, SAMPLING, api=api, max_model_len=100_000)
+    out = policy.act([{"role": "user", "content": "word " * 5000}], session_id=f"long-{api}")
+    assert out.finish_reason == "prompt_truncation" and out.token_ids == []
+    assert "context length" in out.error
+
+
 class _Canned(BaseHTTPRequestHandler):
     """Answers every POST with the class's canned body and keeps the requests' headers and bodies."""
 
     seen: list[tuple[str, dict, dict]] = []
     body: dict = {}
+    status: int = 200
 
     def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
         data = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         type(self).seen.append((self.path, dict(self.headers), data))
         payload = json.dumps(type(self).body).encode()
-        self.send_response(200)
+        self.send_response(type(self).status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
@@ -126,7 +137,7 @@ def canned_server():
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Canned)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    _Canned.seen = []
+    _Canned.seen, _Canned.status = [], 200
     yield f"127.0.0.1:{server.server_address[1]}"
     server.shutdown()
 
@@ -159,6 +170,20 @@ def test_routing_headers_request_bodies_and_abort(canned_server, qwen_tokenizer)
     assert body["model"] == "m" and body["token_ids"] == out.prompt_token_ids
     assert body["sampling_params"]["max_tokens"] == 7 and body["sampling_params"]["logprobs"] == 0
     assert body["sampling_params"]["include_stop_str_in_output"] is True
+
+    # SGLang's scheduler aborts an input longer than it allows: the turn is a prompt truncation.
+    _Canned.body = {"text": "", "output_ids": [], "meta_info": {"finish_reason": {
+        "type": "abort", "message": "Input length (5000 tokens) exceeds the maximum allowed length (4096 tokens).",
+        "status_code": 400}, "output_token_logprobs": []}}
+    out = sg.act([{"role": "user", "content": "hi"}], session_id="sess-4")
+    assert out.finish_reason == "prompt_truncation" and "maximum allowed length" in out.error
+    # SGLang's 400 for an input longer than the context, in its own body shape.
+    _Canned.status = 400
+    _Canned.body = {"error": {"message": "The input (5000 tokens) is longer than the model's context length "
+                                         "(4096 tokens)."}}
+    out = sg.act([{"role": "user", "content": "hi"}], session_id="sess-5")
+    assert out.finish_reason == "prompt_truncation" and "context length" in out.error
+    _Canned.status = 200
 
     _Canned.body = {"choices": []}  # malformed: a clear ServerError, ending the turn
     with pytest.raises(Exception, match="unexpected"):
