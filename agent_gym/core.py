@@ -19,6 +19,7 @@ import gymnasium as gym
 from agent_gym.checks import check_bool, check_choice, check_int, check_timeout
 from agent_gym.errors import ConfigError
 from agent_gym.grading import normalize_text
+from agent_gym.parsers import make_parser
 from agent_gym.rewards import RewardConfig
 from agent_gym.spaces import DEFAULT_ROLES, AssistantMessageSpace, ConversationSpace
 from agent_gym.tasks import checked_task_list, choose_task, copy_task, validate_task
@@ -91,7 +92,11 @@ class AgentEnv(gym.Env[Observation, Action]):
       handing their schemas to the policy through ``info["tools"]`` (False, default).
     * ``system_prompt``: replaces ``default_system_prompt``.
     * ``rewards``: a :class:`RewardConfig` or a mapping of its fields.
-    * ``parser``: a :class:`~agent_gym.tools.ToolCallParser` (default hermes tags).
+    * ``parser``: a :class:`~agent_gym.tools.ToolCallParser` or a tool-call parser name
+      (default hermes tags).
+    * ``tool_parser`` / ``reasoning_parser``: the model's formats by vLLM's names
+      (``hermes``, ``llama3_json``, ``mistral``, ``openai``, ``deepseek_v3``, ``qwen3_coder``,
+      ``pythonic``; ``deepseek_r1``, ``qwen3``, ``openai``), see :func:`agent_gym.parsers.make_parser`.
     * ``tool_time_limit`` / ``max_tool_output_chars``: limits for callables given as tools
       (constructor and per-episode tools alike).
     * ``max_tool_calls_per_step``: calls executed per message; extra calls are errors.
@@ -131,7 +136,9 @@ class AgentEnv(gym.Env[Observation, Action]):
         tools_in_prompt: bool = False,
         system_prompt: str | None = None,
         rewards: RewardConfig | Mapping[str, float] | None = None,
-        parser: ToolCallParser | None = None,
+        parser: ToolCallParser | str | None = None,
+        tool_parser: str | None = None,
+        reasoning_parser: str | None = None,
         tool_time_limit: float | None = DEFAULT_TIME_LIMIT,
         max_tool_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
         max_tool_calls_per_step: int = 8,
@@ -148,8 +155,14 @@ class AgentEnv(gym.Env[Observation, Action]):
         check_int("max_tool_output_chars", max_tool_output_chars, low=1)
         if system_prompt is not None and not isinstance(system_prompt, str):
             raise TypeError(f"system_prompt: expected str or None, got {type(system_prompt).__name__}")
+        if isinstance(parser, str):
+            parser, tool_parser = None, parser if tool_parser is None else tool_parser
         if parser is not None and not isinstance(parser, ToolCallParser):
             raise TypeError(f"parser: expected a ToolCallParser (with .parse(text)), got {type(parser).__name__}")
+        if parser is not None and (tool_parser is not None or reasoning_parser is not None):
+            raise ConfigError("parser: expected either a parser object or tool_parser/reasoning_parser names, got both")
+        if parser is None and (tool_parser is not None or reasoning_parser is not None):
+            parser = make_parser(tool_parser, reasoning_parser)
         self.render_mode = render_mode
         self.max_steps = max_steps
         self.max_tool_calls_per_step = max_tool_calls_per_step
@@ -555,7 +568,11 @@ class AgentEnv(gym.Env[Observation, Action]):
             raise RuntimeError("oracle_action() needs a running episode; call env.reset() first")
         solution = self._task.get("solution") or []
         if self._turns < len(solution):
-            return "\n".join(format_tool_call(c["name"], c.get("arguments", {})) for c in solution[self._turns])
+            calls = [(c["name"], c.get("arguments", {})) for c in solution[self._turns]]
+            format_calls = getattr(self.parser, "format_calls", None)
+            if callable(format_calls):
+                return str(format_calls(calls))
+            return "\n".join(format_tool_call(name, args) for name, args in calls)
         return f"<answer>{self.oracle_answer(self._task)}</answer>"
 
     def render(self) -> str | None:

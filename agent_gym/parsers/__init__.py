@@ -25,6 +25,7 @@ from agent_gym.parsers.registry import (
     make_reasoning_parser,
     parser_names,
 )
+from agent_gym.parsers.selection import env_parser_for, parser_line, policy_parser_names
 from agent_gym.parsers.text_formats import PythonicParser, Qwen3CoderParser
 
 __all__ = [
@@ -47,10 +48,13 @@ __all__ = [
     "call_id",
     "canonical_tool_parser",
     "detect_parsers",
+    "env_parser_for",
     "find_answer",
     "get_family",
     "make_parser",
     "make_reasoning_parser",
+    "parser_line",
     "parser_names",
+    "policy_parser_names",
     "split_harmony",
 ]

@@ -14,10 +14,12 @@ truncation is intended and silences it.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from agent_gym.parsers import env_parser_for
 from agent_gym.rollout.local_runner import LocalRunner
 from agent_gym.rollout.options import OPTION_DEFAULTS, RolloutOptions, explicit_changes
 from agent_gym.rollout.planning import plan_episodes
@@ -72,6 +74,8 @@ async def collect_async(
     on_episode: Callable[[Any], Any] | None = OPTION_DEFAULTS.on_episode,
     ray_address: str | None = OPTION_DEFAULTS.ray_address,
     options: RolloutOptions | None = None,
+    tool_parser: str | None = None,
+    reasoning_parser: str | None = None,
 ) -> list[StepTrajectory]:
     """Collect episodes concurrently; awaitable version of :func:`collect`.
 
@@ -84,6 +88,10 @@ async def collect_async(
         on_episode=on_episode, ray_address=ray_address,
     )
     opts = RolloutOptions.build(options, where="collect_async", **changes)
+    if isinstance(env, str):  # an env id: its envs parse with the policy's family, or the names given
+        parser = env_parser_for(policy, opts.env_kwargs, tool_parser, reasoning_parser)
+        if parser is not None:
+            opts = dataclasses.replace(opts, env_kwargs={**(opts.env_kwargs or {}), "parser": parser})
     specs = plan_episodes(tasks, num_episodes, opts.samples_per_task, opts.seed)
     if specs:
         warn_if_truncated(policy)
@@ -119,6 +127,8 @@ def collect(
     on_episode: Callable[[Any], Any] | None = OPTION_DEFAULTS.on_episode,
     ray_address: str | None = OPTION_DEFAULTS.ray_address,
     options: RolloutOptions | None = None,
+    tool_parser: str | None = None,
+    reasoning_parser: str | None = None,
 ) -> list[StepTrajectory]:
     """Run many episodes concurrently and return every trajectory, in task order.
 
@@ -163,6 +173,10 @@ def collect(
             or starts a local instance.
         options: A :class:`~agent_gym.rollout.options.RolloutOptions` holding the
             settings above (None: the defaults); each keyword passed overrides its field.
+        tool_parser: The tool-call parser of the envs (an env id's), by vLLM's name (see
+            :func:`agent_gym.parsers.make_parser`); None takes the policy's model family (given
+            to it or read from its chat template) unless ``env_kwargs`` names a parser.
+        reasoning_parser: The reasoning parser name, likewise.
 
     Returns:
         ``len(tasks or range(num_episodes)) * samples_per_task`` trajectories;
@@ -182,6 +196,7 @@ def collect(
     )
     opts = RolloutOptions.build(options, where="collect", **changes)
     return run_sync(
-        lambda: collect_async(env, policy, tasks=tasks, num_episodes=num_episodes, options=opts),
+        lambda: collect_async(env, policy, tasks=tasks, num_episodes=num_episodes, options=opts,
+                              tool_parser=tool_parser, reasoning_parser=reasoning_parser),
         release=[policy],
     )
