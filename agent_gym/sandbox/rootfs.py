@@ -89,8 +89,13 @@ def layer_mount_args() -> list[str]:
     return args
 
 
-def _chown_tree(top: str, uid: int, gid: int, skip: frozenset[str] = frozenset()) -> int:
-    """``lchown`` everything below ``top`` (not ``top`` itself, no symlink followed); returns the count."""
+def _chown_tree(top: str, uid: int, gid: int, skip: frozenset[str] = frozenset(), through: str | None = None) -> int:
+    """``lchown`` everything below ``top`` (not ``top`` itself, no symlink followed); returns the count.
+
+    ``through``: change each entry at the same relative path below ``through`` instead (an
+    upper layer is read to find what was written, but changed through its overlay, which
+    otherwise keeps the old owner in its own inodes).
+    """
     count = 0
     for root, dirs, files in os.walk(top):
         if root == top:
@@ -102,7 +107,8 @@ def _chown_tree(top: str, uid: int, gid: int, skip: frozenset[str] = frozenset()
                 if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:  # an overlay whiteout
                     continue
                 if st.st_uid != uid or st.st_gid != gid:
-                    os.chown(path, uid, gid, follow_symlinks=False)
+                    target = path if through is None else through + path[len(top):]
+                    os.chown(target, uid, gid, follow_symlinks=False)
                     count += 1
             except OSError:
                 continue
@@ -121,7 +127,7 @@ def chown_written(wrapper_pid: int, sandbox_pid: int, uid: int, gid: int, layere
     if layered:
         base = f"/proc/{wrapper_pid}/root{mount_point()}"
         for path in LAYERED:
-            count += _chown_tree(f"{base}/u/{path.strip('/')}", uid, gid)
+            count += _chown_tree(f"{base}/u/{path.strip('/')}", uid, gid, through=f"/proc/{sandbox_pid}/root{path}")
         skip = frozenset(p.strip("/").split("/")[0] for p in (*LAYERED, *dirs, "/proc", "/dev", "/run", "/sys"))
         count += _chown_tree(f"{base}/root", uid, gid, skip)
     for path in dirs:

@@ -1,5 +1,10 @@
-"""Attacks run as model actions in the persistent shell; each must be contained, and the host is checked after."""
+"""Attacks run as model actions in the persistent shell; each must be contained, and the host is checked after.
 
+Every attack runs against the read-only root and against the writable root (copy-on-write
+layers, memory and pids cgroups), where the host allows one.
+"""
+
+import dataclasses
 import os
 import secrets
 import shutil
@@ -12,8 +17,24 @@ import pytest
 from sandbox_helpers import SMALL, needs_bwrap, sandbox_processes
 
 from agent_gym.sandbox import LocalSandbox, SandboxError
+from agent_gym.sandbox.rootfs import writable_root_unavailable_reason
 
 pytestmark = needs_bwrap
+
+# The writable root bounds memory with a cgroup; an address-space limit stays so that
+# ``ulimit -v`` cannot be raised (a JVM-sized reservation still fits).
+WRITABLE = dataclasses.replace(SMALL, address_space_mb=4096)
+
+
+@pytest.fixture(params=["read-only root", "writable root"])
+def box(request):
+    writable = request.param == "writable root"
+    if writable and writable_root_unavailable_reason() is not None:
+        pytest.skip(f"no writable root here: {writable_root_unavailable_reason()}")
+    sandbox = LocalSandbox(WRITABLE if writable else SMALL, timeout=10, writable_root=writable)
+    yield sandbox
+    sandbox.close()
+    assert sandbox_processes(sandbox) == [], "processes of the sandbox survived close()"
 
 
 def test_no_connection_to_a_listener_on_the_host_loopback(box):
@@ -90,6 +111,23 @@ def test_cannot_write_outside_the_workspace(box):
     assert sys_prefix
 
 
+def test_root_setup_writes_stay_in_the_sandbox(box):
+    """What root setup steps write in /usr, /etc and new top directories lands in memory, never on the host."""
+    if not box.as_root:
+        pytest.skip("setup steps run as root only when the host runs the sandbox as root")
+    marker = f"agent_gym_{secrets.token_hex(4)}"
+    result = box.exec(f"mkdir -p /opt/{marker} && touch /usr/local/bin/{marker} && echo x > /etc/{marker} && "
+                      f"echo done", as_root=True)
+    if not box.writable_root:
+        assert not result.ok and "done" not in result.output
+    else:
+        assert result.output == "done\n"
+        box.finish_setup()
+        assert box.run(f"echo agent >> /etc/{marker} && cat /etc/{marker}").output == "x\nagent\n"
+    for path in (f"/opt/{marker}", f"/usr/local/bin/{marker}", f"/etc/{marker}"):
+        assert not Path(path).exists()
+
+
 def test_symlink_escape(box):
     result = box.run("ln -s /etc/shadow /app/s; cat /app/s; ln -s / /app/r; echo x > /app/r/escaped; "
                      "ls /app/r/proc/1/root")
@@ -113,7 +151,12 @@ def test_fork_bomb_is_contained(box):
 def test_memory_bomb_is_contained(box):
     result = box.run("python3 -c 'x = bytearray(8 * 1024 ** 3)'; "
                      "python3 -c 'a = []\nwhile True: a.append(bytearray(10 ** 8))'", timeout=20)
-    assert result.output.count("MemoryError") == 2
+    if box.cgroup is None:
+        assert result.output.count("MemoryError") == 2
+    else:  # past the address space: MemoryError; past the sandbox's memory: killed, and the output says so
+        assert result.output.count("MemoryError") == 1 and result.killed == "memory"
+        assert f"memory limit of {SMALL.memory_mb} MiB" in result.output
+    assert box.run("echo alive").output == "alive\n"
 
 
 def test_filling_the_disk_is_contained(box):
@@ -156,6 +199,8 @@ def test_resource_limits_cannot_be_raised(box):
                      "python3 -c 'import resource as r; r.setrlimit(r.RLIMIT_NPROC, (10**6, 10**6))'; ulimit -Hu")
     assert result.output.count("not permitted") >= 3 and "ValueError" in result.output
     assert result.output.strip().endswith(str(SMALL.processes))
+    if box.writable_root:  # root is what setup steps run as, never the agent
+        assert box.run("id -u").output.strip() == str(box.uid) != "0"
 
 
 def test_no_privileges_mounts_or_devices(box):

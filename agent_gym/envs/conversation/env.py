@@ -21,7 +21,7 @@ from agent_gym.envs.conversation.state import (
 )
 from agent_gym.envs.conversation.tasks import builtin_tasks, check_task, load_tasks, visible_methods
 from agent_gym.envs.conversation.users import DEFAULT_STOP_MARKER, SimulatedUser
-from agent_gym.grading import normalize_text
+from agent_gym.envs.conversation.scoring import output_found, states_equal
 from agent_gym.rewards import RewardConfig
 from agent_gym.tools import (
     DEFAULT_MAX_OUTPUT_CHARS,
@@ -75,8 +75,10 @@ class ConversationEnv(AgentEnv):
     When a turn ends, the env replays the turn's ``solution`` calls on its own reference
     instances (fresh from ``initial_state``, all earlier turns replayed) and compares the
     public attributes of each instance with the episode's. The turn passes when every state
-    is equal, each of the turn's ``expected_outputs`` occurs in the turn's assistant
-    messages (normalised text) and, for a turn with an ``expect``, the turn meets it:
+    is equal (``==``; with ``strict_state`` also the types, so ``100`` is not ``100.0``), each of
+    the turn's ``expected_outputs`` occurs in the turn's reply to the user (the message without
+    tool calls; case, Unicode form, thousands separators and spacing ignored: see
+    :mod:`agent_gym.envs.conversation.scoring`) and, for a turn with an ``expect``, the turn meets it:
 
     * ``clarify`` (the right move is to ask): the reply that ends the turn asks a question
       (``?``) that names the missing detail (one of the expectation's ``terms``);
@@ -126,6 +128,9 @@ class ConversationEnv(AgentEnv):
     * ``max_user_turns``: user messages of a simulated conversation (default: turns + 3).
     * ``max_tool_calls_per_turn``: tool calls within one user turn (default 16).
     * ``end_tools``: method names whose successful call ends the conversation.
+    * ``strict_state``: compare states with their types (``100`` differs from ``100.0``, as the
+      benchmark's state hash does); default False: ``==``, since a model may write a JSON
+      number either way without changing its meaning.
     * ``tools``: not accepted (:class:`~agent_gym.errors.ConfigError`): the tools are the methods
       of each task's classes (see :attr:`tools_not_accepted`).
     * ``max_steps`` (default 30), ``tools_in_prompt``, ``system_prompt``, ``rewards``, ``parser``,
@@ -159,6 +164,7 @@ class ConversationEnv(AgentEnv):
         max_user_turns: int | None = None,
         max_tool_calls_per_turn: int = 16,
         end_tools: Sequence[str] = ("transfer_to_human",),
+        strict_state: bool = False,
         max_steps: int = 30,
         tools_in_prompt: bool = False,
         system_prompt: str | None = None,
@@ -184,6 +190,7 @@ class ConversationEnv(AgentEnv):
         else:
             self.user = SimulatedUser(user, stop_marker=stop_marker)
         self.max_user_turns = max_user_turns
+        self.strict_state = bool(strict_state)
         self.max_tool_calls_per_turn = max_tool_calls_per_turn
         self.end_tools = frozenset(end_tools)
         if isinstance(tasks, (str, Path)):
@@ -256,6 +263,7 @@ class ConversationEnv(AgentEnv):
         else:
             self._dialogue.append(("assistant", parsed.text))
             self._turn_reply = parsed.content
+            self._all_replies.append(parsed.content)
             self._finish_turn(info)
             self._next_user_message(info)
 
@@ -331,6 +339,7 @@ class ConversationEnv(AgentEnv):
         self._turn_scores: list[float] = []
         self._replayed = 0  # solution turns replayed on the reference instances
         self._all_texts: list[str] = []
+        self._all_replies: list[str] = []  # the replies to the user (messages without tool calls)
         self._dialogue: list[tuple[str, str]] = []
         self._handed_over = False  # an end tool succeeded
         self._turn_reply = ""  # the reply (thought removed) that ended the current turn
@@ -352,8 +361,8 @@ class ConversationEnv(AgentEnv):
         diff: list[str] = []
         for name, obj in self._instances.items():
             expected, actual = public_state(self._reference[name]), public_state(obj)
-            if expected != actual:
-                diff.extend(state_diff(expected, actual, name))
+            if not states_equal(expected, actual, self.strict_state):
+                diff.extend(state_diff(expected, actual, name, strict=self.strict_state))
         return diff
 
     def _finish_turn(self, info: dict[str, Any]) -> None:
@@ -366,8 +375,8 @@ class ConversationEnv(AgentEnv):
             return
         self._replay(self._turn + 1)
         diff = self._compare()
-        replies = normalize_text(" ".join(self._turn_texts))
-        missing = [s for s in task["expected_outputs"][self._turn] if normalize_text(s) not in replies]
+        replies = [self._turn_reply] if self._turn_reply else []
+        missing = [s for s in task["expected_outputs"][self._turn] if not output_found(s, replies)]
         expect = task["turns"][self._turn]["expect"]
         problems = self._expectation_problems(expect) if expect is not None else []
         passed = not diff and not missing and not problems
@@ -385,8 +394,7 @@ class ConversationEnv(AgentEnv):
         self._turn_texts = []
         self._replay(len(task["turns"]))
         diff = self._compare()
-        replies = normalize_text(" ".join(self._all_texts))
-        missing = [s for turn in task["expected_outputs"] for s in turn if normalize_text(s) not in replies]
+        missing = [s for turn in task["expected_outputs"] for s in turn if not output_found(s, self._all_replies)]
         passed = not diff and not missing
         score = 1.0 if passed else 0.0
         self._turn_scores = [score]

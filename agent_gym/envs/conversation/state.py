@@ -23,6 +23,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from agent_gym.envs.conversation.scoring import states_equal
+
 __all__ = [
     "CheckedMethod",
     "load_instance",
@@ -99,14 +101,16 @@ def public_state(obj: Any) -> dict[str, Any]:
 
 
 def state_diff(expected: Mapping[str, Any], actual: Mapping[str, Any], name: str = "state", *,
-               limit: int = 12) -> list[str]:
+               limit: int = 12, strict: bool = False) -> list[str]:
     """Readable differences between two states (attribute -> value), at most ``limit`` lines.
 
     Each line reads ``"<name>.<attribute>[key]...: expected <value>, got <value>"``
-    (``missing`` for an absent attribute or key).
+    (``missing`` for an absent attribute or key). ``strict``: values of different types
+    differ (``100`` and ``100.0``; see :mod:`agent_gym.envs.conversation.scoring`).
     """
     out: list[str] = []
-    _diff_keys(expected, actual, sorted(set(expected) | set(actual)), lambda attr: f"{name}.{attr}", out, limit)
+    _diff_keys(expected, actual, sorted(set(expected) | set(actual)), lambda attr: f"{name}.{attr}", out, limit,
+               strict)
     if len(out) > limit:
         out[limit:] = ["... and more differences"]
     return out
@@ -125,6 +129,7 @@ def _diff_keys(
     where_of: Callable[[Any], str],
     out: list[str],
     limit: int,
+    strict: bool = False,
 ) -> None:
     """Differences of two mappings over ``keys`` (a key missing on one side, or a differing value)."""
     for key in keys:
@@ -134,21 +139,25 @@ def _diff_keys(
         elif key not in expected:
             out.append(f"{where}: expected missing, got {_short(actual[key])}")
         else:
-            _diff(expected[key], actual[key], where, out, limit)
+            _diff(expected[key], actual[key], where, out, limit, strict)
         if len(out) > limit:
             return
 
 
-def _diff(expected: Any, actual: Any, path: str, out: list[str], limit: int) -> None:
-    if len(out) > limit or expected == actual:
+def _diff(expected: Any, actual: Any, path: str, out: list[str], limit: int, strict: bool = False) -> None:
+    if len(out) > limit or states_equal(expected, actual, strict):
         return
     if isinstance(expected, Mapping) and isinstance(actual, Mapping):
         keys = sorted(set(expected) | set(actual), key=str)
-        _diff_keys(expected, actual, keys, lambda key: f"{path}[{key!r}]", out, limit)
+        _diff_keys(expected, actual, keys, lambda key: f"{path}[{key!r}]", out, limit, strict)
         return
     if isinstance(expected, list) and isinstance(actual, list) and len(expected) == len(actual):
         for i, (a, b) in enumerate(zip(expected, actual, strict=True)):
-            _diff(a, b, f"{path}[{i}]", out, limit)
+            _diff(a, b, f"{path}[{i}]", out, limit, strict)
+        return
+    if strict and expected == actual:  # equal values of different types
+        out.append(f"{path}: expected {_short(expected)} ({type(expected).__name__}), got {_short(actual)} "
+                   f"({type(actual).__name__})")
         return
     out.append(f"{path}: expected {_short(expected)}, got {_short(actual)}")
 
