@@ -14,7 +14,10 @@ Semantics (the reference memory API):
   for that is cut into chunks summarized one after the other, each with the
   summary so far as context. The new ``{"role": "summary"}`` message goes right
   after the summarized messages. The previous summary, if any, is given to the
-  summarizer as context too, so nothing it held is lost.
+  summarizer as context too, so nothing it held is lost. The request is shaped so
+  that the summarizer's chat template accepts it (``summary_request``, see
+  :mod:`agent_gym.memory.requests`): a range that strict templates refuse goes
+  as one transcript in a ``user`` message.
 * The view: an empty system message is prepended if the first message is not a
   system one; each summary is appended to the system content under
   ``[Historical Information Summary]``; then the thinking filter, role/content
@@ -26,7 +29,8 @@ Semantics (the reference memory API):
 The summarizer is an OpenAI-compatible chat endpoint (``openai`` client, or a
 ``host:port`` / URL string) or any callable following ``Summarizer``. A failing,
 empty or hung call is retried with exponential backoff, each attempt bounded by
-a timeout; then a warning is logged and the episode goes on unsummarized.
+a timeout; then a warning is logged, ``failed_summaries`` counts it and the
+episode goes on unsummarized.
 """
 
 from __future__ import annotations
@@ -37,9 +41,10 @@ import time
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from agent_gym.checks import check_float, check_int, check_timeout
+from agent_gym.checks import check_choice, check_float, check_int, check_timeout
 from agent_gym.errors import ConfigError, SummaryTimeoutError
 from agent_gym.memory.config import MemoryConfig
+from agent_gym.memory.requests import CONTEXT_PREFIX, SUMMARY_REQUEST_MODES, build_request, fallback_request
 from agent_gym.memory.simple import MemorySimple
 from agent_gym.memory.text import ViewMessage, clean_summary, format_summary_block
 
@@ -47,7 +52,7 @@ __all__ = ["ChatClientSummarizer", "MemorySummary", "SummaryTimeoutError", "Summ
 
 logger = logging.getLogger("agent_gym.memory")
 
-_CONTEXT_PREFIX = "[Summary of the earlier conversation]:\n\n"
+_CONTEXT_PREFIX = CONTEXT_PREFIX
 _CONTEXT_RESERVE = 16  # tokens kept for the context message's prefix and overhead
 
 
@@ -177,6 +182,12 @@ class MemorySummary(MemorySimple):
         max_retries: Attempts after the first failed one (failure: an error,
             a timeout, or an empty summary).
         retry_backoff: Seconds before the first retry; doubled for each next one.
+        summary_request: How the range goes to the summarizer: ``"messages"`` (as they
+            are), ``"transcript"`` (one ``user`` message: what strict templates accept) or
+            ``"auto"`` (the default: the messages when they alternate user/assistant or the
+            tokenizer's chat template accepts them, else the transcript; without a template
+            to ask, the retries of a failed request use the transcript). See
+            :mod:`agent_gym.memory.requests`.
 
     Raises:
         ConfigError: If ``use_summary`` is set and there is no summarizer, or a
@@ -193,10 +204,13 @@ class MemorySummary(MemorySimple):
         summary_timeout: float | None = 60.0,
         max_retries: int = 2,
         retry_backoff: float = 1.0,
+        summary_request: str = "auto",
     ) -> None:
         summary_timeout = check_timeout("summary_timeout", summary_timeout)
         check_int("max_retries", max_retries, low=0)
         check_float("retry_backoff", retry_backoff, low=0.0)
+        check_choice("summary_request", summary_request, SUMMARY_REQUEST_MODES)
+        self.summary_request = summary_request
         self.chat_client = chat_client
         self.summary_timeout = summary_timeout
         self.max_retries = max_retries
@@ -322,11 +336,7 @@ class MemorySummary(MemorySimple):
             total += t
             end += 1
         if end > start:
-            request = [{"role": "system", "content": prompt}]
-            if previous:
-                request.append({"role": "user", "content": _CONTEXT_PREFIX + previous})
-            request.extend({"role": m["role"], "content": m["content"]} for m in msgs[start:end])
-            summary = self._attempt(summarizer, request)
+            summary = self._request_summary(summarizer, prompt, previous, msgs[start:end])
         else:
             summary = self._summarize_chunks(summarizer, prompt, previous, msgs[start])
             end = start + 1
@@ -361,23 +371,38 @@ class MemorySummary(MemorySimple):
             return None
         running = previous
         for piece in self._counter.split(message["content"], chunk_tokens):
-            request = [{"role": "system", "content": prompt}]
-            if running:
-                request.append({"role": "user", "content": _CONTEXT_PREFIX + running})
-            request.append({"role": message["role"], "content": piece})
-            result = self._attempt(summarizer, request)
+            result = self._request_summary(summarizer, prompt, running, [{"role": message["role"], "content": piece}])
             if result is None:
                 return None
             running = result
         return running or None
 
-    def _attempt(self, summarizer: Summarizer, request: list[dict[str, str]]) -> str | None:
-        """Call the summarizer with retries and backoff; None after the last failure (logged)."""
+    def _request_summary(
+        self, summarizer: Summarizer, prompt: str, previous: str, messages: list[dict[str, Any]]
+    ) -> str | None:
+        """Summarize ``messages`` in a request the template accepts (see :mod:`agent_gym.memory.requests`)."""
+        mode = self.summary_request
+        tokenizer = self._counter.tokenizer if mode == "auto" else None
+        request = build_request(mode, prompt, previous, messages, tokenizer)
+        return self._attempt(summarizer, request, fallback_request(mode, request, prompt, previous, messages))
+
+    def _attempt(
+        self, summarizer: Summarizer, request: list[dict[str, str]], fallback: list[dict[str, str]] | None = None
+    ) -> str | None:
+        """Call the summarizer with retries and backoff; None after the last failure (logged and counted).
+
+        Args:
+            summarizer: Writes the summary.
+            request: The request of the first attempt.
+            fallback: The request of the retries after a failed first attempt (None: ``request``).
+        """
         cfg = self._config
         error = "no attempt"
         for attempt in range(self.max_retries + 1):
             if attempt:
                 time.sleep(self.retry_backoff * 2 ** (attempt - 1))
+                if fallback is not None:
+                    request = fallback
             try:
                 raw = _call_with_timeout(summarizer, request, cfg.max_summary_length, self.summary_timeout)
             except Exception as exc:  # noqa: BLE001 - any summarizer failure is retried, then logged
