@@ -395,12 +395,12 @@ def bench_slime(repeats: int = 7, episodes: int = 64, latency_ms: float = 20.0) 
     from types import SimpleNamespace
 
     import gymnasium as gym
+    from server_process import start_reference_server
 
     from agent_gym.integrations import slime
     from agent_gym.models.tiny import default_model_path
     from agent_gym.policy import VLLMPolicy
     from agent_gym.rollout import collect_async
-    from server_process import start_reference_server
 
     @dataclass
     class Sample:  # the slime Sample attributes generate reads and fills

@@ -82,7 +82,7 @@ def test_answers_are_recorded(reference_server):
     ("/inference/v1/generate", {"token_ids": PROMPT, "sampling_params": {"temperature": -1}}, "temperature"),
     ("/inference/v1/generate", {"token_ids": [10**9], "sampling_params": {"max_tokens": 2}}, "prompt"),
     ("/generate", {"sampling_params": {}}, "input_ids"),
-    ("/generate", {"input_ids": PROMPT, "sampling_params": {"max_new_tokens": 10**6}}, "max_tokens"),
+    ("/generate", {"input_ids": PROMPT, "sampling_params": {"max_new_tokens": 10**6}}, "max_new_tokens"),
 ])
 def test_bad_requests_are_400(reference_server, path, body, param):
     r = post(reference_server, path, body)
