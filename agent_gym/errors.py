@@ -26,6 +26,7 @@ __all__ = [
     "ConfigError",
     "CorpusError",
     "EnvCheckError",
+    "EnvServerError",
     "MissingExtraError",
     "PolicyError",
     "PromptTooLong",
@@ -126,6 +127,18 @@ class SummaryTimeoutError(AgentGymError, TimeoutError):
 
 
 # --------------------------------------------------------------------------- policies and their servers
+
+
+class EnvServerError(AgentGymError, ConnectionError):
+    """A remote environment server (OpenEnv) failed or went away; the episode ends ``ENV_ERROR``.
+
+    Attributes:
+        url: The server's address.
+    """
+
+    def __init__(self, message: str, *, url: str) -> None:
+        super().__init__(message)
+        self.url = url
 
 
 class PolicyError(AgentGymError):

@@ -23,6 +23,7 @@ SUBCOMMANDS: dict[str, str] = {
     "serve-retriever": "agent_gym.cli.serve_retriever",
     "report": "agent_gym.cli.report",
     "gateway": "agent_gym.cli.gateway",
+    "serve-env": "agent_gym.cli.serve_env",
 }
 """Subcommand name -> module implementing it."""
 
