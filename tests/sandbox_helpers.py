@@ -84,11 +84,7 @@ def docker_engine():
     :data:`DOCKER_IMAGE` imported, or ``(None, why not)``. Started once per process, stopped at exit."""
     if _ENGINE:
         return _ENGINE["host"], _ENGINE["reason"]
-    import atexit
     import shutil
-    import subprocess
-    import tempfile
-    import time
 
     _ENGINE.update(host=None, reason=None)
     dockerd = shutil.which("dockerd")
@@ -98,7 +94,7 @@ def docker_engine():
                               else "dockerd needs root"))
         return None, _ENGINE["reason"]
     try:
-        import docker
+        import docker  # noqa: F401
     except ImportError:
         _ENGINE["reason"] = "the Docker SDK is not installed (pip install 'agent-gym[terminal]')"
         return None, _ENGINE["reason"]
@@ -106,10 +102,37 @@ def docker_engine():
     if tarball is None:
         _ENGINE["reason"] = f"no test image: {why}"
         return None, _ENGINE["reason"]
+    drivers = [os.environ["AGENT_GYM_TEST_DOCKER_STORAGE"]] if os.environ.get("AGENT_GYM_TEST_DOCKER_STORAGE") \
+        else ["overlay2", "vfs"]  # overlay2 starts a container without copying the image; vfs works everywhere
+    failures = []
+    for driver in drivers:
+        client = _start_dockerd(dockerd, driver, failures)
+        if client is not None:
+            break
+    else:
+        _ENGINE["reason"] = "dockerd did not start: " + "; ".join(failures)
+        return None, _ENGINE["reason"]
+    client.api.import_image_from_file(str(tarball), repository=DOCKER_IMAGE.split(":")[0],
+                                      tag=DOCKER_IMAGE.split(":")[1])
+    client.close()
+    _ENGINE["host"] = _ENGINE["started"]
+    return _ENGINE["host"], None
+
+
+def _start_dockerd(dockerd, driver, failures):
+    """Start dockerd with ``driver`` (own socket, data and exec roots, no iptables, no bridge); a client, or None."""
+    import atexit
+    import shutil
+    import subprocess
+    import tempfile
+    import time
+
+    import docker
+
     base = tempfile.mkdtemp(prefix="agd")
     host = f"unix://{base}/docker.sock"
-    log = open(f"{base}/dockerd.log", "wb")  # noqa: SIM115 - closed at exit
-    proc = subprocess.Popen([dockerd, "--storage-driver", "vfs", "--iptables=false", "--ip6tables=false",
+    log = open(f"{base}/dockerd.log", "wb")  # noqa: SIM115 - closed when the engine stops
+    proc = subprocess.Popen([dockerd, "--storage-driver", driver, "--iptables=false", "--ip6tables=false",
                              "--bridge=none", "--host", host, "--data-root", f"{base}/data", "--exec-root",
                              f"{base}/exec", "--pidfile", f"{base}/dockerd.pid"],
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -123,7 +146,6 @@ def docker_engine():
         log.close()
         shutil.rmtree(base, ignore_errors=True)
 
-    atexit.register(stop)
     deadline = time.monotonic() + 90
     while True:
         try:
@@ -133,12 +155,21 @@ def docker_engine():
         except Exception as exc:
             if proc.poll() is not None or time.monotonic() > deadline:
                 with open(f"{base}/dockerd.log", "rb") as f:
-                    tail = f.read()[-600:].decode(errors="replace")
-                _ENGINE["reason"] = f"dockerd did not start ({exc}): {tail}"
-                return None, _ENGINE["reason"]
+                    tail = f.read()[-300:].decode(errors="replace")
+                stop()
+                failures.append(f"{driver}: {exc} {tail}".strip())
+                return None
             time.sleep(0.3)
-    client.api.import_image_from_file(str(tarball), repository=DOCKER_IMAGE.split(":")[0],
-                                      tag=DOCKER_IMAGE.split(":")[1])
-    client.close()
-    _ENGINE["host"] = host
-    return host, None
+    atexit.register(stop)
+    _ENGINE["started"] = host
+    _ENGINE["driver"] = driver
+    return client
+
+
+def require_docker_engine():
+    """The DOCKER_HOST of :func:`docker_engine` (also set in the environment), or skip the test with the reason."""
+    host, reason = docker_engine()
+    if host is None:
+        pytest.skip(reason)
+    os.environ["DOCKER_HOST"] = host
+    return host

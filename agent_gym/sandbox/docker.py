@@ -383,6 +383,11 @@ class DockerSandbox:
         self._session_tick = int(words[0])
         self._keep = " ".join(w for w in words[1:] if w.isdigit())  # the main process under the init
 
+    @staticmethod
+    def image_config(image: str, client: Any = None) -> tuple[dict[str, str], str | None]:
+        """The image's ``ENV`` and ``WORKDIR`` (see :func:`image_config`; default client :func:`shared_client`)."""
+        return image_config(client if client is not None else shared_client(), image)
+
     # ------------------------------------------------------------------ protocol
 
     def run(self, command: str, timeout: float | None = None) -> Result:
@@ -431,6 +436,37 @@ class DockerSandbox:
             raise
         except Exception as exc:
             raise SandboxError(f"write {path}: {exc}") from None
+
+    def write_files(self, entries: list[tuple[str, bytes | None, int]]) -> None:
+        """Write several files and directories in one transfer: ``(path, data or None for a directory, mode)``.
+
+        Parents are created (owned by root, mode 0755) as the engine unpacks the archive at ``/``.
+
+        Raises:
+            SandboxError: If the sandbox is closed or the engine refused the archive.
+        """
+        import tarfile
+
+        buffer = io.BytesIO()
+        now = int(time.time())
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            for path, data, mode in entries:
+                info = tarfile.TarInfo(self._inside(path).lstrip("/") or ".")
+                info.mtime, info.mode = now, mode
+                if data is None:
+                    info.type = tarfile.DIRTYPE
+                    tar.addfile(info)
+                else:
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+        try:
+            self._check_open()
+            if not self.container.put_archive("/", buffer.getvalue()):
+                raise SandboxError("write: the engine refused the files")
+        except SandboxError:
+            raise
+        except Exception as exc:
+            raise SandboxError(f"write {len(entries)} files: {exc}") from None
 
     def read_file(self, path: str, limit: int = 16 << 20) -> bytes:
         """Read up to ``limit`` bytes of ``path`` in the container.

@@ -78,7 +78,7 @@ def wrapper_command(layers_mb: int | None, cgroup_files: list[str], command: lis
 
 
 def layer_mount_args() -> list[str]:
-    """bubblewrap arguments: the in-memory root, the layered directories and the usual empty ones."""
+    """Bubblewrap arguments: the in-memory root, the layered directories and the usual empty ones."""
     base = mount_point()
     args = ["--bind", f"{base}/root", "/"]
     for path in LAYERED:

@@ -1,5 +1,5 @@
 import pytest
-from sandbox_helpers import SMALL, sandbox_processes
+from sandbox_helpers import SMALL, require_docker_engine, sandbox_processes
 
 from agent_gym.sandbox import LocalSandbox
 
@@ -10,3 +10,9 @@ def box():
     yield sandbox
     sandbox.close()
     assert sandbox_processes(sandbox) == [], "processes of the sandbox survived close()"
+
+
+@pytest.fixture(scope="session")
+def docker_host():
+    """A Docker engine started for the test session (see sandbox_helpers.docker_engine), or a skip."""
+    return require_docker_engine()

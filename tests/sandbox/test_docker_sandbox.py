@@ -10,15 +10,14 @@ import threading
 import time
 
 import pytest
+from sandbox_helpers import DOCKER_IMAGE
 
 from agent_gym.envs.terminal import TerminalEnv, load_task, select_backend
-from agent_gym.sandbox import DockerPool, DockerSandbox, LocalSandbox, SandboxLimits, bwrap_available
+from agent_gym.sandbox import DockerPool, DockerSandbox, LocalSandbox, Result, SandboxLimits, bwrap_available
 from agent_gym.sandbox import docker as docker_backend
-from agent_gym.sandbox.docker import container_options, docker_unavailable_reason
+from agent_gym.sandbox.docker import container_options
 
-NO_ENGINE = docker_unavailable_reason()
-needs_engine = pytest.mark.skipif(NO_ENGINE is not None, reason=f"no Docker engine: {NO_ENGINE}")
-IMAGE = os.environ.get("AGENT_GYM_TEST_IMAGE", "python:3.12-slim")
+IMAGE = DOCKER_IMAGE  # imported into the engine the tests start (sandbox_helpers.docker_engine)
 LIMITS = SandboxLimits(memory_mb=256, processes=64, cpu_seconds=60, file_size_mb=8, open_files=256,
                        output_bytes=1000, cpus=0.5)
 
@@ -267,8 +266,15 @@ def test_terminal_env_hands_docker_tasks_to_the_docker_backend(monkeypatch):
             made.append((image, kwargs))
             self.files = []
 
+        @staticmethod
+        def image_config(image):
+            return {"PATH": "/usr/bin:/bin"}, None
+
         def write_file(self, path, data, mode=0o644):
             self.files.append(path)
+
+        def exec(self, command, timeout=None, env=None):
+            return Result(0, "")
 
         def close(self):
             made.append("closed")
@@ -318,8 +324,7 @@ def test_session_scripts_keep_state_and_kill_only_new_processes():
 # ---------------------------------------------------------------- with an engine
 
 
-@needs_engine
-def test_docker_sandbox_session_timeout_network_and_cleanup():
+def test_docker_sandbox_session_timeout_network_and_cleanup(docker_host):
     with DockerSandbox(IMAGE, LIMITS, timeout=20, pool_size=0) as box:
         assert box.run("cd /tmp && export X=1 && g() { echo g; }").ok
         assert box.run("echo $X; pwd; g").output == "1\n/tmp\ng\n"
@@ -333,15 +338,14 @@ def test_docker_sandbox_session_timeout_network_and_cleanup():
     import docker
 
     with pytest.raises(docker.errors.NotFound):
-        docker.from_env().containers.get(container_id)
+        docker.DockerClient(base_url=docker_host).containers.get(container_id)
 
 
-@needs_engine
-def test_containers_are_removed_at_interpreter_exit():
+def test_containers_are_removed_at_interpreter_exit(docker_host):
     code = ("import os, socket\nfrom agent_gym.sandbox import DockerSandbox\n"
-            f"box = DockerSandbox({IMAGE!r}, pool_size=2)\nprint(f'{{socket.gethostname()}}:{{os.getpid()}}')\n")
+            f"box = DockerSandbox({IMAGE!r}, pool_size=1)\nprint(f'{{socket.gethostname()}}:{{os.getpid()}}')\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
     import docker
 
     label = f"agent_gym.sandbox.owner={out.stdout.split()[0]}"
-    assert docker.from_env().containers.list(all=True, filters={"label": label}) == []  # pool included
+    assert docker.DockerClient(base_url=docker_host).containers.list(all=True, filters={"label": label}) == []

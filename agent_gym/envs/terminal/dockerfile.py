@@ -1,4 +1,4 @@
-"""A task's ``Dockerfile`` read as Docker reads it, for the sandboxes that do not build images.
+r"""A task's ``Dockerfile`` read as Docker reads it, for the sandboxes that do not build images.
 
 :func:`parse_dockerfile` splits the file into instructions (continuation lines joined,
 comments dropped, shell and JSON forms). :func:`resolve_dockerfile` then walks them in
@@ -7,7 +7,7 @@ order against a base environment (the image's, or the local sandbox's), as a bui
 * ``ARG name[=default]`` and ``ENV key=value ...`` (or ``ENV key value``) define variables
   from their line on; ``$VAR``, ``${VAR}``, ``${VAR:-default}`` and ``${VAR:+alternative}`` in
   ``ENV``, ``ARG``, ``WORKDIR``, ``COPY``/``ADD`` and ``USER`` expand against what was defined
-  before (within one ``ENV`` line, against the values before that line); ``\\$`` is a literal
+  before (within one ``ENV`` line, against the values before that line); ``\$`` is a literal
   dollar. ``ARG`` values reach the ``RUN`` steps after them but not the final environment.
 * ``WORKDIR`` (relative to the previous one) is created and is where later ``RUN`` steps,
   the agent's shell, the solution and the tests start.
@@ -44,9 +44,9 @@ _VAR = re.compile(r"\\\$|\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?::(?P<op>[-+
 
 
 def expand(text: str, variables: Mapping[str, str]) -> str:
-    """``text`` with ``$VAR``, ``${VAR}``, ``${VAR:-default}`` and ``${VAR:+alt}`` replaced (Docker's rules).
+    r"""``text`` with ``$VAR``, ``${VAR}``, ``${VAR:-default}`` and ``${VAR:+alt}`` replaced (Docker's rules).
 
-    An undefined variable is empty; ``\\$`` stays a literal ``$``.
+    An undefined variable is empty; ``\$`` stays a literal ``$``.
     """
 
     def one(match: re.Match[str]) -> str:
@@ -227,7 +227,8 @@ def _copy(root: Path, src: str, dest: str, many: bool, where: str) -> list[tuple
                 if path.is_dir():
                     steps.append(("dir", f"{target.rstrip('/')}/{rel}", None))
                 elif path.is_file():
-                    steps.append(("file", f"{target.rstrip('/')}/{rel}", (path.read_bytes(), path.stat().st_mode & 0o7777)))
+                    data = (path.read_bytes(), path.stat().st_mode & 0o7777)
+                    steps.append(("file", f"{target.rstrip('/')}/{rel}", data))
         else:
             target = f"{dest.rstrip('/')}/{match.name}" if dest.endswith("/") or many or len(matches) > 1 else dest
             steps.append(("file", target, (match.read_bytes(), match.stat().st_mode & 0o7777)))

@@ -247,21 +247,21 @@ class TerminalEnv(AgentEnv):
             self.sandbox = self.sandbox_factory(task, env_vars)
             self._apply_setup(task, list(task.get("setup") or []), backend="sandbox_factory")
         elif select_backend(task, self.backend) == "docker":
-            from agent_gym.sandbox.docker import DockerSandbox, image_config, shared_client
+            from agent_gym.sandbox.docker import DockerSandbox
 
             image = task.get("image") or self.docker_image or task.get("base_image")
             if not image:
                 raise ConfigError(f"task {task['id']!r}: the Docker backend needs an image (the task names none; "
                                   "pass docker_image=...)")
-            client = shared_client()
-            base_env, base_workdir = image_config(client, image)
+            base_env, base_workdir = DockerSandbox.image_config(image)
             if task.get("image"):  # the task's image holds its environment
-                plan = {"env": {**base_env, **dict((task.get("compose") or {}).get("env") or {})},
-                        "workdir": (task.get("compose") or {}).get("workdir") or base_workdir or "/app", "steps": []}
+                plan: dict[str, Any] = {"env": {**base_env, **dict((task.get("compose") or {}).get("env") or {})},
+                                        "workdir": (task.get("compose") or {}).get("workdir") or base_workdir or "/app",
+                                        "steps": []}
             else:
                 plan = resolve_setup(task, base_env, base_workdir or "/app")
             self.sandbox = DockerSandbox(image, limits, timeout=self.command_timeout, env=plan["env"],
-                                         workdir=plan["workdir"], pool_size=self.docker_pool_size, client=client)
+                                         workdir=plan["workdir"], pool_size=self.docker_pool_size)
             self._apply_setup(task, plan["steps"], backend="docker")
         else:
             plan = resolve_setup(task, sandbox_base_env())
@@ -286,14 +286,25 @@ class TerminalEnv(AgentEnv):
         hint = ("" if backend != "local" or getattr(sandbox, "writable_root", True) else
                 "; this sandbox has a read-only root (writable_root=False or unavailable here: "
                 f"{writable_root_unavailable_reason()}); run the task with backend='docker'")
-        for kind, first, second in steps:
+        batch = getattr(sandbox, "write_files", None)
+        pending: list[tuple[str, bytes | None, int]] = []
+        for index, (kind, first, second) in enumerate(steps):
             try:
+                if batch is not None and kind in ("file", "dir"):  # one transfer for a run of COPY/WORKDIR steps
+                    data, mode = second if isinstance(second, tuple) else (second, 0o644)
+                    pending.append((first, data, mode) if kind == "file" else (first, None, 0o755))
+                    if index + 1 == len(steps) or steps[index + 1][0] not in ("file", "dir"):
+                        batch(pending)
+                        pending = []
+                    continue
                 if kind == "file":
                     data, mode = second if isinstance(second, tuple) else (second, 0o644)
                     sandbox.write_file(first, data, mode, **kw) if kw else sandbox.write_file(first, data, mode)
                     continue
+                env: dict[str, str] | None = None
+                cwd: str | None = "/"
                 if kind == "dir":
-                    command, env, cwd = f"mkdir -p -- {shlex.quote(first)}", None, "/"
+                    command = f"mkdir -p -- {shlex.quote(first)}"
                 else:
                     command = first
                     env, cwd = (second or {}).get("env"), (second or {}).get("cwd")

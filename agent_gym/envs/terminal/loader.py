@@ -131,7 +131,7 @@ def read_compose(root: Path) -> dict[str, Any] | None:
 
 
 def resolve_setup(task: Mapping[str, Any], base_env: Mapping[str, str], workdir: str = "/app") -> dict[str, Any]:
-    """The task's Dockerfile walked against ``base_env`` (see :func:`~agent_gym.envs.terminal.dockerfile.resolve_dockerfile`).
+    """The task's Dockerfile walked against ``base_env`` (see :func:`.dockerfile.resolve_dockerfile`).
 
     Returns ``{"env", "workdir", "steps"}``; a task without a Dockerfile has its ``env``,
     ``workdir`` and ``setup`` as they are. The compose file's environment is applied last.

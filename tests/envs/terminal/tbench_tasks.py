@@ -4,7 +4,8 @@ import json
 import textwrap
 from pathlib import Path
 
-PYTEST_RUNNER = '#!/bin/bash\ncd "${TEST_DIR:-/tests}" || exit 1\npython3 -m pytest test_outputs.py -rA -p no:cacheprovider\n'
+PYTEST_RUNNER = ('#!/bin/bash\ncd "${TEST_DIR:-/tests}" || exit 1\n'
+                 "python3 -m pytest test_outputs.py -rA -p no:cacheprovider\n")
 
 
 def write_task(root, name, *, dockerfile=None, solution="true\n", tests=None, run_tests=PYTEST_RUNNER,
