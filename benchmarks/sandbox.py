@@ -1,9 +1,12 @@
 """Sandbox overheads: a trivial command in the persistent session vs a bare subprocess, setup/teardown, episodes/s.
 
 Setup is shown beside bubblewrap alone with the same mounts running ``/bin/true`` (the floor
-without the in-sandbox driver), measured interleaved with the setups.
+without the in-sandbox driver), measured interleaved with the setups; and the writable root
+(copy-on-write layers, memory cgroup: ``LocalSandbox(writable_root=True)``) interleaved with
+the read-only one. With ``--docker-image IMAGE`` (an image the engine at ``DOCKER_HOST`` has)
+the Docker backend's setup (a container started, no pool) and ``true`` are measured beside.
 
-Run: python benchmarks/sandbox.py [--commands 200] [--episodes 64] [--parallel 16]
+Run: python benchmarks/sandbox.py [--commands 200] [--episodes 64] [--parallel 16] [--docker-image IMAGE]
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from agent_gym.envs.terminal import TerminalEnv
 from agent_gym.sandbox import LocalSandbox, SandboxLimits
 from agent_gym.sandbox.local import _mount_args
+from agent_gym.sandbox.rootfs import writable_root_unavailable_reason
 
 
 def median_ms(values):
@@ -29,6 +33,8 @@ def main() -> None:
     parser.add_argument("--setups", type=int, default=30)
     parser.add_argument("--episodes", type=int, default=64)
     parser.add_argument("--parallel", type=int, default=16)
+    parser.add_argument("--docker-image", default=None)
+    parser.add_argument("--docker-setups", type=int, default=5)
     args = parser.parse_args()
 
     bare = []
@@ -53,6 +59,8 @@ def main() -> None:
     ]
     floor = []
     setups, teardowns = [], []
+    writable = writable_root_unavailable_reason() is None
+    rw_setups, rw_teardowns, rw_session = [], [], []
     for _ in range(args.setups):
         t = time.perf_counter()
         subprocess.run(floor_args, check=True)
@@ -63,6 +71,33 @@ def main() -> None:
         box.close()
         setups.append(t1 - t)
         teardowns.append(time.perf_counter() - t1)
+        if writable:
+            t = time.perf_counter()
+            box = LocalSandbox(writable_root=True)
+            t1 = time.perf_counter()
+            box.close()
+            rw_setups.append(t1 - t)
+            rw_teardowns.append(time.perf_counter() - t1)
+    if writable:
+        with LocalSandbox(writable_root=True) as box:
+            for _ in range(args.commands):
+                t = time.perf_counter()
+                box.run("true")
+                rw_session.append(time.perf_counter() - t)
+    docker_setups, docker_session = [], []
+    if args.docker_image:
+        from agent_gym.sandbox import DockerSandbox
+
+        for _ in range(args.docker_setups):
+            t = time.perf_counter()
+            dbox = DockerSandbox(args.docker_image, pool_size=0)
+            docker_setups.append(time.perf_counter() - t)
+            if not docker_session:
+                for _ in range(min(args.commands, 50)):
+                    t = time.perf_counter()
+                    dbox.run("true")
+                    docker_session.append(time.perf_counter() - t)
+            dbox.close()
 
     def episode(i: int) -> float:
         env = TerminalEnv()
@@ -82,6 +117,16 @@ def main() -> None:
     print(f"bubblewrap alone (same mounts)  median {median_ms(floor):7.2f} ms")
     print(f"sandbox setup                   median {median_ms(setups):7.2f} ms")
     print(f"sandbox teardown                median {median_ms(teardowns):7.2f} ms")
+    if writable:
+        print(f"writable-root setup             median {median_ms(rw_setups):7.2f} ms "
+              f"({statistics.median(rw_setups) / statistics.median(setups):.2f}x the read-only root)")
+        print(f"writable-root teardown          median {median_ms(rw_teardowns):7.2f} ms")
+        print(f"writable-root session `true`    median {median_ms(rw_session):7.2f} ms")
+    else:
+        print(f"writable root: not here ({writable_root_unavailable_reason()})")
+    if docker_setups:
+        print(f"Docker setup (container, no pool) median {median_ms(docker_setups):7.2f} ms")
+        print(f"Docker session `true`           median {median_ms(docker_session):7.2f} ms")
     print(f"{args.episodes} short episodes (reset, 2 bash calls, close, no grading) at n_parallel "
           f"{args.parallel}: {args.episodes / elapsed:.1f} episodes/s")
 
