@@ -37,6 +37,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         help="answer a turn whose tool call is malformed with a 422 error instead of its text")
     parser.add_argument("--max-retries", type=int, default=3, help="retries of a failed upstream request")
     parser.add_argument("--model", default=None, help="model name reported to clients (default: the upstream's)")
+    parser.add_argument("--tool-call-parser", default=None, metavar="NAME",
+                        help="how the model writes tool calls, by vLLM's names (default: from the chat template)")
+    parser.add_argument("--reasoning-parser", default=None, metavar="NAME",
+                        help="deepseek_r1, qwen3 or openai (default: from the chat template)")
     parser.add_argument("--log-level", default="warning", help="uvicorn log level (default warning)")
     parser.set_defaults(func=run)
     return parser
@@ -57,17 +61,22 @@ def _tokenizer(name: str) -> Any:
 def build_gateway(args: argparse.Namespace) -> Any:
     """The FastAPI app (and its policy and store) described by ``args``."""
     from agent_gym.gateway import SessionStore, create_gateway_app
+    from agent_gym.parsers import env_parser_for
     from agent_gym.policy import ClientOptions, SamplingParams, VLLMPolicy
 
     sampling = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature)
+    tool_parser: str | None = getattr(args, "tool_call_parser", None)
+    reasoning_parser: str | None = getattr(args, "reasoning_parser", None)
     policy = VLLMPolicy(args.server, _tokenizer(args.tokenizer), sampling,
-                        client_options=ClientOptions(max_retries=args.max_retries))
+                        client_options=ClientOptions(max_retries=args.max_retries), tool_parser=tool_parser,
+                        reasoning_parser=reasoning_parser)
     writer = None
     if args.output:
         from agent_gym.export import TrajectoryWriter
 
         writer = TrajectoryWriter(args.output)
     store = SessionStore(writer=writer, auto_create=args.auto_sessions,
+                         parser=env_parser_for(policy, None, tool_parser, reasoning_parser),
                          strict_tool_calls=getattr(args, "strict_tool_calls", False))
     return create_gateway_app(policy, store, model=args.model), writer
 

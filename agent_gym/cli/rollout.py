@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from agent_gym.parsers import parser_line, parser_names
 from agent_gym.policy.sampling import LOGPROBS_MODES
 from agent_gym.types import EpisodeStatus, StepTrajectory
 
@@ -86,6 +87,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--ray", nargs="?", const="", default=None, metavar="ADDRESS",
         help="run the episodes in Ray actors: on the cluster at ADDRESS, else RAY_ADDRESS or a local instance",
     )
+    parser.add_argument(
+        "--tool-call-parser", default=None, metavar="NAME", choices=parser_names()[0],
+        help="how the model writes tool calls, by vLLM's names: " + ", ".join(parser_names()[0])
+        + " (default: read from the chat template where unambiguous, else hermes)",
+    )
+    parser.add_argument(
+        "--reasoning-parser", default=None, metavar="NAME", choices=parser_names()[1],
+        help="how the model writes its reasoning: " + ", ".join(parser_names()[1]) + " (default: from the template)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return parser
 
@@ -118,22 +128,28 @@ def build_policy(args: argparse.Namespace) -> tuple[Any, str]:
     """
     sampling = build_sampling(args)
     mode = getattr(args, "logprobs_mode", "raw_logprobs")
+    tool_parser: str | None = getattr(args, "tool_call_parser", None)
+    reasoning_parser: str | None = getattr(args, "reasoning_parser", None)
     if args.server:
         from agent_gym.policy import VLLMChatPolicy, VLLMPolicy
 
         if args.model:
-            token_policy = VLLMPolicy(args.server, args.model, sampling, logprobs_mode=mode)
+            token_policy = VLLMPolicy(args.server, args.model, sampling, logprobs_mode=mode,
+                                      tool_parser=tool_parser, reasoning_parser=reasoning_parser)
             return token_policy, f"vLLM servers {args.server} (tokenizer {args.model})"
         chat_policy = VLLMChatPolicy(args.server, None, sampling, logprobs_mode=mode)
         return chat_policy, f"vLLM servers {args.server} (chat mode)"
     from agent_gym.policy import TransformersPolicy
 
     if args.model:
-        return TransformersPolicy(args.model, sampling=sampling, logprobs_mode=mode), f"local model {args.model}"
+        local = TransformersPolicy(args.model, sampling=sampling, logprobs_mode=mode, tool_parser=tool_parser,
+                                   reasoning_parser=reasoning_parser)
+        return local, f"local model {args.model}"
     from agent_gym.models import default_model_path
 
     path = default_model_path()
-    policy = TransformersPolicy(str(path), sampling=sampling, logprobs_mode=mode)
+    policy = TransformersPolicy(str(path), sampling=sampling, logprobs_mode=mode, tool_parser=tool_parser,
+                                reasoning_parser=reasoning_parser)
     return policy, f"embedded default model ({path.name})"
 
 
@@ -177,8 +193,9 @@ def summarize(trajectories: Sequence[StepTrajectory], wall_time: float) -> dict[
 def format_summary(summary: dict[str, Any]) -> str:
     """Render :func:`summarize` output as an aligned two-column table.
 
-    A ``"sampling"`` entry (added by ``agent-gym rollout``, see :func:`sampling_text`) becomes
-    the last row.
+    A ``"sampling"`` entry (added by ``agent-gym rollout``, see :func:`sampling_text`) and a
+    ``"parsers"`` entry (the tool-call and reasoning parsers, and whether they were read from
+    the chat template) become the last rows.
     """
     busy = summary["env_time"] + summary["llm_time"]
     env_share = summary["env_time"] / busy if busy > 0 else 0.0
@@ -196,6 +213,8 @@ def format_summary(summary: dict[str, Any]) -> str:
     ]
     if summary.get("sampling"):
         rows.append(("sampling", str(summary["sampling"])))
+    if summary.get("parsers"):
+        rows.append(("parsers", str(summary["parsers"])))
     width = max(len(name) for name, _ in rows)
     line = "-" * (width + 3 + max(len(value) for _, value in rows))
     return "\n".join([line, *(f"{name:<{width}} | {value}" for name, value in rows), line])
@@ -357,6 +376,8 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
                         on_episode=_on_episode,
                         backend="local" if args.ray is None else "ray",
                         ray_address=ray_address,
+                        tool_parser=getattr(args, "tool_call_parser", None),
+                        reasoning_parser=getattr(args, "reasoning_parser", None),
                     )
                 ),
                 release=[policy],
@@ -369,6 +390,8 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
     wall = time.perf_counter() - started
     summary = summarize(finished, wall)
     summary["sampling"] = sampling_text(policy.sampling, getattr(args, "logprobs_mode", "raw_logprobs"))
+    summary["parsers"] = parser_line(policy, getattr(args, "tool_call_parser", None),
+                                     getattr(args, "reasoning_parser", None))
     print(format_summary(summary), file=out)
     if stop.exit_code is not None:
         print(f"interrupted: {len(finished)} finished episodes written to {args.out}", file=out, flush=True)

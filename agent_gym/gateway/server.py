@@ -19,6 +19,7 @@ from typing import Any
 
 from agent_gym.gateway.app import create_gateway_app
 from agent_gym.gateway.session import GatewaySession, SessionStore
+from agent_gym.parsers import env_parser_for, make_parser
 from agent_gym.types import StepTrajectory
 
 __all__ = ["Gateway", "SessionHandle"]
@@ -76,7 +77,8 @@ class Gateway:
         host: Interface to bind.
         port: Port (0 picks a free one).
         output: A ``.jsonl`` / ``.parquet`` path receiving every finished session.
-        parser: Tool-call parser (default hermes ``<tool_call>`` tags).
+        parser: Tool-call parser or its vLLM name (default: the policy's model family, read from
+            its chat template where unambiguous, else hermes ``<tool_call>`` tags).
         auto_create: Create sessions on first use of an unknown id.
         gamma: Discount of ``mc_return``.
         model: Model name reported to clients.
@@ -116,6 +118,8 @@ class Gateway:
 
             writer = TrajectoryWriter(output)
         self.writer = writer
+        if parser is None or isinstance(parser, str):  # a name, or the policy's model family
+            parser = make_parser(parser) if isinstance(parser, str) else env_parser_for(policy, None)
         self.store = SessionStore(parser=parser, gamma=gamma, writer=writer, auto_create=auto_create,
                                   strict_tool_calls=strict_tool_calls)
         self.app = create_gateway_app(policy, self.store, model=model)

@@ -31,11 +31,11 @@ from agent_gym.tools.parsing import ToolCall, decode_call, error_snippet
 
 __all__ = ["PythonicParser", "Qwen3CoderParser"]
 
-_BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
-_FUNCTION = re.compile(r"<function=([^>\n]*)>(.*?)(?:</function>|\Z)", re.DOTALL)
-_PARAMETER = re.compile(r"<parameter=([^>\n]*)>(.*?)(?:</parameter>|(?=<parameter=)|\Z)", re.DOTALL)
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?\Z")
 _CALL_LIST_START = re.compile(r"\[\s*[A-Za-z_][\w.]*\s*\(")
 _MAX_LIST_CHARS = 200_000
+_SPECIAL = re.compile(r"[\"'()\[\]{}]")
+_IN_QUOTE = {q: re.compile(r"\\|" + re.escape(q)) for q in ("'", '"', "'" * 3, '"' * 3)}
 
 
 def _value(text: str) -> Any:
@@ -44,12 +44,54 @@ def _value(text: str) -> Any:
     if text.endswith("\n"):
         text = text[:-1]
     stripped = text.strip()
-    if stripped and (stripped[0] in '[{"-' or stripped[0].isdigit() or stripped in ("true", "false", "null")):
+    if stripped and (stripped[0] in '[{"' or _NUMBER.match(stripped) or stripped in ("true", "false", "null")):
         try:
             return json.loads(stripped)
         except (ValueError, RecursionError):
             return text
     return text
+
+
+def _spans(text: str, opening: str, closing: str) -> list[tuple[int, int, str]]:
+    """``(start, end, inside)`` of each ``opening ... closing`` block (an unclosed last one runs to the end)."""
+    out: list[tuple[int, int, str]] = []
+    pos = 0
+    while True:
+        start = text.find(opening, pos)
+        if start == -1:
+            return out
+        inner = start + len(opening)
+        end = text.find(closing, inner)
+        if end == -1:
+            out.append((start, len(text), text[inner:]))
+            return out
+        out.append((start, end + len(closing), text[inner:end]))
+        pos = end + len(closing)
+
+
+def _parameters(body: str) -> list[tuple[str, str]]:
+    """``(key, raw value)`` of each ``<parameter=KEY>`` in a function body.
+
+    A value runs to its ``</parameter>``, the next ``<parameter=`` or the end.
+    """
+    out: list[tuple[str, str]] = []
+    pos = 0
+    while True:
+        opening = body.find("<parameter=", pos)
+        if opening == -1:
+            return out
+        close = body.find(">", opening)
+        if close == -1 or "\n" in body[opening:close]:
+            pos = opening + 1
+            continue
+        end = body.find("</parameter>", close)
+        following = body.find("<parameter=", close)
+        if end == -1 or (following != -1 and following < end):
+            end = len(body) if following == -1 else following
+            pos = end
+        else:
+            pos = end + len("</parameter>")
+        out.append((body[opening + len("<parameter=") : close].strip(), body[close + 1 : end]))
 
 
 class Qwen3CoderParser(FormatParser):
@@ -63,27 +105,30 @@ class Qwen3CoderParser(FormatParser):
             return [], [], text
         calls: list[ToolCall] = []
         errors: list[str] = []
-        blocks = [(m.start(), m.end(), m.group(1)) for m in _BLOCK.finditer(text)]
+        blocks = _spans(text, "<tool_call>", "</tool_call>")
         if not blocks:  # bare <function=...> blocks without the <tool_call> wrapper
-            blocks = [(m.start(), m.end(), m.group(0)) for m in _FUNCTION.finditer(text)]
+            blocks = [(start, end, text[start:end]) for start, end, _ in _spans(text, "<function=", "</function>")]
         kept: list[str] = []
         pos = 0
         for start, end, body in blocks:
             kept.append(text[pos:start])
             pos = end
-            functions = list(_FUNCTION.finditer(body))
+            functions = _spans(body, "<function=", "</function>")
             if not functions:
                 errors.append(f"tool call {len(calls) + len(errors) + 1}: expected <function=NAME> in "
                               f"{error_snippet(body)}")
                 continue
-            for function in functions:
+            for f_start, f_end, inner in functions:
                 index = len(calls) + len(errors) + 1
+                name, sep, params = inner.partition(">")
+                if not sep or "\n" in name:
+                    errors.append(f"tool call {index}: expected <function=NAME> in {error_snippet(inner)}")
+                    continue
                 args: dict[str, Any] = {}
-                for parameter in _PARAMETER.finditer(function.group(2)):
-                    key = parameter.group(1).strip()
+                for key, value in _parameters(params):
                     if key:
-                        args[key] = _value(parameter.group(2))
-                call, error = decode_call({"name": function.group(1), "arguments": args}, function.group(0), index)
+                        args[key] = _value(value)
+                call, error = decode_call({"name": name, "arguments": args}, body[f_start:f_end], index)
                 if call is None:
                     errors.append(error or f"tool call {index}: malformed")
                 else:
@@ -111,27 +156,92 @@ def _list_end(text: str, start: int) -> int:
     i = start
     limit = min(len(text), start + _MAX_LIST_CHARS)
     while i < limit:
+        match = (_IN_QUOTE[quote] if quote else _SPECIAL).search(text, i, limit)
+        if match is None:
+            return -1
+        i = match.start()
         ch = text[i]
         if quote:
             if ch == "\\":
                 i += 2
                 continue
-            if text.startswith(quote, i):
-                i += len(quote)
-                quote = ""
-                continue
-        elif ch in "\"'":
+            i += len(quote)
+            quote = ""
+            continue
+        if ch in "\"'":
             quote = ch * 3 if text.startswith(ch * 3, i) else ch
             i += len(quote)
             continue
-        elif ch in "([{":
+        if ch in "([{":
             depth += 1
-        elif ch in ")]}":
+        else:
             depth -= 1
             if depth == 0:
                 return i + 1 if ch == "]" else -1
         i += 1
     return -1
+
+
+def _parse_list(text: str, start: int) -> tuple[ast.Expression | str | None, int]:
+    """The parsed call list starting at ``start`` and its end; (None, -1) when it is not closed.
+
+    The common case, a list that ends at the message's last ``]``, is parsed at once; otherwise
+    the closing bracket is found by scanning (quotes respected). A list that does not parse gives
+    the exception's name instead of the tree.
+    """
+    last = text.rfind("]")
+    if last > start:
+        try:
+            return ast.parse(text[start : last + 1], mode="eval"), last + 1
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            pass
+    end = _list_end(text, start)
+    if end == -1:
+        return None, -1
+    try:
+        return ast.parse(text[start:end], mode="eval"), end
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        return exc.__class__.__name__, end
+
+
+def _literal_value(node: ast.expr) -> Any:
+    """A literal's value as JSON-like data (tuples and sets become lists, dict keys strings).
+
+    Raises:
+        ValueError: For anything but literals.
+    """
+    kind = type(node)
+    if kind is ast.Constant:
+        value = node.value  # type: ignore[attr-defined]
+        if isinstance(value, bytes):
+            return value.decode("utf-8", "replace")
+        if isinstance(value, complex):
+            return str(value)
+        if value is Ellipsis:
+            raise ValueError("... is not a value")
+        return value
+    if kind is ast.List or kind is ast.Tuple or kind is ast.Set:
+        return [_literal_value(e) for e in node.elts]  # type: ignore[attr-defined]
+    if kind is ast.Dict:
+        out = {}
+        for key, item in zip(node.keys, node.values, strict=True):  # type: ignore[attr-defined]
+            if key is None:
+                raise ValueError("** in a dict")
+            out[str(_literal_value(key))] = _literal_value(item)
+        return out
+    if kind is ast.UnaryOp and isinstance(node.op, (ast.USub, ast.UAdd)):  # type: ignore[attr-defined]
+        operand = _literal_value(node.operand)  # type: ignore[attr-defined]
+        if isinstance(operand, bool) or not isinstance(operand, (int, float)):
+            raise ValueError("a sign before a non-number")
+        return -operand if isinstance(node.op, ast.USub) else operand  # type: ignore[attr-defined]
+    raise ValueError(f"not a literal: {kind.__name__}")
+
+
+def _segment(source: str, encoded: bytes, node: ast.expr) -> str | None:
+    """The source text of ``node`` (UTF-8 byte offsets on the first line; else ``ast``'s lookup)."""
+    if node.lineno == 1 and node.end_lineno == 1 and node.end_col_offset is not None:
+        return encoded[node.col_offset : node.end_col_offset].decode("utf-8", "surrogatepass")
+    return ast.get_source_segment(source, node)
 
 
 def _dotted(node: ast.expr) -> str | None:
@@ -154,42 +264,40 @@ class PythonicParser(FormatParser):
         if match is None:
             return [], [], text
         start = match.start()
-        end = _list_end(text, start)
-        if end == -1:
+        tree, end = _parse_list(text, start)
+        if end == -1 or tree is None:
             return [], [f"tool call 1: the call list is not closed: {error_snippet(text[start:])}"], text[:start]
         source = text[start:end]
         rest = text[:start] + text[end:]
         for tag in ("<|python_start|>", "<|python_end|>"):
             rest = rest.replace(tag, "")
-        try:
-            tree = ast.parse(source, mode="eval")
-        except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-            return [], [f"tool call 1: not a Python list of calls ({exc.__class__.__name__}) in "
-                        f"{error_snippet(source)}"], rest
+        if isinstance(tree, str):
+            return [], [f"tool call 1: not a Python list of calls ({tree}) in {error_snippet(source)}"], rest
         if not isinstance(tree.body, ast.List):
             return [], [f"tool call 1: expected a list of calls, got {error_snippet(source)}"], rest
         calls: list[ToolCall] = []
         errors: list[str] = []
+        encoded = source.encode("utf-8", "surrogatepass")
         for node in tree.body.elts:
             index = len(calls) + len(errors) + 1
             name = _dotted(node.func) if isinstance(node, ast.Call) else None
             if not isinstance(node, ast.Call) or name is None:
                 errors.append(f"tool call {index}: expected NAME(key=value, ...)")
                 continue
-            raw = ast.get_source_segment(source, node) or name
+            raw = _segment(source, encoded, node) or name
             if node.args:
                 errors.append(f"tool call {index} ({name}): expected keyword arguments only")
                 continue
             try:
-                args = {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords if kw.arg is not None}
-            except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+                args = {kw.arg: _literal_value(kw.value) for kw in node.keywords if kw.arg is not None}
+            except (ValueError, TypeError, RecursionError, MemoryError):
                 errors.append(f"tool call {index} ({name}): argument values must be Python literals in "
                               f"{error_snippet(raw)}")
                 continue
             if len(args) != len(node.keywords):
                 errors.append(f"tool call {index} ({name}): **kwargs are not accepted")
                 continue
-            call, error = decode_call({"name": name, "arguments": _jsonable(args)}, raw, index)
+            call, error = decode_call({"name": name, "arguments": args}, raw, index)
             if call is None:
                 errors.append(error or f"tool call {index}: malformed")
             else:

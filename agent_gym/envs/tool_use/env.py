@@ -61,6 +61,7 @@ class ToolUseEnv(AgentEnv):
     * ``tools``: tools or plain functions; default: calculator, convert_units, date_add,
       date_diff, weekday and lookup_item (``agent_gym.envs.tool_use.BUILTIN_TOOLS``).
     * ``max_steps``, ``tools_in_prompt``, ``system_prompt``, ``rewards``, ``parser``,
+      ``tool_parser``, ``reasoning_parser`` (the model's formats by vLLM's names),
       ``tool_time_limit``, ``max_tool_output_chars``, ``max_tool_calls_per_step``,
       ``render_mode``: see :class:`~agent_gym.core.AgentEnv`.
 
