@@ -165,6 +165,7 @@ def _native_columns() -> dict[str, Any]:
             pa.field("response_logprobs", pa.list_(pa.float32())),
             pa.field("first_step", pa.int64()),
             pa.field("last_step", pa.int64()),
+            pa.field("weight_versions", pa.list_(pa.int64())),
         ]
     )
     return {
@@ -181,6 +182,8 @@ def _native_columns() -> dict[str, Any]:
         "response_logprobs": pa.list_(pa.float32()),
         "metrics": pa.struct(metric_fields),
         "segments": pa.list_(segment),
+        "weight_version_start": pa.int64(),
+        "weight_version_end": pa.int64(),
     }
 
 
@@ -228,8 +231,9 @@ def _from_row(row: dict[str, Any]) -> Trajectory:
         value = data.pop(name, None)  # files written before a column existed lack it
         if value is not None:
             data[name] = json.loads(value)
-    if data.get("segments") is None:
-        data.pop("segments", None)
+    for name in ("segments", "weight_version_start", "weight_version_end"):
+        if data.get(name) is None:  # a plain Trajectory's row, or a file written before the column existed
+            data.pop(name, None)
     if data[_KIND_KEY] != "StepTrajectory":
         data.pop("segments", None)
     return _from_record(data)
@@ -420,10 +424,14 @@ def to_slime_samples(
     ``group_index`` / ``index``, ``label`` (the task's ``ground_truth``) and
     ``metadata``: the agent_gym status (``episode_status``), the segment's position
     (``segment_index``, ``num_segments``, ``first_step``, ``last_step``),
-    ``task_id``, and every other field of the record in its JSON form under its
+    ``task_id``, ``token_weight_versions`` (the weight version of each response id, -1
+    on environment ids) and every other field of the record in its JSON form under its
     own name (``idx``, ``group_id``, ``env_id``, ``retokenized``, ``sampling``
     with the logprobs mode, ``metrics``, ``task``, ``chat_completions``, and the
-    ``steps`` the segment covers).
+    ``steps`` the segment covers, ``weight_version_start`` / ``weight_version_end``).
+    ``weight_versions`` is slime's own field: the version of each run of ids sampled
+    under one version, in order, as strings (one entry per turn unless a weight update
+    split the turn; empty when no version is known).
 
     Args:
         trajectories: Records from ``collect`` or a file.
@@ -454,6 +462,7 @@ def to_slime_samples(
                 first_step=segment.first_step,
                 last_step=segment.last_step,
                 task_id=task.get("id") if isinstance(task, dict) else None,
+                token_weight_versions=segment.weight_versions.tolist(),
             )
             group = trajectory.group_id or trajectory.rollout_id
             samples.append(
@@ -468,7 +477,9 @@ def to_slime_samples(
                     "group_index": group_index.setdefault(group, len(group_index)),
                     "index": len(samples),
                     "label": task.get("ground_truth") if isinstance(task, dict) else None,
+                    "weight_versions": [str(v) for v in segment.version_runs()],
                     "metadata": metadata,
                 }
             )
     return samples
+

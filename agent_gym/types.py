@@ -122,6 +122,10 @@ class PolicyOutput:
             ``--logprobs-mode``) and the sampling parameters that change the distribution
             (``temperature``, ``top_k``, ``top_p``, ``min_p``, the penalties, ``min_tokens``);
             see ``SamplingParams.record``. None when the policy does not say.
+        weight_versions: The weight version each id of ``token_ids`` was sampled under
+            (one per id): the server's version when it reports one, else the counter the
+            trainer sets on the policy. A turn that spans a weight update (paused and
+            resumed) has several. None when the policy does not say.
     """
 
     text: str
@@ -135,6 +139,7 @@ class PolicyOutput:
     server: str | None = None
     error: str | None = None
     sampling: dict[str, Any] | None = None
+    weight_versions: list[int] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, str):
@@ -147,6 +152,15 @@ class PolicyOutput:
             raise ValueError(
                 f"PolicyOutput.logprobs: expected {len(self.token_ids)} values (one per token id), "
                 f"got {len(self.logprobs)}"
+            )
+        if (
+            self.weight_versions is not None
+            and self.token_ids is not None
+            and len(self.weight_versions) != len(self.token_ids)
+        ):
+            raise ValueError(
+                f"PolicyOutput.weight_versions: expected {len(self.token_ids)} values (one per token id), "
+                f"got {len(self.weight_versions)}"
             )
 
     def to_dict(self) -> dict[str, Any]:
@@ -265,6 +279,9 @@ class Segment:
         response_logprobs: The server's logprob on sampled ids, 0 elsewhere.
         first_step: Index of the segment's first step.
         last_step: Index of the segment's last step (inclusive).
+        weight_versions: Per response id, the weight version it was sampled under;
+            -1 on environment ids (observations, template glue) and on sampled ids
+            whose policy reported no version. Defaults to all -1.
     """
 
     prompt_tokens: torch.Tensor
@@ -273,6 +290,7 @@ class Segment:
     response_logprobs: torch.Tensor
     first_step: int = 0
     last_step: int = 0
+    weight_versions: torch.Tensor = None  # type: ignore[assignment]  # None -> all -1 (``__post_init__``)
 
     if TYPE_CHECKING:
         # What the generated __init__ accepts: lists too (``__post_init__`` makes them tensors).
@@ -284,6 +302,7 @@ class Segment:
             response_logprobs: torch.Tensor | Sequence[float],
             first_step: int = 0,
             last_step: int = 0,
+            weight_versions: torch.Tensor | Sequence[int] | None = None,
         ) -> None: ...
 
     def __post_init__(self) -> None:
@@ -297,6 +316,34 @@ class Segment:
                 "Segment: expected response_tokens, response_masks and response_logprobs of equal length, got "
                 f"{len(self.response_tokens)}, {len(self.response_masks)}, {len(self.response_logprobs)}"
             )
+        if self.weight_versions is None:
+            self.weight_versions = [-1] * len(self.response_tokens)
+        self.weight_versions = _as_ids("Segment.weight_versions", self.weight_versions)
+        if len(self.weight_versions) != len(self.response_tokens):
+            raise TrajectoryError(
+                f"Segment.weight_versions: expected {len(self.response_tokens)} values (one per response id), "
+                f"got {len(self.weight_versions)}"
+            )
+
+    def version_runs(self) -> list[int]:
+        """The version of each run of sampled ids under one version, in order (slime's ``weight_versions``).
+
+        A run ends at an environment id (a new turn starts a run) or where the version
+        changes inside a turn (a turn resumed on new weights); ids of unknown version
+        (-1) start no run.
+        """
+        runs: list[int] = []
+        previous_mask = 0
+        for mask, version in zip(self.response_masks.tolist(), self.weight_versions.tolist(), strict=True):
+            if mask and version >= 0 and (not previous_mask or not runs or runs[-1] != version):
+                runs.append(version)
+            previous_mask = mask
+        return runs
+
+    def version_span(self) -> tuple[int, int]:
+        """The oldest and newest weight version of the segment's sampled ids, (-1, -1) when none is known."""
+        known = [v for v in self.weight_versions.tolist() if v >= 0]
+        return (min(known), max(known)) if known else (-1, -1)
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict (tensors become lists)."""
@@ -307,6 +354,7 @@ class Segment:
             "response_logprobs": self.response_logprobs.tolist(),
             "first_step": self.first_step,
             "last_step": self.last_step,
+            "weight_versions": self.weight_versions.tolist(),
         }
 
     @classmethod
@@ -516,11 +564,17 @@ class StepTrajectory(Trajectory):
         task: The task dict the episode ran on.
         steps: The episode's steps, non-empty.
         segments: Trainable (prompt, response, mask) sequences sharing ``rollout_id``.
+        weight_version_start: The oldest weight version any sampled id of the episode
+            was sampled under (its first turn's, as versions only grow), -1 when unknown.
+            A trainer's staleness of the episode is its current version minus this.
+        weight_version_end: The newest such version (its last sampled id's), -1 when unknown.
     """
 
     task: Any = None
     steps: list[Step] = field(default_factory=list)
     segments: list[Segment] = field(default_factory=list)
+    weight_version_start: int = -1
+    weight_version_end: int = -1
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -532,6 +586,10 @@ class StepTrajectory(Trajectory):
         for i, segment in enumerate(self.segments):
             if not isinstance(segment, Segment):
                 raise TrajectoryError(f"StepTrajectory.segments[{i}]: expected Segment, got {type(segment).__name__}")
+        for name in ("weight_version_start", "weight_version_end"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < -1:
+                raise TrajectoryError(f"StepTrajectory.{name}: expected an int >= -1, got {value!r}")
 
 
 def compute_mc_return(steps: Sequence[Step], gamma: float = 1.0) -> list[float]:

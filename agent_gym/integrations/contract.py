@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
@@ -82,6 +82,10 @@ class TrainingSegment:
         status: The agent_gym episode status.
         masked: True when the episode failed for infrastructure reasons.
         trajectory: The episode the segment belongs to.
+        weight_versions: The weight version of each response id (-1 on environment ids
+            and where unknown).
+        version_runs: The version of each run of ids sampled under one version, in
+            order (one per turn unless a weight update split the turn).
     """
 
     rollout_id: str
@@ -98,11 +102,23 @@ class TrainingSegment:
     status: str
     masked: bool
     trajectory: Trajectory
+    weight_versions: list[int] = field(default_factory=list)
+    version_runs: list[int] = field(default_factory=list)
 
     @property
     def is_last(self) -> bool:
         """Whether this is the episode's final segment."""
         return self.index == self.count - 1
+
+    @property
+    def weight_version_start(self) -> int:
+        """The oldest version of the segment's sampled ids (-1 when unknown): a trainer's staleness reference."""
+        return min(self.version_runs, default=-1)
+
+    @property
+    def weight_version_end(self) -> int:
+        """The newest version of the segment's sampled ids (-1 when unknown)."""
+        return max(self.version_runs, default=-1)
 
 
 def is_infra_failure(trajectory: Trajectory) -> bool:
@@ -190,6 +206,8 @@ def training_segments(
             status=status,
             masked=masked,
             trajectory=trajectory,
+            weight_versions=segment.weight_versions.tolist(),
+            version_runs=segment.version_runs(),
         )
         for i, segment in enumerate(segments)
     ]

@@ -286,7 +286,7 @@ def episode_samples(sample: Any, trajectory: Any, *, env_id: str, sampling: Mapp
         if failed:
             target.remove_sample = True
         if hasattr(target, "weight_versions"):
-            target.weight_versions = []
+            target.weight_versions = [str(v) for v in segment.version_runs]
         target.metadata = {
             **(getattr(sample, "metadata", None) or {}),
             "env_id": env_id,

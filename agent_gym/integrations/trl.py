@@ -12,7 +12,9 @@ prompts and the trainer. It runs one agent_gym episode per prompt entry with
 * extra fields TRL hands to the reward functions: ``episode_reward`` (the reward under the
   chosen :class:`~agent_gym.integrations.contract.RewardAssignment`, None for an episode that
   failed for infrastructure reasons), ``episode_status``, ``episode_metrics``, ``episode_segments``,
-  ``episode_failure``, ``rollout_id`` and ``task_id``.
+  ``episode_failure``, ``rollout_id``, ``task_id`` and ``model_version`` (the weight version the
+  sample's oldest sampled id came from, -1 when unknown: what TRL's asynchronous GRPO trainer
+  compares with its current version to measure a sample's staleness).
 
 Pass :func:`episode_reward` (or :func:`metric_reward`) as the reward function. An episode that failed
 for infrastructure reasons (env error, policy error, timeout; see
@@ -268,7 +270,8 @@ class RolloutFunction:
         self._check_groups(trajectories, trainer)
         out: dict[str, list] = {k: [] for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask",
                                                 "episode_reward", "episode_status", "episode_metrics",
-                                                "episode_segments", "episode_failure", "rollout_id", "task_id")}
+                                                "episode_segments", "episode_failure", "rollout_id", "task_id",
+                                                "model_version")}
         filler = _filler_id(tokenizer)
         for (task, problem), trajectory in zip(resolved, trajectories, strict=True):
             if trajectory is None:
@@ -528,6 +531,7 @@ def _sample(trajectory: Any, assignment: RewardAssignment, filler: int) -> dict[
         "episode_failure": failure,
         "rollout_id": segment.rollout_id,
         "task_id": str(task.get("id", "")) if isinstance(task, Mapping) else "",
+        "model_version": segment.weight_version_start,
     }
 
 
@@ -545,4 +549,5 @@ def _placeholder(task: Mapping[str, Any], problem: str | None, filler: int) -> d
         "episode_failure": problem,
         "rollout_id": "",
         "task_id": str(task.get("id", "")),
+        "model_version": -1,
     }

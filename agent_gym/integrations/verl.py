@@ -270,6 +270,9 @@ def agent_loop_fields(
         "agent_gym_episode_reward": segment.episode_reward,
         "agent_gym_truncated": cut_prompt or cut_response,
         "agent_gym_error": failure_reason(trajectory),
+        # verl's fully-async names: the versions the sample's first and last sampled ids came from
+        "param_version_start": segment.weight_version_start,
+        "param_version_end": segment.weight_version_end,
     }
     return {
         "output": {

@@ -4,7 +4,8 @@ Each turn contributes the prompt ids it was sent with and the ids the model
 sampled. As long as every turn's prompt extends the previous prompt plus the
 sampled ids (the prefix invariant), the turns form one segment: the extra ids
 (environment messages, template tokens) go into the response with mask 0 and
-the sampled ids with mask 1. When the invariant breaks (memory rewrote the
+the sampled ids with mask 1; each response id carries the weight version it was
+sampled under (-1 on environment ids). When the invariant breaks (memory rewrote the
 history, the policy re-rendered the conversation), a new segment starts.
 
 This prefix check is the one place that decides segment boundaries: a policy's
@@ -31,6 +32,7 @@ class SegmentBuilder:
     response: list[int] = field(default_factory=list)
     masks: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
     last_step: int = 0
 
     @property
@@ -54,6 +56,7 @@ class SegmentBuilder:
             response_logprobs=list(self.logprobs),
             first_step=self.first_step,
             last_step=self.last_step,
+            weight_versions=list(self.versions),
         )
 
 
@@ -87,6 +90,7 @@ class TokenAssembler:
         prompt_ids: Sequence[int],
         sampled_ids: Sequence[int],
         logprobs: Sequence[float] | None = None,
+        weight_versions: Sequence[int] | None = None,
     ) -> bool:
         """Add one turn.
 
@@ -95,13 +99,14 @@ class TokenAssembler:
             prompt_ids: The full prompt ids the turn was sent with.
             sampled_ids: The ids the model sampled.
             logprobs: One logprob per sampled id, or None (zeros are stored).
+            weight_versions: One weight version per sampled id, or None (-1 is stored).
 
         Returns:
             True when the turn started a new segment after an earlier one: its
             prompt ids do not start with the current segment's prompt and response.
 
         Raises:
-            ValueError: If ``logprobs`` does not have one value per sampled id.
+            ValueError: If ``logprobs`` or ``weight_versions`` does not have one value per sampled id.
         """
         prompt_ids = [int(t) for t in prompt_ids]
         sampled = [int(t) for t in sampled_ids]
@@ -111,6 +116,9 @@ class TokenAssembler:
             values = [float(v) for v in logprobs]
             if len(values) != len(sampled):
                 raise ValueError(f"logprobs: expected {len(sampled)} values, got {len(values)}")
+        versions = [-1] * len(sampled) if weight_versions is None else [int(v) for v in weight_versions]
+        if len(versions) != len(sampled):
+            raise ValueError(f"weight_versions: expected {len(sampled)} values, got {len(versions)}")
         started_new = False
         current = self._current
         if current is None or not current.extends(prompt_ids):
@@ -124,9 +132,11 @@ class TokenAssembler:
             current.response.extend(suffix)
             current.masks.extend([0] * len(suffix))
             current.logprobs.extend([0.0] * len(suffix))
+            current.versions.extend([-1] * len(suffix))
         current.response.extend(sampled)
         current.masks.extend([1] * len(sampled))
         current.logprobs.extend(values)
+        current.versions.extend(versions)
         current.last_step = step_index
         return started_new
 

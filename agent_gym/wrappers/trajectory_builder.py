@@ -6,7 +6,8 @@ the :class:`~agent_gym.wrappers.TrajectoryWrapper` (env episodes), the gateway
 The builder owns what those have in common: the steps, the turns' token ids
 (through a :class:`~agent_gym.wrappers.token_assembly.TokenAssembler`, whose
 prefix check decides the segments), the sampling record and re-tokenization flag
-of the policy's turns, the timings, the metrics and ``mc_return``. The one
+of the policy's turns, the weight version of every sampled id (and the episode's
+oldest and newest), the timings, the metrics and ``mc_return``. The one
 ``StepTrajectory(...)`` call of the package is in :meth:`TrajectoryBuilder.build`;
 a record derived from one (a segment of it, see :func:`agent_gym.segments.split_segments`)
 is made with ``dataclasses.replace``, so no field is ever listed twice.
@@ -112,7 +113,9 @@ class TrajectoryBuilder:
             self.sampling = dict(output.sampling)
         if output.token_ids is None or output.prompt_token_ids is None:
             return {}
-        new_segment = self.assembler.add_turn(step_index, output.prompt_token_ids, output.token_ids, output.logprobs)
+        new_segment = self.assembler.add_turn(
+            step_index, output.prompt_token_ids, output.token_ids, output.logprobs, output.weight_versions
+        )
         return {
             "finish_reason": output.finish_reason,
             "num_prompt_tokens": len(output.prompt_token_ids),
@@ -183,6 +186,7 @@ class TrajectoryBuilder:
         compute_mc_return(steps, self.gamma)
         segments = self.assembler.segments()
         first = segments[0] if segments else Segment([], [], [], [])
+        spans = [span for span in (s.version_span() for s in segments) if span[0] >= 0]
         return StepTrajectory(
             prompt_tokens=first.prompt_tokens,
             response_tokens=first.response_tokens,
@@ -201,4 +205,6 @@ class TrajectoryBuilder:
             task=self.task,
             steps=[Step.from_dict(s.to_dict()) for s in steps] if detach else list(steps),
             segments=segments,
+            weight_version_start=min((lo for lo, _ in spans), default=-1),
+            weight_version_end=max((hi for _, hi in spans), default=-1),
         )

@@ -330,6 +330,7 @@ def test_a_server_that_is_down_gives_masked_samples_with_the_reason():
     assert time.monotonic() - start < 60
     assert out["episode_reward"] == [None, None]
     assert out["episode_status"] == ["POLICY_ERROR"] * 2 and all(out["episode_failure"])
+    assert out["model_version"] == [-1, -1]  # no sampled id: no version (TRL's per-sample model version)
     assert out["env_mask"] == [[0], [0]] or all(sum(m) == 0 for m in out["env_mask"])
     assert episode_reward(episode_reward=out["episode_reward"]) == [None, None]
     assert metric_reward("res_reward")(episode_metrics=out["episode_metrics"],

@@ -36,15 +36,17 @@ FIELDS = [f.name for f in dataclasses.fields(StepTrajectory)]
 class LaterRecord(StepTrajectory):
     """``StepTrajectory`` with fields added later: the export, split and slime paths carry them unchanged."""
 
-    weight_versions: list[int] = dataclasses.field(default_factory=list)
+    review_scores: list[int] = dataclasses.field(default_factory=list)
     reviewer: str = ""
 
 # Fields the segment split narrows to the segment; every other field is the episode's.
 NARROWED = {"prompt_tokens", "response_tokens", "response_masks", "response_logprobs", "steps", "segments"}
 
 SEGMENTS = [
-    Segment([1, 2, 3], [4, 5, 6], [1, 0, 1], [-0.5, 0.0, -0.25], first_step=0, last_step=0),
-    Segment([9, 8], [7, 6, 5, 4], [1, 1, 0, 1], [-1.0, -0.125, 0.0, -2.0], first_step=1, last_step=2),
+    Segment([1, 2, 3], [4, 5, 6], [1, 0, 1], [-0.5, 0.0, -0.25], first_step=0, last_step=0,
+            weight_versions=[3, -1, 4]),
+    Segment([9, 8], [7, 6, 5, 4], [1, 1, 0, 1], [-1.0, -0.125, 0.0, -2.0], first_step=1, last_step=2,
+            weight_versions=[4, 5, -1, 5]),
 ]
 
 
@@ -171,7 +173,8 @@ def _sample_fields(sample: dict[str, Any]) -> dict[str, Any]:
     n = sample["response_length"]
     meta = sample["metadata"]
     segment = Segment(sample["tokens"][:-n], sample["tokens"][-n:], sample["loss_mask"], sample["rollout_log_probs"],
-                      first_step=meta["first_step"], last_step=meta["last_step"])
+                      first_step=meta["first_step"], last_step=meta["last_step"],
+                      weight_versions=meta["token_weight_versions"])
     return {
         "prompt_tokens": sample["tokens"][:-n],
         "response_tokens": sample["tokens"][-n:],
@@ -198,6 +201,8 @@ def test_every_field_survives_the_slime_export(record_type):
             assert got == expected[name], f"field {name!r} lost by the slime export"
     assert [s["metadata"]["segment_index"] for s in samples] == [0, 1]
     assert samples[0]["label"] == ["a", 1] and samples[0]["status"] == "truncated"
+    # slime's own field: one entry per run of ids sampled under one version (a new turn starts a run)
+    assert [s["weight_versions"] for s in samples] == [["3", "4"], ["4", "5", "5"]]
 
 
 class ScriptedPolicy:
@@ -208,17 +213,17 @@ class ScriptedPolicy:
 
     def __init__(self) -> None:
         self.turns = [
-            ([1, 2, 3], [4, 5], [-0.5, -0.25]),
-            ([1, 2, 3, 4, 5, 6], [7], [-1.0]),
-            ([11, 12], [13, 14], [-0.125, -2.0]),
+            ([1, 2, 3], [4, 5], [-0.5, -0.25], [2, 2]),
+            ([1, 2, 3, 4, 5, 6], [7], [-1.0], [3]),
+            ([11, 12], [13, 14], [-0.125, -2.0], [3, 4]),  # a turn resumed on new weights
         ]
         self.closed: list[str] = []
 
     async def aact(self, messages: Any, *, session_id: str, tools: Any = None) -> PolicyOutput:
-        prompt, sampled, logprobs = self.turns.pop(0)
+        prompt, sampled, logprobs, versions = self.turns.pop(0)
         return PolicyOutput(text=f"answer {len(self.turns)}", prompt_token_ids=prompt, token_ids=sampled,
                             logprobs=logprobs, llm_time=0.25, retokenized=len(self.turns) == 0,
-                            sampling=dict(self.sampling))
+                            sampling=dict(self.sampling), weight_versions=versions)
 
     def close_session(self, session_id: str) -> None:
         self.closed.append(session_id)
@@ -252,6 +257,8 @@ def test_every_field_survives_a_gateway_session(tmp_path):
     assert len(finished.segments) == 2 and finished.retokenized
     assert finished.metrics["res_reward"] == finished.trajectory_reward == 1.0
     assert finished.metrics["llm_time"] == pytest.approx(0.75)
+    assert [s.weight_versions.tolist() for s in finished.segments] == [[2, 2, -1, 3], [3, 4]]
+    assert (finished.weight_version_start, finished.weight_version_end) == (2, 4)
     for record in (served, *read_jsonl(tmp_path / "sessions.jsonl")):
         assert_same_fields(record, finished)
 
