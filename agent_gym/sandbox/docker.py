@@ -363,6 +363,7 @@ class DockerSandbox:
         self._lock = threading.Lock()
         self._closed = False
         self._seq = 0
+        self._oom_kills = 0
         options = container_options(image, self.limits, workdir)
         try:
             if pool_size > 0:
@@ -594,10 +595,29 @@ class DockerSandbox:
         if timed_out:
             code = 124
             notes.append(f"[the command timed out after {seconds:g} s and was killed]")
+        killed = None
+        seen = self._oom_kills
+        if not timed_out and (code == 137 or "Killed" in text[-2000:]) and self._oom_kills_now() > seen:
+            killed = "memory"
+            notes.append(f"[a process was killed: the sandbox reached its memory limit of {self.limits.memory_mb} MiB]")
         if notes:
             text += ("\n" if text and not text.endswith("\n") else "") + "\n".join(notes)
         return Result(exit_code=137 if code is None else int(code), output=text, timed_out=timed_out,
-                      truncated=truncated)
+                      truncated=truncated, killed=killed)
+
+    def _oom_kills_now(self) -> int:
+        """Processes the kernel killed for the container's memory limit so far (read in the container's cgroup)."""
+        try:
+            _, out = self.container.exec_run(["cat", "/sys/fs/cgroup/memory.events",
+                                              "/sys/fs/cgroup/memory/memory.oom_control"])
+        except Exception:
+            return self._oom_kills
+        for line in (out or b"").decode(errors="replace").splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill" and value.strip().isdigit():
+                count, self._oom_kills = int(value), max(self._oom_kills, int(value))
+                return count
+        return self._oom_kills
 
     def _kill_from_file(self, tick_file: str) -> None:
         try:

@@ -332,6 +332,8 @@ def test_docker_sandbox_session_timeout_network_and_cleanup(docker_host):
         assert result.timed_out and box.exec("ps -eo args | grep -c '^sleep 300'").output.strip() == "0"
         assert not box.run("python3 -c \"import socket; socket.create_connection(('1.1.1.1', 53), timeout=2)\"").ok
         assert box.run("cat", timeout=5).ok  # stdin is at EOF
+        killed = box.run("python3 -c 'b = bytearray(600 << 20)'; echo exit=$?")
+        assert killed.killed == "memory" and "exit=137" in killed.output and "memory limit of 256 MiB" in killed.output
         box.write_file("/app/x.txt", "hi")
         assert box.read_file("/app/x.txt") == b"hi"
         container_id = box.container.id

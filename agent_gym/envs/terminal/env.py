@@ -283,9 +283,15 @@ class TerminalEnv(AgentEnv):
         kw = {"as_root": True} if as_root else {}
         where = "the local sandbox" + ("" if getattr(sandbox, "writable_root", True) else " (read-only root)")
         where = {"docker": "the Docker backend", "sandbox_factory": "the sandbox_factory's sandbox"}.get(backend, where)
-        hint = ("" if backend != "local" or getattr(sandbox, "writable_root", True) else
-                "; this sandbox has a read-only root (writable_root=False or unavailable here: "
-                f"{writable_root_unavailable_reason()}); run the task with backend='docker'")
+        hint = ""
+        if backend == "local":
+            base = task.get("base_image")
+            hint = ("; the local sandbox runs the steps without network on the host's programs"
+                    + (f", not on the image {base!r}" if base else "")
+                    + ("" if getattr(sandbox, "writable_root", True) else
+                       f", with a read-only root (writable_root=False or unavailable here: "
+                       f"{writable_root_unavailable_reason()})")
+                    + "; run the task with backend='docker' and an image built from its Dockerfile")
         batch = getattr(sandbox, "write_files", None)
         pending: list[tuple[str, bytes | None, int]] = []
         for index, (kind, first, second) in enumerate(steps):
