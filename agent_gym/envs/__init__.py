@@ -64,6 +64,13 @@ ENV_INFOS: tuple[EnvInfo, ...] = (
                     "(27 tasks; Terminal-Bench and Harbor task directories load too).",
         nondeterministic=True,
     ),
+    EnvInfo(
+        id="agent_gym/SWE-v0",
+        entry_point="agent_gym.envs.swe.env:SWEEnv",
+        description="Repository repair tasks: fix a seeded bug in a small Python library with bash and an editor; "
+                    "the patch is graded by the hidden tests in a clean sandbox (SWE-bench instances load too).",
+        nondeterministic=True,
+    ),
 )
 """Every environment agent_gym registers."""
 

@@ -69,7 +69,7 @@ def test_tools_argument_is_honoured_or_refused_naming_the_alternative(env_id):
 
 def test_the_envs_that_refuse_tools_say_what_to_pass_instead():
     refusing = {env_class(i).__name__: env_class(i).tools_not_accepted for i in IDS if env_class(i).tools_not_accepted}
-    assert set(refusing) == {"TerminalEnv", "ConversationEnv"}
+    assert set(refusing) == {"TerminalEnv", "ConversationEnv", "SWEEnv"}
     assert "sandbox_factory=" in refusing["TerminalEnv"] and "classes=" in refusing["ConversationEnv"]
 
 

@@ -68,6 +68,8 @@ class FileEditor:
         Returns:
             The file's lines with line numbers, a directory listing, or what changed.
         """
+        if self.sandbox is None:
+            return "Error: no sandbox (this environment was copied or closed); call reset()."
         if command not in COMMANDS:
             return f"Error: unknown command {command!r}; use one of {', '.join(COMMANDS)}."
         if not isinstance(path, str) or not path.startswith("/"):
@@ -90,6 +92,11 @@ class FileEditor:
             return self._undo(path)
         except SandboxError as exc:
             return f"Error: {exc}"
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["sandbox"] = None  # a sandbox's processes cannot be copied
+        return state
 
     # ------------------------------------------------------------------ commands
 
