@@ -125,8 +125,8 @@ class SWEEnv(AgentEnv):
     * ``tools``: not accepted (:class:`~agent_gym.errors.ConfigError`): the tools are bound to the
       episode's sandbox.
     * ``max_steps`` (default 50), ``tools_in_prompt``, ``system_prompt``, ``rewards``, ``parser``,
-      ``tool_parser``, ``reasoning_parser`` (the model's formats by vLLM's names), ``tool_time_limit``, ``max_tool_output_chars``, ``max_tool_calls_per_step``, ``render_mode``:
-      see :class:`~agent_gym.core.AgentEnv`.
+      ``tool_parser``, ``reasoning_parser`` (the model's formats by vLLM's names), ``tool_time_limit``,
+      ``max_tool_output_chars``, ``max_tool_calls_per_step``, ``render_mode``: see :class:`~agent_gym.core.AgentEnv`.
 
     ## Version History
     * v0: first version.

@@ -123,7 +123,7 @@ class _Runner:
         run = self.box.exec(f"python {_WORK}/batch.py", timeout=self.timeout * (len(edits) + 1), env=env)
         if not run.ok:
             raise ConfigError(f"the test runner failed: {run.output[-500:]}")
-        outcomes = []
+        outcomes: list[tuple[dict[str, str], dict[str, str]]] = []
         for i in range(len(edits)):
             try:
                 data = json.loads(self.box.read_file(f"{_WORK}/results-{i}.json"))
@@ -195,7 +195,7 @@ def generate_tasks(
             outcomes += runner.run_batch([(path, apply_mutation(text, m)) for path, text, m in chunk])
             if max_tasks is not None and sum(_valid(passing, r) for r, _ in outcomes) >= max_tasks:
                 break
-        for i, ((path, text, mutation), (results, messages)) in enumerate(zip(candidates, outcomes)):
+        for i, ((path, text, mutation), (results, messages)) in enumerate(zip(candidates, outcomes, strict=False)):
             if max_tasks is not None and len(tasks) >= max_tasks:
                 break
             mutated = apply_mutation(text, mutation)

@@ -110,7 +110,8 @@ def test_the_generator_runs_on_any_local_repository(repos, tmp_path):
     for task in tasks:
         assert task["FAIL_TO_PASS"] and task["PASS_TO_PASS"]
         assert set(task["FAIL_TO_PASS"]).isdisjoint(task["PASS_TO_PASS"])
-        assert task["FAIL_TO_PASS"][0] in task["problem_statement"] and task["bug_patch"] not in task["problem_statement"]
+        statement = task["problem_statement"]
+        assert task["FAIL_TO_PASS"][0] in statement and task["bug_patch"] not in statement
     env = SWEEnv(tasks=tasks[:1])
     try:
         assert env.grade_patch(env.tasks[0], env.tasks[0]["patch"]).resolved

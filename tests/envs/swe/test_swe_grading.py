@@ -59,7 +59,8 @@ def test_the_gold_patch_resolves_and_an_empty_patch_does_not(env, task):
 def test_editing_deleting_or_adding_tests_is_dropped(env):
     forged = HIDDEN_TESTS.replace('assert truncate("exact", 5) == "exact"', "assert True")
     patch = (file_diff(HIDDEN, None, forged)  # the hidden test file itself
-             + edit("tests/test_text.py", 'assert truncate("exact", 5) == "exact"', "assert True", source("tests/test_text.py"))
+             + edit("tests/test_text.py", 'assert truncate("exact", 5) == "exact"', "assert True",
+                    source("tests/test_text.py"))
              + file_diff("tests/test_case.py", source("tests/test_case.py"), None))
     report = env.grade_patch(env.tasks[0], patch)
     assert report.score() == 0.0 and report.outcome == "graded"
@@ -81,8 +82,8 @@ def test_a_conftest_or_pytest_configuration_cannot_change_results(env):
     patch = (file_diff("conftest.py", None, conftest) + file_diff("textkit/conftest.py", None, conftest)
              + file_diff("pytest.ini", None, "[pytest]\naddopts = -k shorter\n")
              + file_diff("setup.cfg", None, "[tool:pytest]\naddopts = -p no:agent_gym_swe_report\n")
-             + edit("pyproject.toml", '[tool.pytest.ini_options]\n', '[tool.pytest.ini_options]\naddopts = "-k shorter"\n',
-                    source("pyproject.toml"))
+             + edit("pyproject.toml", "[tool.pytest.ini_options]\n",
+                    '[tool.pytest.ini_options]\naddopts = "-k shorter"\n', source("pyproject.toml"))
              + file_diff("textkit/sitecustomize.py", None, "import os\nos._exit(0)\n"))
     report = env.grade_patch(env.tasks[0], patch)
     assert report.score() == 0.0 and report.fail_to_pass[f"{HIDDEN}::test_exact_width"] == "failed"
