@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_gym.parsers.registry import canonical_tool_parser, make_parser
-from agent_gym.tools.parsing import ToolCall, ToolCallParser
+from agent_gym.tools.parsing import ToolCall, ToolCallParser, format_tool_call
 
 __all__ = ["FAMILIES", "ChatFamily", "get_family"]
 
@@ -122,6 +122,30 @@ class ChatFamily:
         self._flush(out, orphans)
         return out
 
+    def assistant_text(self, reasoning: str, content: str, calls: Sequence[tuple[str, Mapping[str, Any]]] = ()) -> str:
+        """An assistant message as this family's model writes it, from its parts.
+
+        What a chat endpoint that parsed the model's output (vLLM with ``--reasoning-parser`` and
+        ``--tool-call-parser``) returns as ``reasoning_content``, ``content`` and ``tool_calls`` is
+        written back as text that the family's parser reads as the same parts: the reasoning in
+        ``<think>`` before the content (harmony: the analysis channel), the calls after it in the
+        family's format (``<tool_call>`` blocks for ``hermes``).
+        """
+        parser = make_parser(self.name, "openai" if self.name == "openai" else None)
+        if self.name == "openai":
+            parts = [f"<|channel|>analysis<|message|>{reasoning}<|end|><|start|>assistant"] if reasoning else []
+            if content or not calls:
+                parts.append(f"<|channel|>final<|message|>{content}")
+                if calls:
+                    parts.append("<|end|><|start|>assistant")
+            if calls:
+                parts.append(_format_calls(parser, calls))
+            return "".join(parts)
+        text = f"<think>\n{reasoning}\n</think>\n\n{content}" if reasoning else content
+        if calls:
+            text += ("\n" if text else "") + _format_calls(parser, calls)
+        return text
+
     def _flush(self, out: list[dict[str, Any]], orphans: list[str]) -> None:
         if not orphans:
             return
@@ -151,6 +175,13 @@ class ChatFamily:
             shown = calls[:1] if self.one_call_per_message else calls
             item["tool_calls"] = [_structured(c, self.arguments_as_json) for c in shown]
         return item, calls, len(parsed.errors)
+
+
+def _format_calls(parser: ToolCallParser, calls: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
+    format_calls = getattr(parser, "format_calls", None)
+    if callable(format_calls):
+        return str(format_calls(calls))
+    return "\n".join(format_tool_call(name, args) for name, args in calls)
 
 
 def _structured(call: ToolCall, as_json: bool = False) -> dict[str, Any]:

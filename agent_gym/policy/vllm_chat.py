@@ -10,9 +10,11 @@ prompt ids of every turn.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
+from agent_gym.parsers import ChatFamily, get_family
 from agent_gym.policy.chat_tokens import normalize_messages
 from agent_gym.policy.vllm_base import VLLMPolicyBase
 from agent_gym.policy.vllm_protocol import PromptTooLong, map_finish_reason
@@ -30,7 +32,13 @@ class VLLMChatPolicy(VLLMPolicyBase):
     return), and ``chat_template_kwargs`` are sent with each request for the server to render.
 
     ``PolicyOutput.new_segment`` is set when the prompt the server rendered does not extend the
-    session's previous prompt and sampled ids. :meth:`astream` yields the whole turn as one delta.
+    session's previous prompt and sampled ids.
+
+    The messages go in the model family's shape (structured ``tool_calls``, reasoning fields,
+    tool results with call ids; see :class:`~agent_gym.parsers.ChatFamily`); an answer's
+    ``reasoning_content`` and ``tool_calls`` (from a server running vLLM's reasoning and tool-call
+    parsers) come back as text in the family's format, which the env's parser reads.
+    :meth:`astream` yields the whole turn as one delta.
 
     Example:
         >>> policy = VLLMChatPolicy(["127.0.0.1:8000"], sampling=SamplingParams(max_tokens=64))  # doctest: +SKIP
@@ -40,11 +48,19 @@ class VLLMChatPolicy(VLLMPolicyBase):
     mode: ClassVar[str] = "chat"
     needs_chat_template: ClassVar[bool] = False
 
+    def _chat_family(self) -> tuple[ChatFamily, Any]:
+        """The model family and its parser: the tokenizer's (given or read from its template), else the names given."""
+        if self.builder is not None:
+            return self.builder.family, self.builder.parser
+        return get_family(self._config.get("tool_parser")), None
+
     async def _turn(
         self, messages: Sequence[Message], session_id: str, tools: list[dict] | None, start: float
     ) -> PolicyOutput:
         msgs = normalize_messages(messages)
         local_prompt = self.builder.render_ids(msgs, tools) if self.builder is not None else None
+        family, parser = self._chat_family()
+        sent = family.template_messages(msgs, parser) if family.structured else msgs
         previous = self._server_ids.get(session_id)
         seed = self._next_seed(session_id)
 
@@ -58,7 +74,7 @@ class VLLMChatPolicy(VLLMPolicyBase):
                 info,
                 budget,
                 seed,
-                messages=msgs,
+                messages=sent,
                 logprobs=True,
                 top_logprobs=self.sampling.logprobs,
                 return_token_ids=True,
@@ -89,10 +105,9 @@ class VLLMChatPolicy(VLLMPolicyBase):
         """The turn of a chat answer; the session's ids advance unless the server reported an error."""
         choice = data["choices"][0]
         message = choice.get("message") or {}
-        text = str(message.get("content") or "")
         reasoning = message.get("reasoning_content") or message.get("reasoning")
-        if reasoning:
-            text = f"<think>\n{reasoning}\n</think>\n\n{text}"
+        text = self._chat_family()[0].assistant_text(str(reasoning or ""), str(message.get("content") or ""),
+                                                  _structured_calls(message.get("tool_calls")))
         finish, error = map_finish_reason(choice.get("finish_reason"), chat=True)
         token_ids = choice.get("token_ids")
         retokenized = token_ids is None
@@ -125,3 +140,19 @@ class VLLMChatPolicy(VLLMPolicyBase):
             error=f"server {server}: {error}" if error is not None else None,
         )
 
+
+def _structured_calls(tool_calls: Any) -> list[tuple[str, Mapping[str, Any]]]:
+    """``(name, arguments)`` of an answer's OpenAI ``tool_calls`` (what a server's tool-call parser found)."""
+    out: list[tuple[str, Mapping[str, Any]]] = []
+    for call in tool_calls if isinstance(tool_calls, list) else []:
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            continue
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except ValueError:
+                arguments = {"arguments": arguments}
+        out.append((function["name"], arguments if isinstance(arguments, dict) else {"arguments": arguments}))
+    return out
