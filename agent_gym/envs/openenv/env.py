@@ -1,10 +1,11 @@
 """A remote OpenEnv environment stepped as an agent_gym env.
 
 :class:`OpenEnvEnv` connects to an OpenEnv server (``openenv-core``'s WebSocket session
-protocol, through its ``GenericEnvClient``) and presents it with agent_gym's contract: the
-observation is the conversation so far, the action the assistant message (a ``str`` or a
-:class:`~agent_gym.types.PolicyOutput`), so ``collect`` and ``TrajectoryWrapper`` drive it
-unchanged and a rollout can run its envs on other machines.
+protocol at ``/ws``: ``reset`` / ``step`` / ``state`` / ``close`` messages, one env instance per
+connection, spoken with a blocking ``websockets`` client, without an event-loop thread) and
+presents it with agent_gym's contract: the observation is the conversation so far, the action
+the assistant message (a ``str`` or a :class:`~agent_gym.types.PolicyOutput`), so ``collect``
+and ``TrajectoryWrapper`` drive it unchanged and a rollout can run its envs on other machines.
 
 Two kinds of servers:
 
@@ -43,6 +44,12 @@ from agent_gym.types import PolicyOutput
 __all__ = ["OpenEnvEnv"]
 
 _BOOKKEEPING = ("done", "reward", "metadata")
+_MAX_MESSAGE = 100 * 2**20  # observations may be large (OpenEnv's client allows 100 MB too)
+
+
+def _observation(result: Mapping[str, Any]) -> dict[str, Any]:
+    value = result.get("observation")
+    return dict(value) if isinstance(value, Mapping) else {}
 
 
 class OpenEnvEnv(gym.Env):
@@ -118,13 +125,13 @@ class OpenEnvEnv(gym.Env):
     def _connect(self) -> Any:
         if self._client is None:
             try:
-                from openenv.core.generic_client import GenericEnvClient
+                from websockets.sync.client import connect
             except ImportError as exc:
                 raise MissingExtraError("openenv-core", "openenv") from exc
-            client = GenericEnvClient(base_url=self.url, connect_timeout_s=self.connect_timeout,
-                                      message_timeout_s=self.message_timeout).sync()
-            self._call("connect", client.connect)
-            self._client = client
+            scheme, rest = self.url.split("://", 1)
+            ws_url = f"{'wss' if scheme in ('https', 'wss') else 'ws'}://{rest}/ws"
+            self._client = self._call("connect", connect, ws_url, open_timeout=self.connect_timeout,
+                                      max_size=_MAX_MESSAGE, compression=None)
         return self._client
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -135,11 +142,28 @@ class OpenEnvEnv(gym.Env):
             raise EnvServerError(f"OpenEnv server {self.url}: {what} failed ({type(exc).__name__}: {exc})",
                                  url=self.url) from exc
 
+    def _request(self, kind: str, data: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """One message of OpenEnv's WebSocket session protocol and its answer's ``data``."""
+        socket = self._connect()
+        message = {"type": kind} if data is None else {"type": kind, "data": dict(data)}
+
+        def exchange() -> Any:
+            socket.send(json.dumps(message, default=str))
+            return json.loads(socket.recv(timeout=self.message_timeout))
+
+        answer = self._call(kind, exchange)
+        if not isinstance(answer, dict) or answer.get("type") == "error" or not isinstance(answer.get("data"), dict):
+            detail = answer.get("data") if isinstance(answer, dict) else answer
+            self._drop()
+            raise EnvServerError(f"OpenEnv server {self.url}: {kind} failed ({str(detail)[:300]})", url=self.url)
+        return answer["data"]
+
     def _drop(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
+        socket, self._client = self._client, None
+        if socket is not None:
             try:
-                client.close()
+                socket.send(json.dumps({"type": "close"}))
+                socket.close()
             except Exception:  # noqa: BLE001, S110 - the connection is already gone
                 pass
 
@@ -155,9 +179,8 @@ class OpenEnvEnv(gym.Env):
             kwargs["task"] = options["task"]
         if options.get("episode_id"):
             kwargs["episode_id"] = str(options["episode_id"])
-        client = self._connect()
-        result = self._call("reset", client.reset, **kwargs)
-        observation = result.observation if isinstance(result.observation, Mapping) else {}
+        result = self._request("reset", kwargs)
+        observation = _observation(result)
         self._served = isinstance(observation.get("messages"), list)
         self._steps = 0
         self._done = False
@@ -177,31 +200,30 @@ class OpenEnvEnv(gym.Env):
         if self._done:
             raise RuntimeError("OpenEnvEnv.step: expected reset() first (the episode ended or never began)")
         text = action.text if isinstance(action, PolicyOutput) else str(action)
-        client = self._connect()
         payload = dict(self.action_fn(text)) if self.action_fn is not None else {self.action_field: text}
-        result = self._call("step", client.step, payload)
-        observation = result.observation if isinstance(result.observation, Mapping) else {}
+        result = self._request("step", payload)
+        observation = _observation(result)
         self._steps += 1
-        reward = float(result.reward or 0.0)
+        reward = float(result.get("reward") or 0.0)
         if self._served and isinstance(observation.get("messages"), list):
             self._messages = [dict(m) for m in observation["messages"]]
             terminated, truncated = bool(observation.get("terminated")), bool(observation.get("truncated"))
-            if result.done and not (terminated or truncated):
+            if result.get("done") and not (terminated or truncated):
                 terminated = True
             info = dict(observation.get("info") or {})
         else:
             self._messages += [{"role": "assistant", "content": text},
                                {"role": "user", "content": self._text(observation)}]
-            terminated = bool(result.done)
+            terminated = bool(result.get("done"))
             truncated = not terminated and self.max_steps is not None and self._steps >= self.max_steps
             info = {"toolcall_reward": 0.0, "res_reward": reward, "tool_calls": [],
                     "metadata": observation.get("metadata") or {}}
         self._done = terminated or truncated
         return tuple(dict(m) for m in self._messages), reward, terminated, truncated, info
 
-    def state(self) -> Any:
-        """The remote env's state (OpenEnv's ``/state`` of this session)."""
-        return self._call("state", self._connect().state)
+    def state(self) -> dict[str, Any]:
+        """The remote env's state in this session."""
+        return self._request("state")
 
     def render(self) -> str | None:
         """The conversation as text (``render_mode="ansi"``)."""
