@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 import shlex
+import sys
+import warnings
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from agent_gym.checks import check_float, check_int
@@ -19,12 +22,33 @@ from agent_gym.sandbox import LocalSandbox, SandboxLimits
 from agent_gym.tools import DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_TIME_LIMIT, Tool, ToolCallParser, as_tool
 from agent_gym.types import EpisodeStatus
 
-__all__ = ["REPO_DIR", "SWEEnv", "capture_patch", "oracle_solution"]
+__all__ = ["REPO_DIR", "SWEEnv", "capture_patch", "oracle_solution", "package_data_exposed"]
 
 REPO_DIR = "/app"
 """Where the repository is in the sandbox (the shell's working directory)."""
 
 _PATCH_FILE = "/tmp/.agent_gym_patch.diff"
+
+
+def package_data_exposed() -> str | None:
+    """Why the shipped libraries and task file can be read inside a local sandbox, or None when they cannot.
+
+    The local sandbox shows ``/usr`` and the running Python's installation read-only; a regular
+    (not editable) install of agent_gym lies there, and with it the clean sources and the gold patches.
+    """
+    here = Path(__file__).resolve()
+    roots = {"/usr", sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+             str(Path(os.path.realpath(sys.executable)).parent.parent)}
+    for root in sorted(roots):
+        real = Path(os.path.realpath(root))
+        if str(real) not in ("/", "") and (real == here or real in here.parents):
+            return (f"agent_gym is installed under {real}, which the local sandbox shows read-only: an agent can read "
+                    "the shipped libraries' clean sources and the task file's gold patches (install it editable, "
+                    "outside the Python prefix, or run episodes in containers)")
+    return None
+
+
+_warned_exposed = False
 
 
 def oracle_solution(gold_patch: str) -> list[list[dict[str, Any]]]:
@@ -205,7 +229,16 @@ class SWEEnv(AgentEnv):
     # ------------------------------------------------------------------ tasks
 
     def default_tasks(self) -> Sequence[Mapping[str, Any]]:
-        """The shipped tasks of ``split`` (see :func:`~agent_gym.envs.swe.tasks.shipped_tasks`)."""
+        """The shipped tasks of ``split`` (see :func:`~agent_gym.envs.swe.tasks.shipped_tasks`).
+
+        Warns once per process when the package's files are visible inside the sandbox (see
+        :func:`package_data_exposed`).
+        """
+        global _warned_exposed
+        reason = package_data_exposed() if self.sandbox_factory is None else None
+        if reason and not _warned_exposed:
+            _warned_exposed = True
+            warnings.warn(reason, RuntimeWarning, stacklevel=2)
         return shipped_tasks(self.split)
 
     def validate_tasks(self, tasks: list[Any]) -> list[dict[str, Any]]:

@@ -8,6 +8,7 @@ import pytest
 from swe_helpers import HIDDEN, TEXT, hidden_task
 
 from agent_gym.envs.swe import SWEEnv
+from agent_gym.envs.swe.env import package_data_exposed
 from agent_gym.envs.swe.repo import library_path
 from agent_gym.envs.swe.tasks import SPLITS, TASKS_PATH, shipped_tasks
 from agent_gym.tools.parsing import format_tool_call
@@ -48,6 +49,7 @@ def test_the_repository_has_one_commit_and_nothing_to_read_the_fix_from(env):
     # one commit, no reflog, no remote, no logs, no hidden test file, a clean tree, no object or file with the fix,
     # and neither the clean library nor the task file (gold patches) of this package in sight
     assert counts == ["1", "0", "0", "1", "1", "0", "0", "0", "2"], last(obs)
+    assert package_data_exposed() is None  # an editable install: the package's files are outside the sandbox
 
 
 def test_the_editor_views_edits_and_undoes_with_clear_messages(env):
