@@ -97,13 +97,22 @@ def _chown_tree(top: str, uid: int, gid: int, skip: frozenset[str] = frozenset()
     otherwise keeps the old owner in its own inodes).
     """
     count = 0
+    try:
+        device = os.lstat(top).st_dev
+    except OSError:
+        return 0
     for root, dirs, files in os.walk(top):
         if root == top:
             dirs[:] = [d for d in dirs if d not in skip]
+        keep = []
         for name in dirs + files:
             path = os.path.join(root, name)
             try:
                 st = os.lstat(path)
+                if st.st_dev != device:  # another file system mounted here (e.g. the host's Python, read-only)
+                    continue
+                if name in dirs and stat.S_ISDIR(st.st_mode):
+                    keep.append(name)
                 if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:  # an overlay whiteout
                     continue
                 if st.st_uid != uid or st.st_gid != gid:
@@ -112,6 +121,7 @@ def _chown_tree(top: str, uid: int, gid: int, skip: frozenset[str] = frozenset()
                     count += 1
             except OSError:
                 continue
+        dirs[:] = keep
     return count
 
 

@@ -72,9 +72,12 @@ class TerminalEnv(AgentEnv):
 
     ## Description
     Each episode gets its own sandbox (:class:`~agent_gym.sandbox.LocalSandbox`:
-    bubblewrap namespaces, no network, a persistent bash session in ``/app``). The model
-    calls ``bash(command)`` and ``submit()``; after the episode the task's tests are copied
-    to ``/tests`` and run in a fresh process of the same sandbox.
+    bubblewrap namespaces, no network, a writable copy-on-write root where the host allows
+    it, a persistent bash session in the task's ``WORKDIR``, ``/app`` by default), set up from
+    the task's Dockerfile as a build would (see ``docs/terminal_bench.md``). The model calls
+    ``bash(command)`` and ``submit()``; after the episode the task's tests are copied to
+    ``/tests`` and run in a fresh process of the same sandbox (in the agent's shell with
+    ``run_tests_in_same_shell``).
 
     ## Action Space
     The next assistant message (``str`` or ``PolicyOutput``) with hermes
@@ -87,11 +90,17 @@ class TerminalEnv(AgentEnv):
     at ``max_output_bytes`` with a marker) and ``[exit code: N]``.
 
     ## Rewards
-    ``res_reward`` = the fraction of the task's tests that pass (pytest) or the reward
-    written to ``/logs/verifier/reward.txt`` (Harbor), given when the episode ends (also at
-    ``max_steps``; not when the policy output was cut short or failed); the text of an
-    ``<answer>`` earns nothing by itself. ``toolcall_reward`` shapes tool use as in
-    :class:`~agent_gym.core.AgentEnv`. ``info["tests"]`` has ``passed`` and ``total`` at the end.
+    ``res_reward`` = Terminal-Bench's verdict on the test run, read by the task's
+    ``parser_name`` (:mod:`~agent_gym.envs.terminal.grading`): 1 when every test passed, else
+    0 (``reward_mode="resolved"``, the default), or the fraction of tests that passed
+    (``reward_mode="fraction"``); Harbor tasks: the reward written to
+    ``/logs/verifier/reward.txt`` (1 or not under ``resolved``). Given when the episode ends
+    (also at ``max_steps``; not when the policy output was cut short or failed); the text of
+    an ``<answer>`` earns nothing by itself. A test run that grades nothing (timeout, runner
+    could not run, unreadable output, no tests) earns nothing and ends the episode ENV_ERROR
+    (see :meth:`step`). ``toolcall_reward`` shapes tool use as in
+    :class:`~agent_gym.core.AgentEnv`. ``info["tests"]`` has ``outcome``, ``passed``,
+    ``total``, ``resolved``, ``results``, ``exit_code`` and ``reason`` at the end.
 
     ## Starting State
     A task drawn with the env's seeded RNG (or ``options["task"]`` / ``options["task_index"]``) in a
@@ -118,6 +127,10 @@ class TerminalEnv(AgentEnv):
     * ``docker_image``: image for tasks without one under ``backend="docker"`` (default: the
       task Dockerfile's ``FROM``); the Dockerfile's files and ``RUN`` steps are applied to it.
     * ``docker_pool_size``: pre-started containers kept per image (default 2).
+    * ``reward_mode``: ``"resolved"`` (default: 1 only when every test passed) or ``"fraction"``.
+    * ``writable_root``: give the local sandbox its copy-on-write root and memory cgroup (default:
+      where the host allows it, see :func:`~agent_gym.sandbox.rootfs.writable_root_unavailable_reason`);
+      without it a ``COPY``/``RUN`` that writes outside the workspace folders fails at reset.
     * ``sandbox_factory``: callable ``(task, env_vars) -> Sandbox`` replacing the backends.
     * ``tools``: not accepted (:class:`~agent_gym.errors.ConfigError`): the tools are ``bash``
       and ``submit`` bound to each episode's sandbox (see :attr:`tools_not_accepted`).
@@ -129,14 +142,17 @@ class TerminalEnv(AgentEnv):
     processes), so the tool layer runs it without a time limit of its own.
 
     ## Version History
-    * v0: ``tools=`` raises instead of being ignored; one step limit (``max_steps``); tool
+    * v0: graded as Terminal-Bench grades (``parser_name``, resolved-only reward, Dockerfile
+      semantics, ``solution.sh`` run as a file, ``run_tests_in_same_shell``; ungraded runs end
+      ENV_ERROR); ``tools=`` raises instead of being ignored; one step limit (``max_steps``); tool
       calls after ``submit`` are refused; ``info["end_reason"]``; first version.
     """
 
     default_system_prompt = (
         "You are an expert Linux user working in a bash shell inside a sandbox with no network. "
-        "Your working directory is /app. Run shell commands with the bash tool; the shell keeps its "
-        "state (directory, variables, functions) between calls, and commands get no input on stdin. "
+        "You start in the task's working directory (usually /app). Run shell commands with the bash tool; "
+        "the shell keeps its state (directory, variables, functions) between calls, and commands get no input "
+        "on stdin. "
         "When the task is done, call submit()."
     )
 
@@ -336,7 +352,7 @@ class TerminalEnv(AgentEnv):
             sandbox.close()
 
     def bash(self, command: str) -> str:
-        """Run a command in the persistent bash shell of the sandbox (working directory /app).
+        """Run a command in the persistent bash shell of the sandbox (it starts in the task's working directory).
 
         Args:
             command: The shell command(s) to run; multi-line scripts and heredocs are fine.

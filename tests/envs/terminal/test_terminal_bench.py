@@ -129,11 +129,12 @@ def test_compose_one_service_is_read_and_more_is_an_error(tmp_path):
 def test_dockerfile_semantics_local(tmp_path):
     env = TerminalEnv(tasks=[dockerfile_task(tmp_path)], limits=SMALL)
     try:
-        solved, empty = solved_and_empty(env)
-        assert solved["res_reward"] == 1.0 and solved["tests"]["resolved"], env.last_test_output[-1500:]
-        assert empty["res_reward"] == 0.0 and empty["tests"]["outcome"] == "graded" and empty["status"] == "ENV_DONE"
         env.reset(options={"task_index": 0})
         assert env.sandbox.run("pwd; command -v mytool").output == "/srv/work\n/opt/tool/bin/mytool\n"
+        assert env.run_tests()[2] == 0.0 and env.last_report.outcome == "graded"  # doing nothing fails
+        env.step(env.oracle_action())
+        _, _, _, _, solved = env.step(env.oracle_action())
+        assert solved["res_reward"] == 1.0 and solved["tests"]["resolved"], env.last_test_output[-1500:]
     finally:
         env.close()
     for path in ("/opt/tool", "/etc/mytool", "/usr/local/share/mytool", "/srv/work"):
@@ -174,14 +175,16 @@ def test_run_tests_in_same_shell(tmp_path):
 
 @needs_bwrap
 def test_reward_is_resolved_by_default_and_the_fraction_on_request(tmp_path):
-    task = fraction_task(tmp_path)
-    for mode, expected in (("resolved", 0.0), ("fraction", 0.5)):
-        env = TerminalEnv(tasks=[task], limits=SMALL, reward_mode=mode)
-        try:
-            info = episode(env, [None, None])
-            assert info["res_reward"] == expected and info["tests"]["passed"] == 1 and info["tests"]["total"] == 2
-        finally:
-            env.close()
+    env = TerminalEnv(tasks=[fraction_task(tmp_path)], limits=SMALL)
+    try:
+        info = episode(env, [None, None])
+        assert info["res_reward"] == 0.0 and (info["tests"]["passed"], info["tests"]["total"]) == (1, 2)
+        env.reward_mode = "fraction"  # as TerminalEnv(reward_mode="fraction") grades
+        assert env.run_tests() == (1, 2, 0.5)
+    finally:
+        env.close()
+    with pytest.raises(ValueError, match="reward_mode"):
+        TerminalEnv(reward_mode="partial")
 
 
 @needs_bwrap
