@@ -22,7 +22,10 @@ from agent_gym.sandbox import LocalSandbox, SandboxLimits
 from agent_gym.tools import DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_TIME_LIMIT, Tool, ToolCallParser, as_tool
 from agent_gym.types import EpisodeStatus
 
-__all__ = ["REPO_DIR", "SWEEnv", "capture_patch", "oracle_solution", "package_data_exposed"]
+__all__ = ["BACKENDS", "REPO_DIR", "SWEEnv", "capture_patch", "oracle_solution", "package_data_exposed"]
+
+BACKENDS = ("auto", "local", "docker")
+"""Sandbox backends: ``auto`` runs tasks that name an ``image`` in Docker and the others locally."""
 
 REPO_DIR = "/app"
 """Where the repository is in the sandbox (the shell's working directory)."""
@@ -143,7 +146,11 @@ class SWEEnv(AgentEnv):
     * ``grading_timeout``: seconds for the test run of the grading (default 120).
     * ``reward_mode``: ``"resolved"`` (default) or ``"f2p_fraction"``.
     * ``max_patch_bytes``: a bigger patch is not applied and scores 0 (default 1 MiB).
-    * ``backend``: ``"local"`` (default, bubblewrap); tasks naming an ``image`` need ``sandbox_factory``.
+    * ``backend``: ``"auto"`` (default: :class:`~agent_gym.sandbox.DockerSandbox` for a task that names an
+      ``image``, the local bubblewrap sandbox otherwise), ``"local"`` or ``"docker"``. The image needs
+      ``git``, ``tar``, ``python3`` and pytest; Docker needs ``pip install 'agent-gym[terminal]'``.
+    * ``docker_image``: the image of tasks without one under ``backend="docker"``.
+    * ``docker_pool_size``: pre-started containers kept per image and limits (default 2).
     * ``sandbox_factory``: callable ``(task, role) -> Sandbox`` (``role``: ``"agent"`` or
       ``"grader"``) replacing the local backend.
     * ``tools``: not accepted (:class:`~agent_gym.errors.ConfigError`): the tools are bound to the
@@ -179,7 +186,9 @@ class SWEEnv(AgentEnv):
         grading_timeout: float = 120.0,
         reward_mode: str = "resolved",
         max_patch_bytes: int = DEFAULT_MAX_PATCH_BYTES,
-        backend: str = "local",
+        backend: str = "auto",
+        docker_image: str | None = None,
+        docker_pool_size: int = 2,
         sandbox_factory: Callable[[Mapping[str, Any], str], Any] | None = None,
         max_steps: int = 50,
         tools_in_prompt: bool = False,
@@ -197,8 +206,10 @@ class SWEEnv(AgentEnv):
             raise ValueError(f"split: expected one of {sorted(SPLITS)} or None, got {split!r}")
         if reward_mode not in REWARD_MODES:
             raise ValueError(f"reward_mode: expected one of {REWARD_MODES}, got {reward_mode!r}")
-        if backend != "local":
-            raise ValueError(f"backend: expected 'local' (pass sandbox_factory= for another sandbox), got {backend!r}")
+        if backend not in BACKENDS:
+            raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
+        if backend == "docker" and docker_image is None:
+            raise ValueError("backend='docker' needs docker_image= for tasks that name no image")
         for name, value in (("limits", limits), ("grading_limits", grading_limits)):
             if value is not None and not isinstance(value, SandboxLimits):
                 raise TypeError(f"{name}: expected SandboxLimits or None, got {type(value).__name__}")
@@ -207,6 +218,8 @@ class SWEEnv(AgentEnv):
         self.split = split
         self.repos = repos
         self.backend = backend
+        self.docker_image = docker_image
+        self.docker_pool_size = check_int("docker_pool_size", docker_pool_size, low=0)
         self.reward_mode = reward_mode
         self.command_timeout = check_float("command_timeout", command_timeout, low=0.0, low_open=True)
         self.grading_timeout = check_float("grading_timeout", grading_timeout, low=0.0, low_open=True)
@@ -235,7 +248,7 @@ class SWEEnv(AgentEnv):
         :func:`package_data_exposed`).
         """
         global _warned_exposed
-        reason = package_data_exposed() if self.sandbox_factory is None else None
+        reason = package_data_exposed() if self.sandbox_factory is None and self.backend != "docker" else None
         if reason and not _warned_exposed:
             _warned_exposed = True
             warnings.warn(reason, RuntimeWarning, stacklevel=2)
@@ -246,9 +259,9 @@ class SWEEnv(AgentEnv):
         checked = []
         for i, raw in enumerate(tasks):
             task = normalize_task(raw, f"tasks[{i}]", repos=self.repos)
-            if task.get("image") and self.sandbox_factory is None:
-                raise ValueError(f"tasks[{i}]: the task names the image {task['image']!r}; this env runs the local "
-                                 "backend only (pass sandbox_factory= for containers)")
+            if task.get("image") and self.backend == "local" and self.sandbox_factory is None:
+                raise ValueError(f"tasks[{i}]: the task names the image {task['image']!r}; it needs backend='auto' "
+                                 "or 'docker'")
             if not task["patch"] and task["bug_patch"]:
                 task["patch"] = snapshot_for(task["source"], task["bug_patch"]).gold_patch
             if task["patch"] and "solution" not in task:
@@ -267,7 +280,21 @@ class SWEEnv(AgentEnv):
         if self.sandbox_factory is not None:
             return self.sandbox_factory(task, role)
         limits = self.limits if role == "agent" else self.grading_limits
+        image = self.image_for(task)
+        if image is not None:
+            from agent_gym.sandbox.docker import DockerSandbox, shared_client
+
+            return DockerSandbox(image, limits, timeout=self.command_timeout, env=GIT_ENV, workdir=REPO_DIR,
+                                 pool_size=self.docker_pool_size, client=shared_client())
         return LocalSandbox(limits, timeout=self.command_timeout, env=GIT_ENV, workdir=REPO_DIR)
+
+    def image_for(self, task: Mapping[str, Any]) -> str | None:
+        """The Docker image an episode of ``task`` runs in (None: the local sandbox), by ``backend``."""
+        if self.backend == "local":
+            return None
+        if self.backend == "docker":
+            return str(task.get("image") or self.docker_image)
+        return str(task["image"]) if task.get("image") else None
 
     def episode_tools(self, task: dict[str, Any]) -> Sequence[Tool | Callable[..., Any]] | None:
         """Build (or reuse) the base repository, start the episode's sandbox and extract the repository in it."""

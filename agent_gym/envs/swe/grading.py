@@ -299,7 +299,7 @@ def _grade_in(sandbox: Any, task: Mapping[str, Any], snapshot: Snapshot, kept: s
     command = str(task.get("test_command") or "")
     if not command:
         targets = " ".join(shlex.quote(t) for t in task.get("test_targets") or ())
-        command = f"python -m pytest -q -rA {targets}".strip()
+        command = f"python3 -m pytest -q -rA {targets}".strip()
     run = sandbox.exec(command, timeout=timeout, env=env)
     tail = run.output[-4000:]
     applied = apply["method"] != "empty"
