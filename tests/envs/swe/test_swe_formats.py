@@ -149,3 +149,20 @@ def test_16_parallel_episodes_under_collect_see_only_their_own_repository(repos)
         assert lines[2] == "[exit code: 0]", listing  # one marker: its own
         names.add(lines[0])
     assert len(names) == 16
+
+
+def test_a_task_with_its_own_test_command_and_parser():
+    from swe_helpers import hidden_task
+
+    check = ("if python3 -c 'from textkit import truncate; assert truncate(\"exact\", 5) == \"exact\"'; "
+             "then r=PASSED; else r=FAILED; fi; "
+             "printf 'SWEBench results starts here\\n%s\\nSWEBench results ends here\\n' $r")
+    task = {**hidden_task(), "test_patch": "", "test_command": check, "parser_name": "swebench",
+            "FAIL_TO_PASS": ["tests"], "PASS_TO_PASS": []}
+    env = SWEEnv(tasks=[task])
+    try:
+        gold = env.grade_patch(env.tasks[0], env.tasks[0]["patch"])
+        assert gold.resolved and gold.results == {"tests": "passed"}, gold.as_info()
+        assert env.grade_patch(env.tasks[0], "").fail_to_pass == {"tests": "failed"}
+    finally:
+        env.close()
