@@ -6,7 +6,7 @@ Run: ``python benchmarks/parsers.py --messages 10000 --repeats 5 --episodes 20``
    nested arguments, an answer or not, prose around them) are written in each format (the
    parser's own ``format_calls``; ``<think>`` reasoning, harmony's analysis channel) and
    parsed; the median over ``--repeats`` runs of the mean µs per message, and its ratio to
-   hermes.
+   hermes. The parsers take turns within each repeat.
 2. Client CPU per turn (``time.process_time``) of :class:`~agent_gym.policy.ChatTokenBuilder`'s
    ``prepare`` + ``commit`` over ToolUse-like episodes (system prompt, 6 tool schemas, 4 tool
    turns and an answer), with the gpt-oss harmony template of the tests (``openai`` family,
@@ -69,21 +69,23 @@ def render(name: str, spec: dict[str, Any], parser: Any) -> str:
 
 
 def parse_times(n: int, repeats: int) -> dict[str, float]:
+    """Median µs per message of each parser; the parsers take turns within each repeat (same load)."""
     specs = message_specs(n)
-    out: dict[str, float] = {}
+    prepared = {}
     for name in NAMES:
         parser = make_parser(name, "qwen3" if name not in ("hermes", "openai") else None)
         texts = [render(name, s, parser) for s in specs]
         got = sum(len(parser.parse(t).tool_calls) for t in texts)
         assert got == sum(len(s["calls"]) for s in specs), (name, got)
-        runs = []
-        for _ in range(repeats):
+        prepared[name] = (parser, texts)
+    runs: dict[str, list[float]] = {name: [] for name in NAMES}
+    for _ in range(repeats):
+        for name, (parser, texts) in prepared.items():
             start = time.perf_counter()
             for text in texts:
                 parser.parse(text)
-            runs.append((time.perf_counter() - start) / n * 1e6)
-        out[name] = statistics.median(runs)
-    return out
+            runs[name].append((time.perf_counter() - start) / n * 1e6)
+    return {name: statistics.median(values) for name, values in runs.items()}
 
 
 def _tools() -> list[dict[str, Any]]:

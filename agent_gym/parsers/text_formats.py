@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from agent_gym.parsers.base import FormatParser
+from agent_gym.parsers.pythonic_fast import read_call_list
 from agent_gym.tools.parsing import ToolCall, decode_call, error_snippet
 
 __all__ = ["PythonicParser", "Qwen3CoderParser"]
@@ -182,6 +183,12 @@ def _list_end(text: str, start: int) -> int:
     return -1
 
 
+def _without_tags(text: str) -> str:
+    for tag in ("<|python_start|>", "<|python_end|>"):
+        text = text.replace(tag, "")
+    return text
+
+
 def _parse_list(text: str, start: int) -> tuple[ast.Expression | str | None, int]:
     """The parsed call list starting at ``start`` and its end; (None, -1) when it is not closed.
 
@@ -264,19 +271,29 @@ class PythonicParser(FormatParser):
         if match is None:
             return [], [], text
         start = match.start()
+        fast = read_call_list(text, start)
+        if fast is not None:  # the common, simple form
+            found, end = fast
+            calls: list[ToolCall] = []
+            errors: list[str] = []
+            for index, (call_name, call_args, call_raw) in enumerate(found, 1):
+                call, error = decode_call({"name": call_name, "arguments": call_args}, call_raw, index)
+                if call is None:
+                    errors.append(error or f"tool call {index}: malformed")
+                else:
+                    calls.append(call)
+            return calls, errors, _without_tags(text[:start] + text[end:])
         tree, end = _parse_list(text, start)
         if end == -1 or tree is None:
             return [], [f"tool call 1: the call list is not closed: {error_snippet(text[start:])}"], text[:start]
         source = text[start:end]
-        rest = text[:start] + text[end:]
-        for tag in ("<|python_start|>", "<|python_end|>"):
-            rest = rest.replace(tag, "")
+        rest = _without_tags(text[:start] + text[end:])
         if isinstance(tree, str):
             return [], [f"tool call 1: not a Python list of calls ({tree}) in {error_snippet(source)}"], rest
         if not isinstance(tree.body, ast.List):
             return [], [f"tool call 1: expected a list of calls, got {error_snippet(source)}"], rest
-        calls: list[ToolCall] = []
-        errors: list[str] = []
+        calls = []
+        errors = []
         encoded = source.encode("utf-8", "surrogatepass")
         for node in tree.body.elts:
             index = len(calls) + len(errors) + 1

@@ -155,3 +155,37 @@ def test_family_messages_pair_results_and_split_calls():
 
 CALLS_DS = ('<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{"a": 1}\n```<｜tool▁call▁end｜>'
             "<｜tool▁calls▁end｜>")
+
+
+def test_pythonic_fast_reader_agrees_with_the_syntax_tree():
+    import ast
+    import random
+
+    from agent_gym.parsers.pythonic_fast import read_call_list
+
+    rng = random.Random(3)
+    atoms = [0, -7, 2.5, -1e-3, True, False, None, "", "a b", "x'y", 'q"', "<tool_call>", "é", "tab\there", "1\n2"]
+
+    def value(depth=0):
+        pick = rng.random()
+        if depth < 3 and pick < 0.15:
+            return [value(depth + 1) for _ in range(rng.randint(0, 3))]
+        if depth < 3 and pick < 0.25:
+            return {str(rng.randint(0, 9)): value(depth + 1) for _ in range(rng.randint(0, 3))}
+        return rng.choice(atoms)
+
+    fast_answers = 0
+    for _ in range(400):
+        calls = [(rng.choice(["f", "mod.g", "h_2"]), {f"k{i}": value() for i in range(rng.randint(0, 3))})
+                 for _ in range(rng.randint(1, 3))]
+        text = make_parser("pythonic").format_calls(calls)
+        fast = read_call_list(text, 0)
+        tree = ast.parse(text, mode="eval").body
+        expected = [{kw.arg: ast.literal_eval(kw.value) for kw in node.keywords} for node in tree.elts]
+        if fast is not None:
+            fast_answers += 1
+            assert [args for _, args, _ in fast[0]] == expected and fast[1] == len(text)
+        assert [c.arguments for c in make_parser("pythonic").parse(text).tool_calls] == expected
+    assert fast_answers > 100
+    assert read_call_list("[f(a=1, a=2)]", 0) is None and read_call_list("[f(a='x\\\\n')]", 0) is None
+    assert read_call_list("[f(a=(1))]", 0) is None and read_call_list("[if(a=1)]", 0) is None
