@@ -99,8 +99,8 @@ def main() -> None:
                     docker_session.append(time.perf_counter() - t)
             dbox.close()
 
-    def episode(i: int) -> float:
-        env = TerminalEnv()
+    def episode(i: int, writable_root: bool = False) -> float:
+        env = TerminalEnv(writable_root=writable_root)
         env.reset(seed=i, options={"task_index": i % len(env.tasks)})
         env.step('<tool_call>{"name": "bash", "arguments": {"command": "ls; echo hi > /app/x"}}</tool_call>')
         env.step('<tool_call>{"name": "bash", "arguments": {"command": "cat /app/x"}}</tool_call>')
@@ -111,6 +111,12 @@ def main() -> None:
     with ThreadPoolExecutor(args.parallel) as pool:
         list(pool.map(episode, range(args.episodes)))
     elapsed = time.perf_counter() - t
+    rw_elapsed = None
+    if writable:
+        t = time.perf_counter()
+        with ThreadPoolExecutor(args.parallel) as pool:
+            list(pool.map(lambda i: episode(i, True), range(args.episodes)))
+        rw_elapsed = time.perf_counter() - t
     print(f"bare subprocess `true`          median {median_ms(bare):7.2f} ms")
     print(f"bare subprocess `bash -c true`  median {median_ms(bare_shell):7.2f} ms")
     print(f"persistent session `true`       median {median_ms(session):7.2f} ms")
@@ -128,7 +134,8 @@ def main() -> None:
         print(f"Docker setup (container, no pool) median {median_ms(docker_setups):7.2f} ms")
         print(f"Docker session `true`           median {median_ms(docker_session):7.2f} ms")
     print(f"{args.episodes} short episodes (reset, 2 bash calls, close, no grading) at n_parallel "
-          f"{args.parallel}: {args.episodes / elapsed:.1f} episodes/s")
+          f"{args.parallel}: {args.episodes / elapsed:.1f} episodes/s (read-only root)"
+          + (f", {args.episodes / rw_elapsed:.1f} episodes/s (writable root)" if rw_elapsed else ""))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ Protocol (over the driver's stdin and stdout). A request is a 10-digit length, a
 ``marshal``-ed dict (the host is trusted) and ``size`` raw bytes. A reply is one JSON
 line (written by :func:`_json`; the host does not trust the sandbox) followed by ``size``
 raw bytes. Requests: ``run`` (a command in the persistent shell), ``exec`` (a command in
-a fresh process), ``write``, ``read``, ``stop_shell`` and ``close``. End of input means
+a fresh process), ``write``, ``mkdir``, ``read``, ``stop_shell`` and ``close``. End of input means
 the host is gone: the driver exits, and with it every process of the sandbox's PID namespace.
 
 When the driver starts as root (the host ran bubblewrap as root), it keeps only
@@ -352,6 +352,13 @@ def _write(path, data, mode, root=False):
     return {}, b""
 
 
+def _mkdirs(paths, root=False):
+    with As(root):
+        for path in paths:
+            os.makedirs(path, exist_ok=True)
+    return {}, b""
+
+
 def _read(path, limit):
     with As():
         with open(path, "rb") as f:
@@ -443,6 +450,8 @@ def main():
                                      req.get("cwd", WORKDIR), bool(req.get("root")))
             elif op == "write":
                 header, data = _write(req["path"], payload, req.get("mode", 0o644), bool(req.get("root")))
+            elif op == "mkdir":
+                header, data = _mkdirs(req["paths"], bool(req.get("root")))
             elif op == "read":
                 header, data = _read(req["path"], req["limit"])
             elif op == "stop_shell":

@@ -175,6 +175,7 @@ class SandboxCgroup:
 
 
 _FREE: list[SandboxCgroup] = []
+_BUSY: list[SandboxCgroup] = []  # released while the kernel was still emptying them
 _FREE_LOCK = threading.Lock()
 _KEEP = 32
 
@@ -186,7 +187,15 @@ def take_cgroup(memory_mb: int, processes: int) -> SandboxCgroup:
         OSError: If a cgroup cannot be created or limited.
     """
     with _FREE_LOCK:
+        emptied = [c for c in _BUSY if c.empty()]
+        for c in emptied:
+            _BUSY.remove(c)
+        room = max(0, _KEEP - len(_FREE))
+        _FREE.extend(emptied[:room])
+        extra = emptied[room:]
         cgroup = _FREE.pop() if _FREE else None
+    for c in extra:
+        c.remove()
     if cgroup is None:
         return SandboxCgroup(memory_mb, processes)
     try:
@@ -198,22 +207,28 @@ def take_cgroup(memory_mb: int, processes: int) -> SandboxCgroup:
 
 
 def release_cgroup(cgroup: SandboxCgroup) -> None:
-    """Keep an empty cgroup for :func:`take_cgroup` (removed at exit), or remove it."""
-    if cgroup.empty():
-        with _FREE_LOCK:
-            if len(_FREE) < _KEEP:
-                _FREE.append(cgroup)
-                return
-    for _ in range(100):  # the kernel empties a cgroup a moment after its last process exits
-        cgroup.remove()
-        if not cgroup.dirs:
+    """Keep a cgroup whose processes are gone for :func:`take_cgroup` (all are removed at exit).
+
+    One the kernel is still emptying (its processes were killed a moment ago) waits in a list
+    that the next :func:`take_cgroup` looks at; nothing here waits.
+    """
+    with _FREE_LOCK:
+        if not cgroup.empty():
+            _BUSY.append(cgroup)
             return
-        threading.Event().wait(0.01)
+        if len(_FREE) < _KEEP:
+            _FREE.append(cgroup)
+            return
+    cgroup.remove()
 
 
 @atexit.register
 def _remove_free() -> None:
     with _FREE_LOCK:
-        free, _FREE[:] = list(_FREE), []
+        free, _FREE[:], _BUSY[:] = list(_FREE) + list(_BUSY), [], []
     for cgroup in free:
-        cgroup.remove()
+        for _ in range(50):  # the kernel empties a cgroup a moment after its last process exits
+            cgroup.remove()
+            if not cgroup.dirs:
+                break
+            threading.Event().wait(0.01)

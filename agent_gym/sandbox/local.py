@@ -325,6 +325,14 @@ class LocalSandbox:
         self._file_op({"op": "write", "path": self._inside(path), "mode": int(mode), "root": self._root_ok(as_root)},
                       payload)
 
+    def make_dirs(self, paths: list[str], as_root: bool = False) -> None:
+        """Create directories (with their parents) inside the sandbox, as the sandbox user or as root.
+
+        Raises:
+            SandboxError: If the sandbox is closed or a directory cannot be made.
+        """
+        self._file_op({"op": "mkdir", "paths": [self._inside(p) for p in paths], "root": self._root_ok(as_root)}, b"")
+
     def finish_setup(self) -> int:
         """Give the sandbox user every file the root setup steps wrote; returns how many changed.
 

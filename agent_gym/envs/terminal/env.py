@@ -325,6 +325,9 @@ class TerminalEnv(AgentEnv):
                     continue
                 env: dict[str, str] | None = None
                 cwd: str | None = "/"
+                if kind == "dir" and hasattr(sandbox, "make_dirs"):
+                    sandbox.make_dirs([first], **kw)
+                    continue
                 if kind == "dir":
                     command = f"mkdir -p -- {shlex.quote(first)}"
                 else:
@@ -337,7 +340,8 @@ class TerminalEnv(AgentEnv):
                         command = f"unset {' '.join(map(shlex.quote, later))}\n{command}"
                 result = sandbox.exec(command, timeout=300.0, env=env, **kw)
             except SandboxError as exc:
-                raise SandboxError(f"task {task['id']!r}: COPY to {first} failed on {where}: {exc}{hint}") from None
+                what = "making the directory" if kind == "dir" else "COPY to"
+                raise SandboxError(f"task {task['id']!r}: {what} {first} failed on {where}: {exc}{hint}") from None
             if not result.ok:
                 label = "WORKDIR" if kind == "dir" else "RUN"
                 raise SandboxError(f"task {task['id']!r}: {label} {first!r:.200} failed on {where} with exit code "
