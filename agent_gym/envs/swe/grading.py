@@ -295,7 +295,8 @@ def _grade_in(sandbox: Any, task: Mapping[str, Any], snapshot: Snapshot, kept: s
     results_path = f"{work}/results.json"
     env = {**GIT_ENV, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONPATH": f"{work}/plugin",
            "PYTEST_ADDOPTS": "-p agent_gym_swe_report -p no:cacheprovider", "AGENT_GYM_SWE_RESULTS": results_path,
-           "PYTHONDONTWRITEBYTECODE": "1", "HOME": "/tmp"}
+           "PYTHONDONTWRITEBYTECODE": "1", "HOME": "/tmp",
+           **{str(k): str(v) for k, v in dict(task.get("test_env") or {}).items()}}
     command = str(task.get("test_command") or "")
     if not command:
         targets = " ".join(shlex.quote(t) for t in task.get("test_targets") or ())

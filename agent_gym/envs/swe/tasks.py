@@ -7,7 +7,8 @@ Every task becomes one dict (:func:`normalize_task`) with:
 * ``bug_patch`` (applied to the source to make the base; SWE-smith style; "" for SWE-bench),
   ``patch`` (the gold fix; computed from ``bug_patch`` when missing), ``test_patch`` (hidden tests);
 * ``FAIL_TO_PASS`` and ``PASS_TO_PASS`` (lists; SWE-bench's JSON strings are decoded);
-* optional ``test_command`` (default pytest) with ``parser_name`` for its output, ``test_targets``
+* optional ``test_command`` (default pytest) with ``parser_name`` for its output, ``test_env`` (variables of
+  the test run, e.g. ``{"PYTHONPATH": "src"}``), ``test_targets``
   (test files to run; default the test patch's files, else the whole suite), ``protected_files``
   (patterns whose changes grading drops), ``exclude`` (patterns left out of the captured patch),
   ``image`` (a Docker image), ``split`` and ``library``.
@@ -126,6 +127,10 @@ def normalize_task(raw: Mapping[str, Any], where: str = "task", repos: str | os.
         if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
             raise ValueError(f"{where}: expected {key!r} to be a list of str, got {value!r:.80}")
         task[key] = list(value)
+    test_env = task.get("test_env") or {}
+    if not isinstance(test_env, Mapping):
+        raise ValueError(f"{where}: expected 'test_env' to be a dict of environment variables, got {test_env!r:.80}")
+    task["test_env"] = {str(k): str(v) for k, v in test_env.items()}
     task.setdefault("ground_truth", "")
     return task
 
