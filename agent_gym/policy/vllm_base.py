@@ -120,6 +120,8 @@ class VLLMPolicyBase(TokenPolicyBase):
             if self.builder is not None
             else frozenset()
         )
+        #: The weight version recorded for ids whose answer names none (the trainer sets it; -1: unknown).
+        self.weight_version = -1
         # session -> the prompt and sampled ids of its last turn as the server reported them (chat)
         self._server_ids: dict[str, list[int]] = {}
         self._completions = [

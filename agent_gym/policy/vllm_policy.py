@@ -32,6 +32,7 @@ from typing import Any, ClassVar
 
 from agent_gym.errors import ServerError
 from agent_gym.policy.token_apis import TokenAPI, token_api
+from agent_gym.policy.turn_resume import TurnResume
 from agent_gym.policy.vllm_base import StreamEvent, VLLMPolicyBase
 from agent_gym.policy.vllm_client import StreamInterrupted
 from agent_gym.policy.vllm_protocol import (
@@ -104,20 +105,35 @@ class VLLMPolicy(VLLMPolicyBase):
     ) -> PolicyOutput:
         api = self.api
         plan, make_body = self._token_request(messages, session_id, tools, stream=False)
+        # An answer aborted by a pause (vLLM's finish_reason "abort") keeps its ids; the turn goes on.
+        resume = TurnResume(self.weight_version)
+        budget = [0]
 
         async def api_body(server: str) -> dict[str, Any]:
-            return api.build(await make_body(server))
+            body = await make_body(server)
+            budget[0] = int(body["max_tokens"])
+            return api.build(resume.extend_body(body))
 
-        try:
-            data, server = await self.client.post(session_id, api.path, api_body, required_key=api.required_key)
-        except PromptTooLong as exc:
-            return self._truncated(plan.prompt_ids, plan.new_segment, start, str(exc))
-        try:
-            choice = api.parse(data)
-        except (KeyError, IndexError, TypeError, ValueError) as exc:
-            raise ServerError(f"server {server} returned an unexpected body for POST {api.path} ({exc!r}): "
-                              f"{str(data)[:200]}", server=server, status=200) from None
-        return self._token_output(plan, choice, server, start)
+        while True:
+            try:
+                data, server = await self.client.post(session_id, api.path, api_body, required_key=api.required_key)
+            except PromptTooLong as exc:
+                return self._truncated(plan.prompt_ids, plan.new_segment, start, str(exc))
+            try:
+                choice = api.parse(data)
+            except (KeyError, IndexError, TypeError, ValueError) as exc:
+                raise ServerError(f"server {server} returned an unexpected body for POST {api.path} ({exc!r}): "
+                                  f"{str(data)[:200]}", server=server, status=200) from None
+            if not resume.absorb(choice, data, server):
+                break
+            if resume.budget_spent(budget[0]):  # the ids kept used the whole budget
+                choice, data = {"token_ids": [], "logprobs": {"token_logprobs": []}, "finish_reason": "length"}, {}
+                break
+        choice, versions = resume.merged(choice, data)
+        out = self._token_output(plan, choice, server, start)
+        if versions is not None and out.token_ids is not None and len(versions) == len(out.token_ids):
+            out.weight_versions = versions
+        return out
 
     async def astream(
         self, messages: Sequence[Message], *, session_id: str, tools: list[dict] | None = None

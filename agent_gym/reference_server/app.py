@@ -41,6 +41,7 @@ from agent_gym.reference_server.protocol import (
     message_text,
     to_gen_request,
 )
+from agent_gym.reference_server.rl_control import PausableBackend, dev_mode_enabled, register_rl_routes
 from agent_gym.reference_server.streaming import stream_completions
 from agent_gym.reference_server.token_routes import register_token_routes
 
@@ -134,7 +135,9 @@ class _TokenText:
         return s
 
 
-def create_app(backend: Any, *, served_model_name: str | None = None, faults: Faults | None = None) -> FastAPI:
+def create_app(
+    backend: Any, *, served_model_name: str | None = None, faults: Faults | None = None, dev_mode: bool | None = None
+) -> FastAPI:
     """Build the FastAPI app serving ``backend``.
 
     Args:
@@ -144,11 +147,17 @@ def create_app(backend: Any, *, served_model_name: str | None = None, faults: Fa
         served_model_name: Name reported by ``/v1/models`` and in responses (default: the
             backend's model path). Requests may name any model; the field is informational.
         faults: Fault injection for tests; ``None`` disables it.
+        dev_mode: Serve vLLM's RL routes (pause, resume, weight reload; see
+            :mod:`agent_gym.reference_server.rl_control`); None reads ``VLLM_SERVER_DEV_MODE``.
 
     Returns:
-        The app; ``app.state.backend`` is ``backend``.
+        The app; ``app.state.backend`` is ``backend`` (in dev mode, its
+        :class:`~agent_gym.reference_server.rl_control.PausableBackend`).
     """
     app = FastAPI(title="agent_gym reference server", docs_url=None, redoc_url=None)
+    if dev_mode_enabled() if dev_mode is None else dev_mode:
+        backend = PausableBackend(backend)
+        register_rl_routes(app, backend)
     app.state.backend = backend
     tok = backend.tokenizer
     name = served_model_name or str(backend.model_path)
@@ -282,6 +291,7 @@ def create_app(backend: Any, *, served_model_name: str | None = None, faults: Fa
                         "prompt_logprobs": None,
                         "prompt_token_ids": list(g.prompt_ids) if req.return_token_ids else None,
                         "token_ids": list(s.token_ids) if req.return_token_ids else None,
+                        **({} if s.weight_versions is None else {"weight_versions": s.weight_versions}),
                     }
                 )
         return _json(

@@ -88,6 +88,8 @@ class SeqResult:
         text: Decoded output text (stop string / stop token text removed unless asked to keep it).
         finish_reason: ``"stop"`` or ``"length"``.
         stop_reason: The stop string or stop token id that ended the sample, else ``None``.
+        weight_versions: The weight version of each sampled id, when the server tracks versions
+            (see :mod:`agent_gym.reference_server.rl_control`).
     """
 
     token_ids: list[int]
@@ -96,6 +98,7 @@ class SeqResult:
     text: str
     finish_reason: str
     stop_reason: int | str | None = None
+    weight_versions: list[int] | None = None
 
 
 class _Seq:
@@ -219,6 +222,26 @@ class TransformersBackend:
         """Stop the worker thread after the current batch."""
         self._batcher.close()
 
+    async def reload_weights(self, model_path: str) -> None:
+        """Load the weights of the checkpoint directory ``model_path`` (same architecture).
+
+        The checkpoint is read off the event loop; the weights are copied in the worker thread
+        between two decode steps, and every cached key/value (computed with the old weights) is
+        dropped.
+        """
+        from transformers import AutoModelForCausalLM
+
+        dtype = self.model.dtype
+        loaded = await asyncio.to_thread(lambda: AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype))
+        state = loaded.state_dict()
+
+        def swap() -> list[Row]:
+            self.model.load_state_dict(state, strict=False)
+            self.engine.clear()
+            return []
+
+        await asyncio.wrap_future(self._batcher.submit(swap, lambda rows: None))
+
     # ----------------------------------------------------------------- worker thread
     def _rows(self, req: GenRequest, cancelled: threading.Event) -> list[Row]:
         """The rows of ``req``'s samples (sample ``i`` seeded with ``seed + i``)."""
@@ -341,6 +364,10 @@ class FakeBackend:
                     for i in range(req.n):
                         req.on_token(i, token, self.LOGPROB, tops[k])
         return [SeqResult(list(ids), [self.LOGPROB] * len(ids), tops, text, finish, None) for _ in range(req.n)]
+
+    async def reload_weights(self, model_path: str) -> None:
+        """Record ``model_path`` as ``checkpoint`` (there are no weights: the answers do not change)."""
+        self.checkpoint = model_path
 
     def close(self) -> None:
         """Nothing to release."""

@@ -170,6 +170,8 @@ def register_token_routes(app: FastAPI, backend: Any, *, model_name: str, faults
                 ]
             choices.append({"index": i, "token_ids": list(s.token_ids), "finish_reason": s.finish_reason,
                             "logprobs": None if content is None else {"content": content}})
+            if s.weight_versions is not None:  # dev mode (see rl_control)
+                choices[-1]["weight_versions"] = s.weight_versions
         completion = sum(len(s.token_ids) for s in samples)
         answer = {
             "request_id": body.request_id or f"gen-{uuid.uuid4().hex}",
@@ -180,6 +182,8 @@ def register_token_routes(app: FastAPI, backend: Any, *, model_name: str, faults
                       "total_tokens": len(gen.prompt_ids) + completion},
             "prompt_logprobs": None,
         }
+        if samples and samples[0].weight_versions is not None:
+            answer["weight_version"] = max(v for s in samples for v in (s.weight_versions or [-1]))
         answers.append({"path": "/inference/v1/generate", "answer": answer})
         return _json(answer)
 
@@ -205,6 +209,8 @@ def register_token_routes(app: FastAPI, backend: Any, *, model_name: str, faults
         s = samples[0]
         if s.finish_reason == "length":
             finish: dict[str, Any] = {"type": "length", "length": len(s.token_ids)}
+        elif s.finish_reason == "abort":
+            finish = {"type": "abort", "message": "paused for a weight update"}
         else:
             matched = s.stop_reason if s.stop_reason is not None else (s.token_ids[-1] if s.token_ids else None)
             finish = {"type": "stop", "matched": matched}
@@ -214,7 +220,7 @@ def register_token_routes(app: FastAPI, backend: Any, *, model_name: str, faults
             "prompt_tokens": len(prompt_ids),
             "completion_tokens": len(s.token_ids),
             "cached_tokens": 0,
-            "weight_version": "default",
+            "weight_version": str(max(s.weight_versions)) if s.weight_versions else "default",
             "e2e_latency": time.perf_counter() - started,
         }
         if body.return_logprob:

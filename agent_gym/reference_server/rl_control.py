@@ -1,0 +1,242 @@
+"""Pausing generation for weight updates: vLLM's RL routes in the reference server.
+
+vLLM serves these routes when started with ``VLLM_SERVER_DEV_MODE=1``; so does the reference
+server (or with ``create_app(..., dev_mode=True)``):
+
+* ``POST /pause?mode=abort|wait|keep`` stops generation. ``abort`` ends every in-flight request
+  at once with ``finish_reason: "abort"`` and the ids (and logprobs) sampled so far; ``wait``
+  lets in-flight requests finish first; ``keep`` freezes them: they resume after
+  ``POST /resume``, on the weights loaded meanwhile, and answer once with every id. While
+  paused, new requests wait. Answers ``{"status": "paused", "mode"}`` once no request runs.
+* ``POST /resume`` lets generation go on; ``GET /is_paused`` answers ``{"is_paused"}``.
+* ``POST /reload_weights`` with ``{"model_path", "weight_version"?}`` loads a checkpoint
+  directory's weights (the server must be paused) and sets the version (default: one more);
+  ``GET /weight_version`` answers ``{"weight_version"}``.
+
+Every answer says which weights sampled it: the generate endpoints' answers carry
+``weight_version`` (SGLang's ``meta_info.weight_version``; vLLM's generate answer, top level)
+and each choice ``weight_versions``, the version of each sampled id (an extension of the
+reference server: a request frozen by ``keep`` spans two versions).
+
+:class:`PausableBackend` wraps the generation backend and implements the pause: each request's
+samples run as *flights* whose ids are collected as they are drawn; a pause cancels the
+flights (the backend drops their rows) and hands back what was sampled. A frozen request
+continues as a new flight for prompt + sampled ids with the budget reduced, so the ids
+recorded before the pause are never drawn again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import threading
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+
+from agent_gym.reference_server.backends import GenRequest, SeqResult
+from agent_gym.reference_server.protocol import BadRequest
+
+__all__ = ["PAUSE_MODES", "PausableBackend", "dev_mode_enabled", "register_rl_routes"]
+
+PAUSE_MODES = ("abort", "wait", "keep")
+"""The ``mode`` values of ``POST /pause`` (vLLM's)."""
+
+
+def dev_mode_enabled() -> bool:
+    """Whether ``VLLM_SERVER_DEV_MODE`` asks for the RL routes (``1``/``true``, as vLLM reads it)."""
+    return os.environ.get("VLLM_SERVER_DEV_MODE", "").strip().lower() in ("1", "true", "yes")
+
+
+class _Flight:
+    """One running sample: the ids drawn so far (collected from the backend's thread)."""
+
+    def __init__(self, on_token: Any, index: int) -> None:
+        self.ids: list[int] = []
+        self.logprobs: list[float] = []
+        self.tops: list[list[tuple[int, float]]] = []
+        self.on_token = on_token
+        self.index = index
+        self.stopped: str | None = None  # "abort" or "keep" once a pause ended the flight
+        self.task: asyncio.Future | None = None
+        self._lock = threading.Lock()
+
+    def add(self, _: int, token: int, logprob: float, top: list[tuple[int, float]]) -> None:
+        with self._lock:
+            if self.stopped is not None:
+                return
+            self.ids.append(token)
+            self.logprobs.append(logprob)
+            self.tops.append(top)
+        if self.on_token is not None:
+            self.on_token(self.index, token, logprob, top)
+
+    def stop(self, mode: str) -> None:
+        """Freeze the ids (later ones are ignored) and cancel the backend's request."""
+        with self._lock:
+            self.stopped = mode
+        if self.task is not None:
+            self.task.cancel()
+
+
+class PausableBackend:
+    """A generation backend with vLLM's pause modes and a weight version.
+
+    Every attribute other than ``generate`` is the wrapped backend's.
+
+    Args:
+        backend: The backend (``TransformersBackend`` or ``FakeBackend``).
+        weight_version: The version of the weights the backend starts with.
+    """
+
+    def __init__(self, backend: Any, *, weight_version: int = 0) -> None:
+        self.inner = backend
+        self.weight_version = int(weight_version)
+        self.paused = False
+        self.mode: str | None = None
+        self._resumed = asyncio.Event()
+        self._resumed.set()
+        self._flights: set[_Flight] = set()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self.stats = {"aborted": 0, "frozen": 0, "pauses": 0, "reloads": 0}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    # ------------------------------------------------------------------ generation
+    async def generate(self, req: GenRequest) -> list[SeqResult]:
+        """Generate ``req``'s samples, each one pausable (see the module docs)."""
+        if req.n == 1:
+            return [await self._sample(req, 0)]
+        seeds = [None if req.seed is None else req.seed + i for i in range(req.n)]
+        singles = [dataclasses.replace(req, n=1, seed=seeds[i]) for i in range(req.n)]
+        return list(await asyncio.gather(*(self._sample(single, i) for i, single in enumerate(singles))))
+
+    async def _sample(self, req: GenRequest, index: int) -> SeqResult:
+        ids: list[int] = []
+        logprobs: list[float] = []
+        tops: list[list[tuple[int, float]]] = []
+        versions: list[int] = []
+        while True:
+            while self.paused:
+                await self._resumed.wait()
+            left = req.max_tokens - len(ids)
+            flight = _Flight(req.on_token, index)
+            part = dataclasses.replace(
+                req, prompt_ids=list(req.prompt_ids) + ids, max_tokens=left, on_token=flight.add,
+                min_tokens=max(0, req.min_tokens - len(ids)),
+                seed=None if req.seed is None else req.seed + len(ids),
+            )
+            version = self.weight_version
+            flight.task = asyncio.ensure_future(self.inner.generate(part))
+            self._flights.add(flight)
+            self._idle.clear()
+            try:
+                result = (await asyncio.shield(flight.task))[0]
+            except asyncio.CancelledError:
+                if flight.stopped is None:  # the client went away
+                    flight.task.cancel()
+                    raise
+                result = None
+            finally:
+                self._flights.discard(flight)
+                if not self._flights:
+                    self._idle.set()
+            if result is not None:
+                versions += [version] * len(result.token_ids)
+                return SeqResult(ids + list(result.token_ids), logprobs + list(result.logprobs),
+                                 tops + list(result.top_logprobs), self._text(req, ids, result),
+                                 result.finish_reason, result.stop_reason, versions)
+            ids += flight.ids
+            logprobs += flight.logprobs
+            tops += flight.tops
+            versions += [version] * len(flight.ids)
+            if flight.stopped == "abort":
+                self.stats["aborted"] += 1
+                text = self.inner.tokenizer.decode(ids, skip_special_tokens=req.skip_special_tokens)
+                return SeqResult(ids, logprobs, tops, text, "abort", None, versions)
+            self.stats["frozen"] += 1
+            if len(ids) >= req.max_tokens:  # the budget ran out as the pause came
+                text = self.inner.tokenizer.decode(ids, skip_special_tokens=req.skip_special_tokens)
+                return SeqResult(ids, logprobs, tops, text, "length", None, versions)
+
+    def _text(self, req: GenRequest, head: list[int], result: SeqResult) -> str:
+        """The whole sample's text: the head sampled before a freeze and the rest."""
+        if not head:
+            return result.text
+        return self.inner.tokenizer.decode(head, skip_special_tokens=req.skip_special_tokens) + result.text
+
+    # ------------------------------------------------------------------ control
+    async def pause(self, mode: str) -> None:
+        """Stop generation in ``mode`` (see the module docs); returns once no flight runs."""
+        if mode not in PAUSE_MODES:
+            raise BadRequest(f"mode: expected one of {list(PAUSE_MODES)}, got {mode!r}", param="mode")
+        self.paused, self.mode = True, mode
+        self._resumed.clear()
+        self.stats["pauses"] += 1
+        if mode != "wait":
+            for flight in list(self._flights):
+                flight.stop(mode)
+        await self._idle.wait()
+
+    def resume(self) -> None:
+        """Let generation go on (frozen requests continue on the current weights)."""
+        self.paused, self.mode = False, None
+        self._resumed.set()
+
+    async def reload_weights(self, model_path: str, weight_version: int | None = None) -> int:
+        """Load ``model_path``'s weights (paused only) and set the version; returns it."""
+        if not self.paused:
+            raise BadRequest("pause the server (POST /pause) before reloading weights", param="model_path")
+        reload = getattr(self.inner, "reload_weights", None)
+        if reload is None:
+            raise BadRequest("this backend cannot reload weights", param="model_path")
+        await reload(model_path)
+        self.weight_version = self.weight_version + 1 if weight_version is None else int(weight_version)
+        self.stats["reloads"] += 1
+        return self.weight_version
+
+
+def _json(body: Any) -> Response:
+    return Response(content=orjson.dumps(body), media_type="application/json")
+
+
+def register_rl_routes(app: FastAPI, backend: PausableBackend) -> None:
+    """Add ``/pause``, ``/resume``, ``/is_paused``, ``/reload_weights`` and ``/weight_version`` to ``app``."""
+
+    @app.post("/pause")
+    async def pause(mode: str = "abort", clear_cache: bool = True) -> Response:
+        await backend.pause(mode)
+        return _json({"status": "paused", "mode": mode})
+
+    @app.post("/resume")
+    async def resume() -> Response:
+        backend.resume()
+        return _json({"status": "resumed"})
+
+    @app.get("/is_paused")
+    async def is_paused() -> Response:
+        return _json({"is_paused": backend.paused})
+
+    @app.post("/reload_weights")
+    async def reload_weights(request: Request) -> Response:
+        try:
+            body = orjson.loads(await request.body())
+        except orjson.JSONDecodeError as exc:
+            raise BadRequest(f"the request body is not valid JSON: {exc}") from None
+        path = body.get("model_path") if isinstance(body, dict) else None
+        if not isinstance(path, str) or not path:
+            raise BadRequest("model_path: expected a checkpoint directory", param="model_path")
+        version = body.get("weight_version")
+        if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 0):
+            raise BadRequest("weight_version: expected an int >= 0", param="weight_version")
+        new = await backend.reload_weights(path, version)
+        return _json({"status": "ok", "weight_version": new})
+
+    @app.get("/weight_version")
+    async def weight_version() -> Response:
+        return _json({"weight_version": backend.weight_version, "stats": dict(backend.stats)})
