@@ -235,8 +235,8 @@ class SWEEnv(AgentEnv):
         self._submitted = False
         # a list: validation depends on this env's arguments (repos=, backend=), never cached per class
         super().__init__(None if tasks is None else list(tasks), tools, max_steps=max_steps,
-                         tools_in_prompt=tools_in_prompt, system_prompt=system_prompt, rewards=rewards, parser=parser, tool_parser=tool_parser,
-                         reasoning_parser=reasoning_parser, tool_time_limit=tool_time_limit,
+                         tools_in_prompt=tools_in_prompt, system_prompt=system_prompt, rewards=rewards, parser=parser,
+                         tool_parser=tool_parser, reasoning_parser=reasoning_parser, tool_time_limit=tool_time_limit,
                          max_tool_output_chars=max_tool_output_chars, max_tool_calls_per_step=max_tool_calls_per_step,
                          render_mode=render_mode)
 
