@@ -137,6 +137,7 @@ def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = 
     )
     streams = hasattr(policy, "astream")
     memory = ResponseMemory()
+    store.finish_hooks.append(memory.forget)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -302,7 +303,7 @@ def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = 
                 raise RequestError(f"expected a JSON object, got {type(body).__name__}")
             session = find_session(request, path_id)
             previous = body.get("previous_response_id")
-            history = memory.get(previous, session.id) if previous else ()
+            history = memory.get(previous, session.id) if previous else []
             messages, tools, conversation = responses_request(body, history)
             name = str(body.get("model") or (await upstream_info())["model"] or "agent_gym")
             if body.get("stream") and streams:
@@ -314,7 +315,7 @@ def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = 
                         return encoder.error(str(strict_error(result)), "invalid_tool_call")
                     out = encoder.end(result.output.finish_reason, len(result.output.prompt_token_ids or []),
                                       len(result.output.token_ids or []), stream_record(session, result))
-                    memory.put(encoder.id, session.id, conversation, encoder.turn)
+                    memory.put(encoder.id, session.id, conversation, encoder.turn, previous, len(history))
                     return out
 
                 return StreamingResponse(relay(turn, first, encoder, encoder.start(), responses_end),
@@ -326,7 +327,7 @@ def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = 
             return errors(False)(exc)
         out = result.output
         response_id = f"resp_{uuid.uuid4().hex}"
-        memory.put(response_id, session.id, conversation, result.turn)
+        memory.put(response_id, session.id, conversation, result.turn, previous, len(history))
         prompt_ids, token_ids = out.prompt_token_ids or [], out.token_ids or []
         if body.get("stream"):  # a policy that cannot stream: the decided turn as events
             replay = ResponsesStream(body, name, response_id)

@@ -180,22 +180,37 @@ def responses_request(body: Any, history: Sequence[dict[str, Any]] = ()) -> tupl
 
 
 class ResponseMemory:
-    """Conversations of recent responses, for ``previous_response_id`` (a bounded LRU map).
+    """Conversations of recent responses, for ``previous_response_id`` (bounded, per session).
+
+    Each response keeps only what it added - the messages of its request beyond the history it
+    continued, and its answer - and a link to the response it continued, so a long chain costs
+    memory in proportion to its length. A finished session's responses are dropped
+    (:meth:`forget`).
 
     Args:
-        capacity: How many responses are kept.
+        capacity: How many responses are kept in all (the least recent leave first).
     """
 
     def __init__(self, capacity: int = 10000) -> None:
         self.capacity = capacity
-        self._items: OrderedDict[str, tuple[str, list[dict[str, Any]]]] = OrderedDict()
+        self._items: OrderedDict[str, tuple[str, str | None, list[dict[str, Any]]]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def put(self, response_id: str, session_id: str, conversation: list[dict[str, Any]], turn: ClientTurn) -> None:
-        """Keep ``conversation`` + the answer ``turn`` under ``response_id``."""
+    def put(self, response_id: str, session_id: str, conversation: list[dict[str, Any]], turn: ClientTurn,
+            previous: str | None = None, history_length: int = 0) -> None:
+        """Keep ``conversation`` + the answer ``turn`` under ``response_id``.
+
+        Args:
+            response_id: The new response's id.
+            session_id: Its session.
+            conversation: The request's conversation (without the instructions).
+            turn: The answer.
+            previous: The ``previous_response_id`` the request continued, if any.
+            history_length: How many leading messages of ``conversation`` came from ``previous``.
+        """
         answer = {"role": "assistant", "content": turn.content, "calls": [(c.name, c.arguments) for c in turn.calls]}
         with self._lock:
-            self._items[response_id] = (session_id, [*conversation, answer])
+            self._items[response_id] = (session_id, previous, [*conversation[history_length:], answer])
             while len(self._items) > self.capacity:
                 self._items.popitem(last=False)
 
@@ -203,14 +218,28 @@ class ResponseMemory:
         """The conversation ``response_id`` ended.
 
         Raises:
-            RequestError: Unknown id, or one of another session (404).
+            RequestError: Unknown id (or one whose chain was dropped), or one of another session (404).
         """
+        parts: list[list[dict[str, Any]]] = []
+        current = response_id if isinstance(response_id, str) else None
         with self._lock:
-            entry = self._items.get(response_id) if isinstance(response_id, str) else None
-        if entry is None or entry[0] != session_id:
-            raise RequestError(f"previous_response_id: unknown response {response_id!r} in this session",
-                               status=404, kind="NotFoundError", param="previous_response_id")
-        return entry[1]
+            while current is not None:
+                entry = self._items.get(current)
+                if entry is None or entry[0] != session_id:
+                    raise RequestError(f"previous_response_id: unknown response {response_id!r} in this session",
+                                       status=404, kind="NotFoundError", param="previous_response_id")
+                parts.append(entry[2])
+                current = entry[1]
+        if not parts:
+            raise RequestError(f"previous_response_id: expected a response id, got {response_id!r}", status=404,
+                               kind="NotFoundError", param="previous_response_id")
+        return [dict(m) for part in reversed(parts) for m in part]
+
+    def forget(self, session_id: str) -> None:
+        """Drop the responses of ``session_id``."""
+        with self._lock:
+            for key in [k for k, v in self._items.items() if v[0] == session_id]:
+                del self._items[key]
 
 
 def _status(finish: str) -> tuple[str, dict[str, str] | None]:

@@ -23,7 +23,7 @@ import re
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -413,6 +413,7 @@ class SessionStore:
     ) -> None:
         self.parser = parser or HermesToolCallParser()
         self.strict_tool_calls = strict_tool_calls
+        self.finish_hooks: builtins.list[Callable[[str], None]] = []  # called with the id of each finished session
         self.gamma = gamma
         self.writer = writer
         self.auto_create = auto_create
@@ -489,6 +490,8 @@ class SessionStore:
                 self._finished.popitem(last=False)
         if policy is not None:
             policy.close_session(session.id)
+        for hook in self.finish_hooks:
+            hook(session.id)
         if self.writer is not None:
             with self._write_lock:
                 self.writer.write(trajectory)

@@ -203,3 +203,17 @@ def test_strict_tool_calls_turn_a_malformed_call_into_an_error(scripted_upstream
                                                         stream=True))
             assert len(s.trajectory.steps) == 3  # recorded all the same
             assert all(step.info["parse_errors"] for step in s.trajectory.steps)
+
+
+def test_previous_response_ids_live_as_long_as_their_session(gateway):
+    with gateway.session() as s:
+        client = openai.OpenAI(base_url=s.openai_base_url, api_key=s.api_key, max_retries=0)
+        first = client.responses.create(model="m", input=QUESTION, instructions=SYSTEM, tools=RESPONSES_TOOLS)
+    other = httpx.post(f"{gateway.url}/sessions", json={}).json()
+    reply = httpx.post(f"{other['base_url']}/v1/responses", json={"model": "m", "input": "hi",
+                                                                  "previous_response_id": first.id})
+    assert reply.status_code == 404  # another session's response
+    # The session finished: its responses were dropped (a 404, before the 409 of a finished session).
+    reply = httpx.post(f"{s.openai_base_url}/responses", json={"model": "m", "input": "more",
+                                                               "previous_response_id": first.id})
+    assert reply.status_code == 404 and reply.json()["error"]["param"] == "previous_response_id"
