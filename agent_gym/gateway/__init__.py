@@ -1,6 +1,7 @@
 """OpenAI- and Anthropic-compatible gateway recording token-exact sessions.
 
-Point any agent written against the ``openai`` or ``anthropic`` client at the gateway; each
+Point any agent written against the ``openai`` (chat completions or Responses) or ``anthropic``
+client at the gateway - frameworks too (the OpenAI Agents SDK, LangChain, smolagents); each
 session becomes one episode whose turns are sampled token-in from vLLM (through
 :class:`~agent_gym.policy.VLLMPolicy`) and recorded as a
 :class:`~agent_gym.types.StepTrajectory`, exactly as ``collect`` records env episodes.
