@@ -30,74 +30,71 @@ class _Unusual(Exception):
     """The text is not in the simple form: let the syntax-tree path decide."""
 
 
-class _Reader:
-    def __init__(self, text: str, pos: int) -> None:
-        self.text = text
-        self.pos = pos
-        self.kind = 0
-        self.value = ""
-        self.start = pos
-        self.advance()
-
-    def advance(self) -> None:
-        match = _TOKEN.match(self.text, self.pos)
-        if match is None:
+def _tokens(text: str, start: int) -> tuple[list[tuple[int, str, int]], int]:
+    """``(kind, text, start)`` of each token of the bracketed list opening at ``start``, and its end."""
+    out: list[tuple[int, str, int]] = []
+    pos = start
+    depth = 0
+    for match in _TOKEN.finditer(text, start):
+        if match.start() != pos:  # something no token matches
             raise _Unusual
-        self.kind = match.lastindex or 0
-        self.value = match.group(self.kind)
-        self.start = match.start(self.kind)
-        self.pos = match.end()
+        kind = match.lastindex or 0
+        value = match[kind]
+        out.append((kind, value, match.start(kind)))
+        pos = match.end()
+        if kind == 4:
+            if value in "[({":
+                depth += 1
+            elif value in "])}":
+                depth -= 1
+                if depth == 0:
+                    return out, pos
+    raise _Unusual
 
-    def expect(self, punct: str) -> None:
-        if self.kind != 4 or self.value != punct:
-            raise _Unusual
-        self.advance()
 
-    def literal(self, depth: int = 0) -> Any:
-        if depth > 50:
-            raise _Unusual
-        kind, value = self.kind, self.value
-        if kind == 1:
-            self.advance()
-            return value[1:-1]
-        if kind == 2:
-            self.advance()
-            return float(value) if any(c in value for c in ".eE") else int(value)
-        if kind == 3:
-            if value not in _CONSTANTS:
-                raise _Unusual
-            self.advance()
-            return _CONSTANTS[value]
-        if kind == 4 and value in "[(":
-            close = "]" if value == "[" else ")"
-            self.advance()
-            items = []
-            while not (self.kind == 4 and self.value == close):
-                items.append(self.literal(depth + 1))
-                if self.kind == 4 and self.value == ",":
-                    self.advance()
-                elif not (self.kind == 4 and self.value == close):
-                    raise _Unusual
-            if close == ")" and len(items) == 1:  # "(x)" is x, not a tuple: leave it to the syntax tree
-                raise _Unusual
-            self.advance()
-            return items
-        if kind == 4 and value == "{":
-            self.advance()
-            out: dict[str, Any] = {}
-            while not (self.kind == 4 and self.value == "}"):
-                if self.kind not in (1, 2):
-                    raise _Unusual
-                key = self.literal(depth + 1)
-                self.expect(":")
-                out[str(key)] = self.literal(depth + 1)
-                if self.kind == 4 and self.value == ",":
-                    self.advance()
-                elif not (self.kind == 4 and self.value == "}"):
-                    raise _Unusual
-            self.advance()
-            return out
+def _literal(tokens: list[tuple[int, str, int]], i: int, depth: int = 0) -> tuple[Any, int]:
+    """The literal starting at token ``i`` and the index after it."""
+    if depth > 50:
         raise _Unusual
+    kind, value, _ = tokens[i]
+    if kind == 1:
+        return value[1:-1], i + 1
+    if kind == 2:
+        return (float(value) if "." in value or "e" in value or "E" in value else int(value)), i + 1
+    if kind == 3:
+        if value not in _CONSTANTS:
+            raise _Unusual
+        return _CONSTANTS[value], i + 1
+    if value == "[" or value == "(":
+        close = "]" if value == "[" else ")"
+        items = []
+        i += 1
+        while tokens[i][1] != close or tokens[i][0] != 4:
+            item, i = _literal(tokens, i, depth + 1)
+            items.append(item)
+            if tokens[i][0] == 4 and tokens[i][1] == ",":
+                i += 1
+            elif tokens[i][1] != close or tokens[i][0] != 4:
+                raise _Unusual
+        if close == ")" and len(items) == 1:  # "(x)" is x, not a tuple: leave it to the syntax tree
+            raise _Unusual
+        return items, i + 1
+    if value == "{" and kind == 4:
+        out: dict[str, Any] = {}
+        i += 1
+        while tokens[i][1] != "}" or tokens[i][0] != 4:
+            if tokens[i][0] not in (1, 2):
+                raise _Unusual
+            key, i = _literal(tokens, i, depth + 1)
+            if tokens[i][1] != ":" or tokens[i][0] != 4:
+                raise _Unusual
+            out[str(key)], i = _literal(tokens, i + 1, depth + 1)
+            if tokens[i][0] == 4 and tokens[i][1] == ",":
+                i += 1
+            elif tokens[i][1] != "}" or tokens[i][0] != 4:
+                raise _Unusual
+        return out, i + 1
+    raise _Unusual
 
 
 def read_call_list(text: str, start: int) -> tuple[list[tuple[str, dict[str, Any], str]], int] | None:
@@ -108,34 +105,34 @@ def read_call_list(text: str, start: int) -> tuple[list[tuple[str, dict[str, Any
         form (see the module docstring).
     """
     try:
-        reader = _Reader(text, start)
-        reader.expect("[")
+        tokens, end = _tokens(text, start)
+        if tokens[0][1] != "[" or tokens[-1][1] != "]":
+            return None
         calls: list[tuple[str, dict[str, Any], str]] = []
-        while not (reader.kind == 4 and reader.value == "]"):
-            if reader.kind != 3 or any(keyword.iskeyword(part) for part in reader.value.split(".")):
+        i = 1
+        last = len(tokens) - 1  # the closing "]"
+        while i < last:
+            kind, name, call_start = tokens[i]
+            if kind != 3 or any(keyword.iskeyword(part) for part in name.split(".")) or tokens[i + 1][1] != "(":
                 raise _Unusual
-            name, call_start = reader.value, reader.start
-            reader.advance()
-            reader.expect("(")
+            i += 2
             args: dict[str, Any] = {}
-            while not (reader.kind == 4 and reader.value == ")"):
-                key = reader.value
-                if reader.kind != 3 or "." in key or keyword.iskeyword(key) or key in args:
+            while tokens[i][1] != ")" or tokens[i][0] != 4:
+                kind, key, _ = tokens[i]
+                if kind != 3 or "." in key or keyword.iskeyword(key) or key in args or tokens[i + 1][1] != "=":
                     raise _Unusual
-                reader.advance()
-                reader.expect("=")
-                args[key] = reader.literal()
-                if reader.kind == 4 and reader.value == ",":
-                    reader.advance()
-                elif not (reader.kind == 4 and reader.value == ")"):
+                args[key], i = _literal(tokens, i + 2)
+                if tokens[i][0] == 4 and tokens[i][1] == ",":
+                    i += 1
+                elif tokens[i][1] != ")" or tokens[i][0] != 4:
                     raise _Unusual
-            call_end = reader.pos
-            reader.advance()
+            call_end = tokens[i][2] + 1
             calls.append((name, args, text[call_start:call_end]))
-            if reader.kind == 4 and reader.value == ",":
-                reader.advance()
-            elif not (reader.kind == 4 and reader.value == "]"):
+            i += 1
+            if tokens[i][0] == 4 and tokens[i][1] == ",":
+                i += 1
+            elif i != last:
                 raise _Unusual
-        return calls, reader.pos
-    except (_Unusual, RecursionError, ValueError):
+        return calls, end
+    except (_Unusual, IndexError, RecursionError, ValueError):
         return None

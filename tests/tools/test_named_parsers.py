@@ -189,3 +189,4 @@ def test_pythonic_fast_reader_agrees_with_the_syntax_tree():
     assert fast_answers > 100
     assert read_call_list("[f(a=1, a=2)]", 0) is None and read_call_list("[f(a='x\\\\n')]", 0) is None
     assert read_call_list("[f(a=(1))]", 0) is None and read_call_list("[if(a=1)]", 0) is None
+    assert read_call_list("[f(a=1)}", 0) is None and read_call_list("[f(a=[1})]", 0) is None
