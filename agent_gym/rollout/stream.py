@@ -1,0 +1,347 @@
+"""Streaming rollouts: episodes run continuously while the trainer takes finished groups and updates weights.
+
+:class:`RolloutStream` keeps ``concurrency`` episodes running (one background event loop) over
+the tasks handed to it, ``samples_per_task`` episodes per task. A *group* (every sample of one
+task) is handed to the trainer as soon as its last episode ends (:meth:`RolloutStream.get`,
+iteration, or :func:`collect_stream`), in completion order, so one long episode never holds
+back the others.
+
+:meth:`RolloutStream.update_weights` is the trainer's weight update while episodes keep
+running: it pauses the servers (vLLM's ``POST /pause?mode=abort|wait|keep``; in ``abort`` mode
+the policy continues each aborted turn token-exactly after the resume), applies the new
+weights (a callable, or a checkpoint path every server reloads with ``POST /reload_weights``),
+bumps the version (``stream.version``, also set as the policy's ``weight_version``) and resumes.
+
+``max_staleness`` bounds how many versions old a handed-out sample may be (its oldest sampled
+id's version, ``weight_version_start``, against the current version):
+
+* admission control: a group starts only while the groups started so far are at most
+  ``(version + max_staleness + 1) * groups_per_update`` (as AReaL does), so no episode starts
+  that the trainer could only consume too late;
+* a check at hand-out: a group older than the bound is dropped (``stale="drop"``: kept in
+  ``stream.dropped``, counted) or handed out with ``group.stale`` set (``stale="mark"``).
+
+Every task handed in comes back: as a group, or in ``stream.dropped``. :meth:`RolloutStream.close`
+(also on leaving the ``with`` block, on Ctrl-C, and on SIGTERM when ``handle_sigterm``) cancels
+the running episodes (their envs are released) and stops the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from agent_gym.checks import check_choice, check_int
+from agent_gym.errors import AgentGymError
+from agent_gym.rollout.collection import collect_async
+
+__all__ = ["RolloutGroup", "RolloutStream", "collect_stream"]
+
+
+@dataclass
+class RolloutGroup:
+    """The finished samples of one task.
+
+    Attributes:
+        task: The task.
+        trajectories: Its ``samples_per_task`` episodes.
+        version_start: The oldest weight version of the group's sampled ids (the stream's
+            version when the group started, if no id says).
+        version_handed: The stream's version when the group was handed out.
+        stale: Whether the group is older than ``max_staleness`` (``stale="mark"``).
+        wall_s: Seconds from the group's start to its end.
+    """
+
+    task: Any
+    trajectories: list[Any]
+    version_start: int
+    version_handed: int = 0
+    stale: bool = False
+    wall_s: float = 0.0
+
+    @property
+    def staleness(self) -> int:
+        """Versions between the group's oldest sampled id and the hand-out."""
+        return self.version_handed - self.version_start
+
+
+@dataclass
+class _Stats:
+    started: int = 0
+    handed: int = 0
+    dropped: int = 0
+    marked: int = 0
+    updates: int = 0
+    update_s: list[float] = field(default_factory=list)
+
+
+class RolloutStream:
+    """Episodes running continuously at a target concurrency; groups handed out as they finish.
+
+    Args:
+        env: What ``collect`` takes (a registered env id, a callable, ...).
+        policy: The policy (a ``VLLMPolicy`` records per-id weight versions).
+        tasks: The tasks, in order (an iterable: the stream takes them as it goes).
+        samples_per_task: Episodes per task (the group size).
+        concurrency: Target number of episodes running at once.
+        max_staleness: Most versions a handed-out sample may lag (None: unbounded).
+        groups_per_update: Groups the trainer takes per weight update (admission control).
+        stale: ``"drop"`` or ``"mark"`` a group older than ``max_staleness``.
+        servers: ``"host:port"`` of the servers to pause (default: the policy's client's).
+        pause_mode: Default mode of :meth:`update_weights`.
+        handle_sigterm: Turn SIGTERM into ``KeyboardInterrupt`` while the stream is open
+            (main thread only), so ``with`` blocks close it.
+        collect_kwargs: Passed to ``collect_async`` for every group (``max_steps``,
+            ``episode_timeout``, ``env_kwargs``, ...).
+    """
+
+    def __init__(
+        self,
+        env: Any,
+        policy: Any,
+        tasks: Iterable[Any],
+        *,
+        samples_per_task: int = 1,
+        concurrency: int = 8,
+        max_staleness: int | None = None,
+        groups_per_update: int = 1,
+        stale: str = "drop",
+        servers: Sequence[str] | None = None,
+        pause_mode: str = "abort",
+        handle_sigterm: bool = False,
+        **collect_kwargs: Any,
+    ) -> None:
+        check_int("samples_per_task", samples_per_task, low=1)
+        check_int("concurrency", concurrency, low=1)
+        check_int("groups_per_update", groups_per_update, low=1)
+        if max_staleness is not None:
+            check_int("max_staleness", max_staleness, low=0)
+        self.stale_policy = check_choice("stale", stale, ("drop", "mark"))
+        self.pause_mode = check_choice("pause_mode", pause_mode, ("abort", "wait", "keep"))
+        self.env, self.policy = env, policy
+        self.samples_per_task = samples_per_task
+        self.concurrency = concurrency
+        self.max_staleness = max_staleness
+        self.groups_per_update = groups_per_update
+        self.collect_kwargs = {"progress": False, **collect_kwargs}
+        client = getattr(policy, "client", None)
+        self.servers = list(servers if servers is not None else getattr(client, "server_addresses", []) or [])
+        self.version = max(int(getattr(policy, "weight_version", 0)), 0)
+        if hasattr(policy, "weight_version"):
+            policy.weight_version = self.version
+        self.dropped: list[RolloutGroup] = []
+        self.stats = _Stats()
+        self._tasks = iter(tasks)
+        self._out: queue.Queue[RolloutGroup | BaseException | None] = queue.Queue()
+        self._closed = False
+        self._exhausted = False
+        self._running: set[asyncio.Task] = set()
+        self._loop = asyncio.new_event_loop()
+        self._wake: asyncio.Event | None = None
+        self._previous_sigterm: Any = None
+        if handle_sigterm and threading.current_thread() is threading.main_thread():
+            self._previous_sigterm = signal.signal(signal.SIGTERM, self._on_sigterm)
+        self._thread = threading.Thread(target=self._run_loop, name="agent-gym-rollout-stream", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------ the loop
+    def _run_loop(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_until_complete(self._scheduler())
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+            self._out.put(exc)
+        finally:
+            self._out.put(None)
+            self._loop.close()
+
+    def _admissible(self) -> bool:
+        if self.max_staleness is None:
+            return True
+        return self.stats.started < (self.version + self.max_staleness + 1) * self.groups_per_update
+
+    async def _scheduler(self) -> None:
+        self._wake = asyncio.Event()
+        try:
+            while not self._closed:
+                while (not self._exhausted and not self._closed
+                       and len(self._running) * self.samples_per_task < self.concurrency and self._admissible()):
+                    try:
+                        task = next(self._tasks)
+                    except StopIteration:
+                        self._exhausted = True
+                        break
+                    self.stats.started += 1
+                    job = asyncio.ensure_future(self._group(task))
+                    self._running.add(job)
+                    job.add_done_callback(self._running.discard)
+                if self._exhausted and not self._running:
+                    return
+                self._wake.clear()
+                await self._wake.wait()
+        finally:
+            for job in list(self._running):
+                job.cancel()
+            if self._running:
+                await asyncio.gather(*self._running, return_exceptions=True)
+            await _aclose(self.policy)
+
+    async def _group(self, task: Any) -> None:
+        start, version = time.perf_counter(), self.version
+        try:
+            trajectories = await collect_async(self.env, self.policy, tasks=[task],
+                                               samples_per_task=self.samples_per_task, **self.collect_kwargs)
+        except Exception as exc:  # noqa: BLE001 - the consumer sees it (episodes' own failures are statuses)
+            self._out.put(exc)
+            return
+        finally:
+            if self._wake is not None:
+                self._wake.set()
+        starts = [t.weight_version_start for t in trajectories if getattr(t, "weight_version_start", -1) >= 0]
+        group = RolloutGroup(task, list(trajectories), min(starts, default=version),
+                             wall_s=time.perf_counter() - start)
+        self._out.put(group)
+
+    @property
+    def alive(self) -> bool:
+        """Whether the stream's loop still runs (False once every task came back or after ``close``)."""
+        return self._thread.is_alive()
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    # ------------------------------------------------------------------ the trainer's side
+    def get(self, timeout: float | None = None) -> RolloutGroup | None:
+        """The next finished group (after the staleness check), or None once every task came back.
+
+        Raises:
+            queue.Empty: Nothing finished within ``timeout``.
+            AgentGymError: The stream's loop failed (the cause is chained).
+        """
+        while True:
+            item = self._out.get(timeout=timeout)
+            if item is None:
+                self._out.put(None)  # later calls see the end too
+                return None
+            if isinstance(item, BaseException):
+                raise AgentGymError(f"the rollout stream failed: {item!r}") from item
+            item.version_handed = self.version
+            if self.max_staleness is not None and item.staleness > self.max_staleness:
+                if self.stale_policy == "drop":
+                    self.stats.dropped += 1
+                    self.dropped.append(item)
+                    continue
+                item.stale = True
+                self.stats.marked += 1
+            self.stats.handed += 1
+            self._poke()
+            return item
+
+    def __iter__(self) -> Iterator[RolloutGroup]:
+        while (group := self.get()) is not None:
+            yield group
+
+    def take(self, count: int) -> list[RolloutGroup]:
+        """The next ``count`` groups (fewer once every task came back)."""
+        out: list[RolloutGroup] = []
+        while len(out) < count and (group := self.get()) is not None:
+            out.append(group)
+        return out
+
+    def update_weights(self, apply: Callable[[], Any] | str | None = None, *, mode: str | None = None,
+                       timeout: float = 600.0) -> int:
+        """Pause the servers, apply new weights, bump the version and resume; returns the new version.
+
+        Args:
+            apply: A callable that loads the new weights, or a checkpoint directory every server
+                reloads (``POST /reload_weights``), or None (only the version moves).
+            mode: The pause mode (default: the stream's ``pause_mode``).
+            timeout: Seconds allowed for each server call.
+        """
+        mode = check_choice("mode", mode or self.pause_mode, ("abort", "wait", "keep"))
+        started = time.perf_counter()
+        new_version = self.version + 1
+        with httpx.Client(timeout=timeout) as client:
+            for server in self.servers:
+                _ok(client.post(_url(server, "/pause"), params={"mode": mode}))
+            try:
+                if callable(apply):
+                    apply()
+                elif isinstance(apply, str):
+                    for server in self.servers:
+                        _ok(client.post(_url(server, "/reload_weights"),
+                                        json={"model_path": apply, "weight_version": new_version}))
+            finally:
+                self.version = new_version
+                if hasattr(self.policy, "weight_version"):
+                    self.policy.weight_version = new_version
+                for server in self.servers:
+                    _ok(client.post(_url(server, "/resume")))
+        self.stats.updates += 1
+        self.stats.update_s.append(time.perf_counter() - started)
+        self._poke()
+        return new_version
+
+    def _poke(self) -> None:
+        """Wake the scheduler (admission may have room now)."""
+        if self._wake is not None and not self._loop.is_closed():
+            try:
+                self._loop.call_soon_threadsafe(self._wake.set)
+            except RuntimeError:  # the loop just ended
+                pass
+
+    def close(self) -> None:
+        """Cancel the running episodes, stop the loop and restore the SIGTERM handler."""
+        if not self._closed:
+            self._closed = True
+            self._poke()
+        self._thread.join(timeout=120)
+        if self._previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, self._previous_sigterm)
+            self._previous_sigterm = None
+
+    def __enter__(self) -> RolloutStream:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _url(server: str, path: str) -> str:
+    return (server if "://" in server else f"http://{server}").rstrip("/") + path
+
+
+def _ok(response: httpx.Response) -> None:
+    if response.status_code >= 400:
+        raise AgentGymError(f"{response.request.method} {response.request.url}: HTTP {response.status_code} "
+                            f"{response.text[:200]}")
+
+
+async def _aclose(policy: Any) -> None:
+    close = getattr(policy, "aclose", None)
+    if close is not None:
+        try:
+            await close()
+        except Exception:  # noqa: BLE001 - closing connections of a finished loop
+            pass
+
+
+def collect_stream(env: Any, policy: Any, tasks: Iterable[Any], **kwargs: Any) -> Iterator[RolloutGroup]:
+    """Yield finished groups as they complete (a :class:`RolloutStream` closed at the end or on an error).
+
+    Args:
+        env: What ``collect`` takes.
+        policy: The policy.
+        tasks: The tasks.
+        **kwargs: :class:`RolloutStream`'s options.
+    """
+    with RolloutStream(env, policy, tasks, **kwargs) as stream:
+        yield from stream

@@ -1,0 +1,71 @@
+"""RolloutStream: groups as they finish, weight updates while episodes run, bounded staleness, clean close."""
+
+from __future__ import annotations
+
+import threading
+
+import httpx
+import pytest
+
+from agent_gym.errors import ConfigError
+from agent_gym.policy import SamplingParams, VLLMPolicy
+from agent_gym.rollout.stream import RolloutStream, collect_stream
+
+ENV_ID = "agent_gym/ToolUse-v0"
+SAMPLING = SamplingParams(temperature=1.0, top_k=-1, max_tokens=16, logprobs=0)
+
+
+@pytest.fixture(scope="module")
+def fake_server(start_server, qwen_tokenizer):
+    mp = pytest.MonkeyPatch()
+    mp.setenv("VLLM_SERVER_DEV_MODE", "1")
+    try:
+        yield str(start_server(fake_tokens=12, fake_token_latency_ms=10))
+    finally:
+        mp.undo()
+
+
+def _tasks(n):
+    from agent_gym.envs.tool_use.tasks import generate_tasks
+
+    return generate_tasks(per_family=3, seed=1)[:n]
+
+
+def test_groups_come_back_through_weight_updates_within_the_staleness_bound(fake_server, qwen_tokenizer):
+    policy = VLLMPolicy([fake_server], qwen_tokenizer, SAMPLING)
+    tasks = _tasks(8)
+    handed = []
+    with RolloutStream(ENV_ID, policy, tasks, samples_per_task=2, concurrency=6, max_staleness=1,
+                       groups_per_update=2, max_steps=2) as stream:
+        while (groups := stream.take(2)):
+            handed += groups
+            for mode in ("abort", "keep"):
+                stream.update_weights("checkpoint", mode=mode)  # the fake backend records the path
+    # every task came back, as a group or among the dropped ones
+    back = [g.task["id"] for g in handed] + [g.task["id"] for g in stream.dropped]
+    assert sorted(back) == sorted(t["id"] for t in tasks)
+    assert stream.stats.dropped == len(stream.dropped)
+    for group in handed:
+        assert len(group.trajectories) == 2 and group.staleness <= 1 and not group.stale
+        for trajectory in group.trajectories:
+            assert trajectory.weight_version_start >= 0  # the server's versions were recorded
+    assert stream.version == stream.stats.updates and stream.stats.updates >= 4
+    assert httpx.get(f"http://{fake_server}/weight_version").json()["weight_version"] == stream.version
+    assert not stream.alive
+
+
+def test_close_in_the_middle_cancels_the_running_episodes(fake_server, qwen_tokenizer):
+    policy = VLLMPolicy([fake_server], qwen_tokenizer, SAMPLING)
+    before = threading.active_count()
+    stream = RolloutStream(ENV_ID, policy, _tasks(20), samples_per_task=2, concurrency=8, max_steps=3)
+    first = stream.get(timeout=300)
+    assert first is not None and len(first.trajectories) == 2
+    stream.close()
+    assert not stream.alive
+    assert threading.active_count() <= before + 2  # the stream's loop is gone (pool threads may idle)
+    assert next(iter(collect_stream(ENV_ID, policy, _tasks(1), max_steps=1))).task["id"] == _tasks(1)[0]["id"]
+
+
+def test_options_are_checked(qwen_tokenizer):
+    with pytest.raises(ConfigError, match="stale"):
+        RolloutStream(ENV_ID, None, [], stale="keep")
