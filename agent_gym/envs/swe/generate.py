@@ -12,6 +12,7 @@ Command line (writes JSON lines)::
 
     python -m agent_gym.envs.swe.generate --repo PATH [--out tasks.jsonl] [--seed 0] [--max-tasks N]
     python -m agent_gym.envs.swe.generate --shipped   # regenerate the shipped task file
+    python -m agent_gym.envs.swe.generate --check FILE|shipped [--workers 2]   # gold scores 1, empty 0, per task
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from agent_gym.envs.swe.tasks import SPLITS, TASKS_PATH
 from agent_gym.errors import ConfigError
 from agent_gym.sandbox import LocalSandbox, SandboxLimits
 
-__all__ = ["file_diff", "generate_tasks", "issue_text", "main"]
+__all__ = ["check_tasks", "file_diff", "generate_tasks", "issue_text", "main"]
 
 _WORK = "/tmp/.agent_gym_generate"
 _SKIP_NAMES = ("conftest.py", "setup.py", "noxfile.py", "__main__.py")
@@ -225,6 +226,34 @@ def generate_tasks(
     return tasks
 
 
+def check_tasks(tasks: Sequence[Mapping[str, Any]], workers: int = 2, log: Any = None) -> list[tuple[str, str]]:
+    """Grade each task's gold patch (must score 1) and an empty patch (must score 0); ``[(id, problem)]``."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from agent_gym.envs.swe.env import SWEEnv
+
+    env = SWEEnv(tasks=list(tasks))
+
+    def one(task: dict[str, Any]) -> tuple[str, str]:
+        gold = env.grade_patch(task, task["patch"])
+        empty = env.grade_patch(task, "")
+        problem = "" if gold.score() == 1.0 and empty.score() == 0.0 else \
+            f"gold {gold.score()} ({gold.reason[:200]}), empty {empty.score()}"
+        return str(task["id"]), problem
+
+    problems = []
+    try:
+        with ThreadPoolExecutor(max(1, workers)) as pool:
+            for i, (task_id, problem) in enumerate(pool.map(one, env.tasks)):
+                if log is not None:
+                    log(f"[{i + 1}/{len(env.tasks)}] {task_id}: {problem or 'ok'}")
+                if problem:
+                    problems.append((task_id, problem))
+    finally:
+        env.close()
+    return problems
+
+
 def _valid(passing: Sequence[str], results: Mapping[str, str]) -> bool:
     return bool(results) and any(results.get(t) != "passed" for t in passing) and \
         any(results.get(t) == "passed" for t in passing)
@@ -247,6 +276,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--repo", help="a local repository (or directory) with a pytest suite")
     group.add_argument("--shipped", action="store_true", help="regenerate the shipped task file")
+    group.add_argument("--check", help="grade the gold and an empty patch of every task of a file ('shipped': "
+                                       "the package's); exit status 1 if any disagrees")
+    parser.add_argument("--workers", type=int, default=2, help="--check: gradings in parallel")
     parser.add_argument("--out", help="output JSON lines (default: standard output; --shipped: the package's file)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-tasks", type=int, default=None, help="tasks per repository")
@@ -260,6 +292,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(line, file=sys.stderr, flush=True)
 
     tasks: list[dict[str, Any]] = []
+    if args.check:
+        path = TASKS_PATH if args.check == "shipped" else Path(args.check)
+        loaded = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        problems = check_tasks(loaded, workers=args.workers, log=log)
+        print(f"{len(loaded) - len(problems)}/{len(loaded)} tasks: gold patch 1, empty patch 0")
+        for task_id, problem in problems:
+            print(f"  {task_id}: {problem}")
+        return 1 if problems else 0
     if args.shipped:
         split_of = {lib: split for split, libs in SPLITS.items() for lib in libs}
         for lib in LIBRARIES:
