@@ -80,13 +80,19 @@ def _root_tarball():
 
 
 def docker_engine():
-    """``(DOCKER_HOST, None)`` of a dockerd this process started (vfs driver, no network) with
-    :data:`DOCKER_IMAGE` imported, or ``(None, why not)``. Started once per process, stopped at exit."""
+    """``(DOCKER_HOST, None)`` of a dockerd this process started (overlay2 or vfs storage, no network) with
+    :data:`DOCKER_IMAGE` imported, or ``(None, why not)``. Started once per process, stopped at exit.
+
+    The image's root file system is built with debootstrap once (a few minutes, Debian's mirror) and cached
+    under the temporary directory; ``AGENT_GYM_DOCKER_TESTS=0`` turns these tests off."""
     if _ENGINE:
         return _ENGINE["host"], _ENGINE["reason"]
     import shutil
 
     _ENGINE.update(host=None, reason=None)
+    if os.environ.get("AGENT_GYM_DOCKER_TESTS") == "0":
+        _ENGINE["reason"] = "AGENT_GYM_DOCKER_TESTS=0: the Docker engine tests are turned off"
+        return None, _ENGINE["reason"]
     dockerd = shutil.which("dockerd")
     if dockerd is None or os.geteuid() != 0:
         _ENGINE["reason"] = ("no Docker engine can start here: " +
@@ -148,11 +154,14 @@ def _start_dockerd(dockerd, driver, failures):
 
     deadline = time.monotonic() + 90
     while True:
+        client = None
         try:
             client = docker.DockerClient(base_url=host, timeout=120)
             client.ping()
             break
         except Exception as exc:
+            if client is not None:
+                client.close()
             if proc.poll() is not None or time.monotonic() > deadline:
                 with open(f"{base}/dockerd.log", "rb") as f:
                     tail = f.read()[-300:].decode(errors="replace")

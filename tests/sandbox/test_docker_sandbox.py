@@ -339,8 +339,10 @@ def test_docker_sandbox_session_timeout_network_and_cleanup(docker_host):
         container_id = box.container.id
     import docker
 
+    client = docker.DockerClient(base_url=docker_host)
     with pytest.raises(docker.errors.NotFound):
-        docker.DockerClient(base_url=docker_host).containers.get(container_id)
+        client.containers.get(container_id)
+    client.close()
 
 
 def test_containers_are_removed_at_interpreter_exit(docker_host):
@@ -350,4 +352,6 @@ def test_containers_are_removed_at_interpreter_exit(docker_host):
     import docker
 
     label = f"agent_gym.sandbox.owner={out.stdout.split()[0]}"
-    assert docker.DockerClient(base_url=docker_host).containers.list(all=True, filters={"label": label}) == []
+    client = docker.DockerClient(base_url=docker_host)
+    assert client.containers.list(all=True, filters={"label": label}) == []  # the pool's container too
+    client.close()
