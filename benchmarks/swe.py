@@ -7,7 +7,11 @@ the cheaper case of cloning). Grading is ``env.grade_patch`` of the gold patch (
 sandbox, the patch applied, the suite run). Throughput is ``collect`` at ``--parallel``
 episodes in flight, each applying the gold patch with ``bash`` and submitting (graded).
 
-Run: python benchmarks/swe.py [--setups 10] [--gradings 6] [--episodes 32] [--parallel 16]
+With ``--repo PATH`` (a local git repository) the setup comparison is also made for that
+repository at ``HEAD``: its one-commit base extracted into a new sandbox, beside a new sandbox
+that clones the repository with its whole history.
+
+Run: python benchmarks/swe.py [--setups 10] [--gradings 6] [--episodes 32] [--parallel 16] [--repo PATH]
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from agent_gym.envs.swe.grading import GIT_ENV
 from agent_gym.envs.swe.repo import snapshot_for
 from agent_gym.envs.swe.tasks import shipped_tasks
 from agent_gym.rollout import collect
-from agent_gym.sandbox import LocalSandbox
+from agent_gym.sandbox import LocalSandbox, SandboxLimits
 from agent_gym.tools.parsing import format_tool_call
 
 
@@ -54,13 +58,39 @@ class GoldPolicy:
         pass
 
 
+def compare_repo(path: str, rounds: int) -> None:
+    """Setup of a one-commit base of ``path`` (what reset does) beside a clone of it with its history."""
+    snapshot = snapshot_for({"repo_path": path, "commit": "HEAD"})
+    limits = SandboxLimits(workspace_mb=1024)
+    ours, clone = [], []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        with LocalSandbox(limits, env=GIT_ENV) as box:
+            box.write_file("/tmp/base.tar", snapshot.archive)
+            assert box.exec("tar -xf /tmp/base.tar -C /app && rm /tmp/base.tar", timeout=120).ok
+            ours.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        with LocalSandbox(limits, env=GIT_ENV, binds=(path,)) as box:
+            upload = "git -c safe.directory='*' upload-pack"
+            result = box.exec(f'git clone -q -u "{upload}" {path} /app/repo', timeout=300)
+            assert result.ok, result.output
+            clone.append(time.perf_counter() - t)
+    print(f"repository {path}: {snapshot.files} files, one-commit archive {len(snapshot.archive) >> 20} MiB")
+    print(f"  setup: sandbox + one-commit base extracted  median {median_ms(ours):7.1f} ms")
+    print(f"  setup: sandbox + git clone with history     median {median_ms(clone):7.1f} ms  "
+          f"ratio clone/ours {statistics.median(clone) / statistics.median(ours):.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--setups", type=int, default=10)
     parser.add_argument("--gradings", type=int, default=6)
     parser.add_argument("--episodes", type=int, default=32)
     parser.add_argument("--parallel", type=int, default=16)
+    parser.add_argument("--repo", default=None)
     args = parser.parse_args()
+    if args.repo:
+        compare_repo(os.path.abspath(args.repo), args.setups)
 
     tasks = list(shipped_tasks("train")[:: max(1, len(shipped_tasks("train")) // max(args.gradings, 1))])
     env = SWEEnv(tasks=tasks)
