@@ -11,6 +11,7 @@ from agent_gym.checks import check_int
 from agent_gym.core import AgentEnv
 from agent_gym.envs.conversation.domains import BUILTIN_CLASSES
 from agent_gym.envs.conversation.expectations import reply_problem
+from agent_gym.envs.conversation.scoring import output_found, states_equal
 from agent_gym.envs.conversation.state import (
     CheckedMethod,
     load_instance,
@@ -21,7 +22,6 @@ from agent_gym.envs.conversation.state import (
 )
 from agent_gym.envs.conversation.tasks import builtin_tasks, check_task, load_tasks, visible_methods
 from agent_gym.envs.conversation.users import DEFAULT_STOP_MARKER, SimulatedUser
-from agent_gym.envs.conversation.scoring import output_found, states_equal
 from agent_gym.rewards import RewardConfig
 from agent_gym.tools import (
     DEFAULT_MAX_OUTPUT_CHARS,
