@@ -46,6 +46,8 @@ __all__ = [
     "GIT_ENV",
     "PROTECTED_NAMES",
     "REPORTER_SOURCE",
+    "RUNNER",
+    "SHADOWING_ROOTS",
     "REWARD_MODES",
     "SWEReport",
     "apply_patch_commands",
@@ -66,6 +68,16 @@ PROTECTED_NAMES = ("conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "pyproje
                    "usercustomize.py", "*.pth", ".pytest_cache")
 """File names (any directory) whose changes the grader drops: they decide how tests run."""
 
+SHADOWING_ROOTS = ("pytest.py", "pytest", "_pytest", "pluggy.py", "pluggy", "py.py", "iniconfig.py", "iniconfig")
+"""Top-level names in the repository that would stand in for the test runner itself: changes under them are dropped
+(the runner is also imported before the repository is on ``sys.path``)."""
+
+RUNNER = ("python3 -c 'import sys; sys.path[:] = [p for p in sys.path if p not in (\"\", \".\")]; import pytest; "
+          "raise SystemExit(pytest.main())'")
+"""The default test runner: ``python3 -m pytest`` except that pytest and its plugins are imported before the
+repository is importable (the reporter plugin then puts the working directory first on ``sys.path``, as ``-m``
+would), so a module of the repository cannot stand in for pytest."""
+
 GIT_ENV = {"GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": "*",
            "GIT_CONFIG_KEY_1": "core.hooksPath", "GIT_CONFIG_VALUE_1": "/dev/null",
            "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "agent", "GIT_AUTHOR_EMAIL": "agent@localhost",
@@ -73,8 +85,10 @@ GIT_ENV = {"GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_C
 """Environment of git inside a sandbox (the repository is owned by another user than the tools')."""
 
 REPORTER_SOURCE = '''
-import json, os
+import json, os, sys
 _path = os.environ.pop("AGENT_GYM_SWE_RESULTS", "")
+if os.environ.pop("AGENT_GYM_SWE_CWD_FIRST", "") and os.getcwd() not in sys.path:
+    sys.path.insert(0, os.getcwd())
 _results, _errors, _messages = {}, [], {}
 
 def _message(report):
@@ -187,7 +201,7 @@ def is_test_path(path: str) -> bool:
 
 def _protected(path: str, extra: Sequence[str]) -> bool:
     name = path.rsplit("/", 1)[-1]
-    if any(fnmatch.fnmatch(name, pattern) for pattern in PROTECTED_NAMES):
+    if any(fnmatch.fnmatch(name, pattern) for pattern in PROTECTED_NAMES) or path.split("/")[0] in SHADOWING_ROOTS:
         return True
     return is_test_path(path) or any(fnmatch.fnmatch(path, pattern) for pattern in extra)
 
@@ -300,7 +314,8 @@ def _grade_in(sandbox: Any, task: Mapping[str, Any], snapshot: Snapshot, kept: s
     command = str(task.get("test_command") or "")
     if not command:
         targets = " ".join(shlex.quote(t) for t in task.get("test_targets") or ())
-        command = f"python3 -m pytest -q -rA {targets}".strip()
+        command = f"{RUNNER} -q -rA {targets}".strip()
+        env["AGENT_GYM_SWE_CWD_FIRST"] = "1"
     run = sandbox.exec(command, timeout=timeout, env=env)
     tail = run.output[-4000:]
     applied = apply["method"] != "empty"

@@ -150,3 +150,20 @@ def test_filter_patch_and_the_resolved_rule():
     partial = SWEReport("graded", fail_to_pass={"a": "passed", "b": "failed"}, pass_to_pass={"c": "passed"})
     assert partial.score() == 0.0 and partial.score("f2p_fraction") == 0.5
     assert SWEReport("error").score() is None and SWEReport("invalid").score("f2p_fraction") == 0.0
+
+
+def test_a_module_of_the_repository_cannot_stand_in_for_the_test_runner(env):
+    # With a plain `python -m pytest` the repository's pygments/ would be imported by pytest itself and forge results.
+    forge = ("import json, os\n"
+             "path = os.environ.get('AGENT_GYM_SWE_RESULTS')\n"
+             "if path:\n"
+             "    results = {'tests/test_hidden.py::test_exact_width': 'passed',\n"
+             "               'tests/test_hidden.py::test_shorter': 'passed'}\n"
+             "    json.dump({'results': results, 'collected': 2}, open(path, 'w'))\n"
+             "    os._exit(0)\n")
+    patch = (file_diff("pytest.py", None, forge) + file_diff("_pytest/__init__.py", None, forge)
+             + file_diff("pygments/__init__.py", None, forge))  # pytest imports pygments as it starts
+    report = env.grade_patch(env.tasks[0], patch)
+    assert report.outcome == "graded" and report.score() == 0.0, report.as_info()
+    assert set(report.apply["dropped_files"]) == {"pytest.py", "_pytest/__init__.py"}
+    assert report.fail_to_pass[f"{HIDDEN}::test_exact_width"] == "failed"
