@@ -217,3 +217,28 @@ def test_previous_response_ids_live_as_long_as_their_session(gateway):
     reply = httpx.post(f"{s.openai_base_url}/responses", json={"model": "m", "input": "more",
                                                                "previous_response_id": first.id})
     assert reply.status_code == 404 and reply.json()["error"]["param"] == "previous_response_id"
+
+
+class NoStreaming:
+    """A policy without ``astream``: the gateway answers ``stream: true`` with the decided turn's events."""
+
+    def __init__(self, policy) -> None:
+        self.policy = policy
+
+    def __getattr__(self, name: str):
+        if name == "astream":
+            raise AttributeError(name)
+        return getattr(self.policy, name)
+
+
+def test_responses_stream_from_a_policy_that_cannot_stream(gateway, exact):
+    from agent_gym.policy import VLLMPolicy
+
+    policy = VLLMPolicy(gateway.policy.client.server_addresses, gateway.policy.tokenizer, {"max_tokens": 128})
+    gateway.engine.records.clear()
+    with Gateway(policy=NoStreaming(policy)) as plain, plain.session() as s:
+        items, replies = responses_agent(openai.OpenAI(base_url=s.openai_base_url, api_key=s.api_key), True)
+    assert items[-1]["content"][0]["text"] == "The answer is <answer>42</answer>"
+    assert [extra["agent_gym"]["step"] for _, extra in replies] == [0, 1]
+    assert len(s.trajectory.segments) == 1
+    exact(s.trajectory, gateway.engine.records)
