@@ -73,9 +73,9 @@ async def collect_async(
     seed: int = OPTION_DEFAULTS.seed,
     on_episode: Callable[[Any], Any] | None = OPTION_DEFAULTS.on_episode,
     ray_address: str | None = OPTION_DEFAULTS.ray_address,
+    tool_parser: str | None = OPTION_DEFAULTS.tool_parser,
+    reasoning_parser: str | None = OPTION_DEFAULTS.reasoning_parser,
     options: RolloutOptions | None = None,
-    tool_parser: str | None = None,
-    reasoning_parser: str | None = None,
 ) -> list[StepTrajectory]:
     """Collect episodes concurrently; awaitable version of :func:`collect`.
 
@@ -85,11 +85,11 @@ async def collect_async(
     changes = explicit_changes(
         samples_per_task=samples_per_task, n_parallel=n_parallel, gamma=gamma, memory=memory, max_steps=max_steps,
         episode_timeout=episode_timeout, env_kwargs=env_kwargs, progress=progress, backend=backend, seed=seed,
-        on_episode=on_episode, ray_address=ray_address,
+        on_episode=on_episode, ray_address=ray_address, tool_parser=tool_parser, reasoning_parser=reasoning_parser,
     )
     opts = RolloutOptions.build(options, where="collect_async", **changes)
     if isinstance(env, str):  # an env id: its envs parse with the policy's family, or the names given
-        parser = env_parser_for(policy, opts.env_kwargs, tool_parser, reasoning_parser)
+        parser = env_parser_for(policy, opts.env_kwargs, opts.tool_parser, opts.reasoning_parser)
         if parser is not None:
             opts = dataclasses.replace(opts, env_kwargs={**(opts.env_kwargs or {}), "parser": parser})
     specs = plan_episodes(tasks, num_episodes, opts.samples_per_task, opts.seed)
@@ -126,9 +126,9 @@ def collect(
     seed: int = OPTION_DEFAULTS.seed,
     on_episode: Callable[[Any], Any] | None = OPTION_DEFAULTS.on_episode,
     ray_address: str | None = OPTION_DEFAULTS.ray_address,
+    tool_parser: str | None = OPTION_DEFAULTS.tool_parser,
+    reasoning_parser: str | None = OPTION_DEFAULTS.reasoning_parser,
     options: RolloutOptions | None = None,
-    tool_parser: str | None = None,
-    reasoning_parser: str | None = None,
 ) -> list[StepTrajectory]:
     """Run many episodes concurrently and return every trajectory, in task order.
 
@@ -192,11 +192,10 @@ def collect(
     changes = explicit_changes(
         samples_per_task=samples_per_task, n_parallel=n_parallel, gamma=gamma, memory=memory, max_steps=max_steps,
         episode_timeout=episode_timeout, env_kwargs=env_kwargs, progress=progress, backend=backend, seed=seed,
-        on_episode=on_episode, ray_address=ray_address,
+        on_episode=on_episode, ray_address=ray_address, tool_parser=tool_parser, reasoning_parser=reasoning_parser,
     )
     opts = RolloutOptions.build(options, where="collect", **changes)
     return run_sync(
-        lambda: collect_async(env, policy, tasks=tasks, num_episodes=num_episodes, options=opts,
-                              tool_parser=tool_parser, reasoning_parser=reasoning_parser),
+        lambda: collect_async(env, policy, tasks=tasks, num_episodes=num_episodes, options=opts),
         release=[policy],
     )

@@ -22,6 +22,7 @@ from typing import Any
 
 from agent_gym.checks import check_bool, check_gamma, check_int, check_timeout
 from agent_gym.errors import ConfigError
+from agent_gym.parsers import canonical_tool_parser, make_reasoning_parser
 
 __all__ = ["BACKENDS", "OPTION_DEFAULTS", "OptionDefault", "RolloutOptions", "explicit_changes"]
 
@@ -53,6 +54,10 @@ class RolloutOptions:
             a coroutine function. Its exceptions are logged, never fatal.
         ray_address: Ray cluster address (``backend="ray"``); None uses
             ``RAY_ADDRESS`` or starts a local instance.
+        tool_parser: The tool-call parser of an env id's envs, by vLLM's name (see
+            :func:`agent_gym.parsers.make_parser`); None takes the policy's model family (given
+            to it or read from its chat template) unless ``env_kwargs`` names a parser.
+        reasoning_parser: The reasoning parser name, likewise.
     """
 
     samples_per_task: int = 1
@@ -67,6 +72,8 @@ class RolloutOptions:
     seed: int = 0
     on_episode: Callable[[Any], Any] | None = None
     ray_address: str | None = None
+    tool_parser: str | None = None
+    reasoning_parser: str | None = None
 
     def __post_init__(self) -> None:
         check_int("samples_per_task", self.samples_per_task, low=1)
@@ -87,6 +94,9 @@ class RolloutOptions:
             raise TypeError(f"on_episode: expected a callable or None, got {type(self.on_episode).__name__}")
         if self.ray_address is not None and not isinstance(self.ray_address, str):
             raise TypeError(f"ray_address: expected str or None, got {type(self.ray_address).__name__}")
+        if self.tool_parser is not None:
+            canonical_tool_parser(self.tool_parser)
+        make_reasoning_parser(self.reasoning_parser)
 
     def replace(self, **changes: Any) -> RolloutOptions:
         """Return a copy with ``changes`` applied (checked like the constructor's arguments)."""
