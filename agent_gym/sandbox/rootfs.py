@@ -4,7 +4,9 @@ A task's ``Dockerfile`` may ``COPY`` into ``/opt`` or ``RUN apt-get``-style step
 to ``/usr/local`` or ``/etc``. For that the sandbox's ``/usr`` and ``/etc`` are overlay file
 systems (the host's directory below, an in-memory upper layer above) and its root
 directory is an in-memory directory of its own: every write lands in memory, nothing
-reaches the host, and everything vanishes with the sandbox.
+reaches the host, and everything vanishes with the sandbox. Where ``/usr`` and ``/etc`` are
+on the root's file system, one overlay of ``/`` serves both (the sandbox sees only those two
+directories of it); otherwise each gets its own.
 
 The layers are mounted by a small ``sh`` script in a private mount namespace
 (``unshare --mount --propagation private``) that then starts bubblewrap, which binds
