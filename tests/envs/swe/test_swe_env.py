@@ -8,7 +8,7 @@ import pytest
 from swe_helpers import HIDDEN, TEXT, hidden_task
 
 from agent_gym.envs.swe import SWEEnv
-from agent_gym.envs.swe.env import package_data_exposed
+from agent_gym.envs.swe.env import hidden_package_paths
 from agent_gym.envs.swe.repo import library_path
 from agent_gym.envs.swe.tasks import SPLITS, TASKS_PATH, shipped_tasks
 from agent_gym.tools.parsing import format_tool_call
@@ -49,7 +49,10 @@ def test_the_repository_has_one_commit_and_nothing_to_read_the_fix_from(env):
     # one commit, no reflog, no remote, no logs, no hidden test file, a clean tree, no object or file with the fix,
     # and neither the clean library nor the task file (gold patches) of this package in sight
     assert counts == ["1", "0", "0", "1", "1", "0", "0", "0", "2"], last(obs)
-    assert package_data_exposed() is None  # an editable install: the package's files are outside the sandbox
+    # hidden even where the package lies under the Python prefix the sandbox shows (a regular install)
+    assert {p.rsplit("/", 1)[-1] for p in hidden_package_paths()} == {"data", "libraries"}
+    assert str(library_path("textkit")).startswith(hidden_package_paths()[1])
+    assert str(TASKS_PATH).startswith(hidden_package_paths()[0])
 
 
 def test_the_editor_views_edits_and_undoes_with_clear_messages(env):
@@ -137,12 +140,14 @@ def test_shipped_tasks_are_split_by_library_and_a_sample_grades_right():
         removed = [line[1:].strip() for line in task["patch"].splitlines()
                    if line.startswith("+") and not line.startswith("+++") and line[1:].strip()]
         assert not any(line in task["problem_statement"] for line in removed if len(line) > 12)
-    sample = [shipped_tasks("train")[0], shipped_tasks("test")[0]]
+    # every shipped task was checked offline (python -m agent_gym.envs.swe.generate --check shipped); here a sample:
+    # the gold and an empty patch of a test-split task, the oracle through the env on a train-split one
+    sample = [shipped_tasks("test")[0], shipped_tasks("train")[0]]
     environment = SWEEnv(tasks=sample)
     try:
-        for task in environment.tasks:
-            assert environment.grade_patch(task, task["patch"]).score() == 1.0, task["id"]
-            assert environment.grade_patch(task, "").score() == 0.0, task["id"]
+        task = environment.tasks[0]
+        assert environment.grade_patch(task, task["patch"]).score() == 1.0, task["id"]
+        assert environment.grade_patch(task, "").score() == 0.0, task["id"]
         environment.reset(seed=0, options={"task_index": 1})
         while True:
             *_, terminated, truncated, info = environment.step(environment.oracle_action())
