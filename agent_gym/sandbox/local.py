@@ -117,6 +117,25 @@ _SANDBOX_DIRS = ("/app", "/root", "/tmp", "/home", "/tests", "/logs")
 """The sandbox's own in-memory file systems (their files go to the sandbox user after root setup steps)."""
 
 
+def _hide_args(paths: tuple[str, ...]) -> list[str]:
+    """Cover host paths visible in the sandbox: a directory by an empty read-only tmpfs, a file by ``/dev/null``.
+
+    A bind mount of a device node cannot be opened (bubblewrap binds with ``nodev``), so a covered file
+    reads as "Permission denied". Paths inside a directory already covered are skipped.
+    """
+    args: list[str] = []
+    covered: list[str] = []
+    for path in sorted(set(paths), key=len):
+        if any(path == d or path.startswith(d + "/") for d in covered):
+            continue  # inside a directory already covered
+        if os.path.isdir(path):
+            covered.append(path)
+            args += ["--perms", "0555", "--size", str(_SIZE_MIB), "--tmpfs", path, "--remount-ro", path]
+        else:
+            args += ["--ro-bind", "/dev/null", path]
+    return args
+
+
 def _mount_args(limits: SandboxLimits, binds: tuple[str, ...], writable_root: bool = False) -> list[str]:
     args = layer_mount_args() if writable_root else ["--ro-bind", "/usr", "/usr"]
     for name in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
@@ -182,6 +201,9 @@ class LocalSandbox:
         timeout: Default seconds per command of :meth:`run` and :meth:`exec`.
         env: Extra environment variables of every process inside.
         binds: Extra host directories made visible read-only at the same path.
+        hide: Host paths (existing files or directories) the sandbox must not see although they
+            lie under a directory it shows (e.g. task data installed under the Python prefix):
+            a directory appears empty and read-only, a file cannot be opened.
         workdir: Working directory of the shell (default ``/app``).
         writable_root: Give the sandbox a writable root (:mod:`agent_gym.sandbox.rootfs`):
             ``/usr`` and ``/etc`` become copy-on-write layers over the host's, the rest of the
@@ -210,6 +232,7 @@ class LocalSandbox:
         timeout: float = 30.0,
         env: Mapping[str, str] | None = None,
         binds: tuple[str, ...] | list[str] = (),
+        hide: tuple[str, ...] | list[str] = (),
         workdir: str = "/app",
         writable_root: bool = False,
         cgroup: bool | None = None,
@@ -228,6 +251,9 @@ class LocalSandbox:
         for path in binds:
             if not isinstance(path, str) or not os.path.isabs(path) or not os.path.isdir(path):
                 raise ValueError(f"binds: expected absolute paths of existing directories, got {path!r}")
+        for path in hide:
+            if not isinstance(path, str) or not os.path.isabs(path) or not os.path.exists(path):
+                raise ValueError(f"hide: expected absolute paths of existing files or directories, got {path!r}")
         self.workdir = workdir
         self._lock = threading.Lock()
         self._dead: str | None = None
@@ -257,6 +283,7 @@ class LocalSandbox:
         else:
             args += ["--unshare-user"]
         args += _mount_args(self.limits, tuple(binds), self.writable_root)
+        args += _hide_args(tuple(q for p in hide for q in (os.path.normpath(p), os.path.realpath(p))))
         if workdir != "/" and workdir not in _SANDBOX_DIRS:  # a working directory bubblewrap must make
             if self.writable_root or any(workdir.startswith(d + "/") for d in _SANDBOX_DIRS):
                 args += ["--perms", "0777", "--dir", workdir]

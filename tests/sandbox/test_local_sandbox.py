@@ -136,6 +136,28 @@ def test_argument_checks():
         LocalSandbox(limits={"memory_mb": 1})
     with pytest.raises(ValueError, match="binds"):
         LocalSandbox(binds=["relative"])
+    with pytest.raises(ValueError, match="hide"):
+        LocalSandbox(hide=["/no/such/path"])
+
+
+def test_hidden_host_paths_cannot_be_read_or_changed():
+    # Task data installed beside the Python the sandbox shows (here: this test package's own files).
+    import sys
+    from pathlib import Path
+
+    import sandbox_helpers
+
+    python_dir = Path(sys.prefix).resolve()
+    visible = Path(pytest.__file__).resolve()
+    assert python_dir in visible.parents or Path(sys.base_prefix).resolve() in visible.parents
+    hidden_dir, hidden_file = str(visible.parent), str(Path(sandbox_helpers.__file__).resolve())
+    with LocalSandbox(SMALL, hide=[hidden_dir, hidden_file], binds=[str(Path(hidden_file).parent)]) as box:
+        assert box.run(f"ls -A {hidden_dir}").output == ""
+        assert box.run(f"touch {hidden_dir}/x").exit_code != 0
+        assert box.run(f"cat {hidden_file}").exit_code != 0
+        assert box.run(f"ls {Path(hidden_file).parent}").exit_code == 0  # the rest of the directory stays
+    with LocalSandbox(SMALL) as box:  # without hide= the same paths are visible
+        assert "__init__.py" in box.run(f"ls {hidden_dir}").output
 
 
 @needs_bwrap

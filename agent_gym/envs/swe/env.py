@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,8 @@ from agent_gym.sandbox import LocalSandbox, SandboxLimits
 from agent_gym.tools import DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_TIME_LIMIT, Tool, ToolCallParser, as_tool
 from agent_gym.types import EpisodeStatus
 
-__all__ = ["BACKENDS", "REPO_DIR", "SWEEnv", "capture_patch", "oracle_solution", "package_data_exposed"]
+__all__ = ["BACKENDS", "REPO_DIR", "SWEEnv", "capture_patch", "hidden_package_paths", "oracle_solution",
+           "package_data_exposed"]
 
 BACKENDS = ("auto", "local", "docker")
 """Sandbox backends: ``auto`` runs tasks that name an ``image`` in Docker and the others locally."""
@@ -34,10 +34,12 @@ _PATCH_FILE = "/tmp/.agent_gym_patch.diff"
 
 
 def package_data_exposed() -> str | None:
-    """Why the shipped libraries and task file can be read inside a local sandbox, or None when they cannot.
+    """Why a sandbox that shows the Python installation could read the shipped libraries and task file.
 
     The local sandbox shows ``/usr`` and the running Python's installation read-only; a regular
     (not editable) install of agent_gym lies there, and with it the clean sources and the gold patches.
+    The local sandbox of SWE-v0 hides them (:func:`hidden_package_paths`); a sandbox of your own
+    (``sandbox_factory``) must too when this returns a reason. None: they do not lie there.
     """
     here = Path(__file__).resolve()
     roots = {"/usr", sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
@@ -45,13 +47,21 @@ def package_data_exposed() -> str | None:
     for root in sorted(roots):
         real = Path(os.path.realpath(root))
         if str(real) not in ("/", "") and (real == here or real in here.parents):
-            return (f"agent_gym is installed under {real}, which the local sandbox shows read-only: an agent can read "
-                    "the shipped libraries' clean sources and the task file's gold patches (install it editable, "
-                    "outside the Python prefix, or run episodes in containers)")
+            return (f"agent_gym is installed under {real}: a sandbox that shows the Python installation lets an agent "
+                    "read the shipped libraries' clean sources and the task file's gold patches unless it hides "
+                    "hidden_package_paths()")
     return None
 
 
-_warned_exposed = False
+def hidden_package_paths() -> tuple[str, ...]:
+    """What a local sandbox of SWE-v0 hides: this package's shipped libraries and task files.
+
+    Where agent_gym is installed under the Python prefix (a regular install), the local sandbox
+    shows them read-only with the rest of the Python installation; hidden, the clean sources and
+    the gold patches cannot be read by the agent (see :func:`package_data_exposed`).
+    """
+    here = Path(__file__).resolve().parent
+    return tuple(str(here / name) for name in ("data", "libraries") if (here / name).exists())
 
 
 def oracle_solution(gold_patch: str) -> list[list[dict[str, Any]]]:
@@ -245,14 +255,10 @@ class SWEEnv(AgentEnv):
     def default_tasks(self) -> Sequence[Mapping[str, Any]]:
         """The shipped tasks of ``split`` (see :func:`~agent_gym.envs.swe.tasks.shipped_tasks`).
 
-        Warns once per process when the package's files are visible inside the sandbox (see
-        :func:`package_data_exposed`).
+        The local sandbox hides the package's clean sources and gold patches
+        (:func:`hidden_package_paths`); a ``sandbox_factory`` of your own must do the same where
+        :func:`package_data_exposed` says the installation is visible.
         """
-        global _warned_exposed
-        reason = package_data_exposed() if self.sandbox_factory is None and self.backend != "docker" else None
-        if reason and not _warned_exposed:
-            _warned_exposed = True
-            warnings.warn(reason, RuntimeWarning, stacklevel=2)
         return shipped_tasks(self.split)
 
     def validate_tasks(self, tasks: list[Any]) -> list[dict[str, Any]]:
@@ -287,7 +293,8 @@ class SWEEnv(AgentEnv):
 
             return DockerSandbox(image, limits, timeout=self.command_timeout, env=GIT_ENV, workdir=REPO_DIR,
                                  pool_size=self.docker_pool_size, client=shared_client())
-        return LocalSandbox(limits, timeout=self.command_timeout, env=GIT_ENV, workdir=REPO_DIR)
+        return LocalSandbox(limits, timeout=self.command_timeout, env=GIT_ENV, workdir=REPO_DIR,
+                            hide=hidden_package_paths())
 
     def image_for(self, task: Mapping[str, Any]) -> str | None:
         """The Docker image an episode of ``task`` runs in (None: the local sandbox), by ``backend``."""
