@@ -117,17 +117,26 @@ _SANDBOX_DIRS = ("/app", "/root", "/tmp", "/home", "/tests", "/logs")
 """The sandbox's own in-memory file systems (their files go to the sandbox user after root setup steps)."""
 
 
-def _hide_args(paths: tuple[str, ...]) -> list[str]:
+_HOST_DIRS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+"""Host directories every local sandbox shows (read-only, or as copy-on-write layers)."""
+
+
+def _inside(path: str, dirs: tuple[str, ...] | list[str]) -> bool:
+    return any(path == d or path.startswith(d + "/") for d in dirs)
+
+
+def _hide_args(paths: tuple[str, ...], shown: tuple[str, ...]) -> list[str]:
     """Cover host paths visible in the sandbox: a directory by an empty read-only tmpfs, a file by ``/dev/null``.
 
     A bind mount of a device node cannot be opened (bubblewrap binds with ``nodev``), so a covered file
-    reads as "Permission denied". Paths inside a directory already covered are skipped.
+    reads as "Permission denied". Paths outside the host directories the sandbox shows (``shown``),
+    and paths inside a directory already covered, need nothing.
     """
     args: list[str] = []
     covered: list[str] = []
     for path in sorted(set(paths), key=len):
-        if any(path == d or path.startswith(d + "/") for d in covered):
-            continue  # inside a directory already covered
+        if not _inside(path, shown) or _inside(path, covered):
+            continue
         if os.path.isdir(path):
             covered.append(path)
             args += ["--perms", "0555", "--size", str(_SIZE_MIB), "--tmpfs", path, "--remount-ro", path]
@@ -202,8 +211,9 @@ class LocalSandbox:
         env: Extra environment variables of every process inside.
         binds: Extra host directories made visible read-only at the same path.
         hide: Host paths (existing files or directories) the sandbox must not see although they
-            lie under a directory it shows (e.g. task data installed under the Python prefix):
-            a directory appears empty and read-only, a file cannot be opened.
+            may lie under a directory it shows (e.g. task data installed under the Python prefix):
+            there, a directory appears empty and read-only, a file cannot be opened; paths it does
+            not show are left alone.
         workdir: Working directory of the shell (default ``/app``).
         writable_root: Give the sandbox a writable root (:mod:`agent_gym.sandbox.rootfs`):
             ``/usr`` and ``/etc`` become copy-on-write layers over the host's, the rest of the
@@ -283,7 +293,8 @@ class LocalSandbox:
         else:
             args += ["--unshare-user"]
         args += _mount_args(self.limits, tuple(binds), self.writable_root)
-        args += _hide_args(tuple(q for p in hide for q in (os.path.normpath(p), os.path.realpath(p))))
+        shown = (*_HOST_DIRS, *_python_dirs(), *(os.path.normpath(b) for b in binds))
+        args += _hide_args(tuple(q for p in hide for q in (os.path.normpath(p), os.path.realpath(p))), shown)
         if workdir != "/" and workdir not in _SANDBOX_DIRS:  # a working directory bubblewrap must make
             if self.writable_root or any(workdir.startswith(d + "/") for d in _SANDBOX_DIRS):
                 args += ["--perms", "0777", "--dir", workdir]

@@ -11,7 +11,7 @@ from typing import Any, cast
 from agent_gym.checks import check_float, check_int
 from agent_gym.core import AgentEnv
 from agent_gym.envs.terminal.grading import REWARD_MODES, TestReport, grade_test_run
-from agent_gym.envs.terminal.loader import builtin_tasks, find_task_dirs, load_task, resolve_setup
+from agent_gym.envs.terminal.loader import BUILTIN_TASK_DIR, builtin_tasks, find_task_dirs, load_task, resolve_setup
 from agent_gym.errors import ConfigError
 from agent_gym.rewards import RewardConfig
 from agent_gym.sandbox import LocalSandbox, SandboxError, SandboxLimits
@@ -281,8 +281,11 @@ class TerminalEnv(AgentEnv):
             self._apply_setup(task, plan["steps"], backend="docker")
         else:
             plan = resolve_setup(task, sandbox_base_env())
+            # the task's files (solution, tests) may lie under a directory the sandbox shows (a regular
+            # install puts the shipped tasks under the Python prefix): the agent must not read them
+            hidden = [p for p in (str(BUILTIN_TASK_DIR), task.get("path")) if p and os.path.exists(p)]
             self.sandbox = LocalSandbox(limits, timeout=self.command_timeout, env=plan["env"], workdir=plan["workdir"],
-                                        writable_root=self.writable_root)
+                                        writable_root=self.writable_root, hide=hidden)
             self._apply_setup(task, plan["steps"], backend="local")
         limit = self.limits.output_bytes + 1000
         return [as_tool(self.bash, time_limit=None, max_output_chars=limit),
