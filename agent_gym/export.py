@@ -166,6 +166,10 @@ def _native_columns() -> dict[str, Any]:
             pa.field("first_step", pa.int64()),
             pa.field("last_step", pa.int64()),
             pa.field("weight_versions", pa.list_(pa.int64())),
+            pa.field("role", pa.string()),
+            pa.field("parent_segment", pa.int64()),
+            pa.field("spawn_step", pa.int64()),
+            pa.field("role_reward", pa.float64()),
         ]
     )
     return {
@@ -425,7 +429,9 @@ def to_slime_samples(
     ``metadata``: the agent_gym status (``episode_status``), the segment's position
     (``segment_index``, ``num_segments``, ``first_step``, ``last_step``),
     ``task_id``, ``token_weight_versions`` (the weight version of each response id, -1
-    on environment ids) and every other field of the record in its JSON form under its
+    on environment ids), the segment's lineage (``role``, ``parent_segment``,
+    ``spawn_step``, ``role_reward``; a segment with a role has its own ``group_index``
+    per task and role) and every other field of the record in its JSON form under its
     own name (``idx``, ``group_id``, ``env_id``, ``retokenized``, ``sampling``
     with the logprobs mode, ``metrics``, ``task``, ``chat_completions``, and the
     ``steps`` the segment covers, ``weight_version_start`` / ``weight_version_end``).
@@ -463,8 +469,14 @@ def to_slime_samples(
                 last_step=segment.last_step,
                 task_id=task.get("id") if isinstance(task, dict) else None,
                 token_weight_versions=segment.weight_versions.tolist(),
+                role=segment.role,
+                parent_segment=segment.parent_segment,
+                spawn_step=segment.spawn_step,
+                role_reward=segment.role_reward,
             )
             group = trajectory.group_id or trajectory.rollout_id
+            if segment.role:  # advantage groups are keyed by (task, role)
+                group = f"{group}/{segment.role}"
             samples.append(
                 {
                     "tokens": segment.prompt_tokens.tolist() + segment.response_tokens.tolist(),

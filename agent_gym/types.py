@@ -282,6 +282,16 @@ class Segment:
         weight_versions: Per response id, the weight version it was sampled under;
             -1 on environment ids (observations, template glue) and on sampled ids
             whose policy reported no version. Defaults to all -1.
+        role: The name of the agent whose turns these are ("" for the episode's own
+            agent; e.g. ``"investigator"`` for a subagent, ``"judge"`` in a
+            multi-agent episode).
+        parent_segment: Index, in the episode's ``segments``, of the segment whose
+            agent spawned this one's (a subagent's lineage); -1 for the episode's own
+            agent and for roles that take turns rather than being spawned.
+        spawn_step: The parent's step during which this segment's agent was spawned;
+            -1 when ``parent_segment`` is.
+        role_reward: The reward the env gave this segment's role, None when it gave
+            none (the training contract then falls back to the episode's reward).
     """
 
     prompt_tokens: torch.Tensor
@@ -291,6 +301,10 @@ class Segment:
     first_step: int = 0
     last_step: int = 0
     weight_versions: torch.Tensor = None  # type: ignore[assignment]  # None -> all -1 (``__post_init__``)
+    role: str = ""
+    parent_segment: int = -1
+    spawn_step: int = -1
+    role_reward: float | None = None
 
     if TYPE_CHECKING:
         # What the generated __init__ accepts: lists too (``__post_init__`` makes them tensors).
@@ -303,6 +317,10 @@ class Segment:
             first_step: int = 0,
             last_step: int = 0,
             weight_versions: torch.Tensor | Sequence[int] | None = None,
+            role: str = "",
+            parent_segment: int = -1,
+            spawn_step: int = -1,
+            role_reward: float | None = None,
         ) -> None: ...
 
     def __post_init__(self) -> None:
@@ -324,6 +342,18 @@ class Segment:
                 f"Segment.weight_versions: expected {len(self.response_tokens)} values (one per response id), "
                 f"got {len(self.weight_versions)}"
             )
+        if not isinstance(self.role, str):
+            raise TrajectoryError(f"Segment.role: expected str, got {type(self.role).__name__}")
+        for name in ("parent_segment", "spawn_step"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < -1:
+                raise TrajectoryError(f"Segment.{name}: expected an int >= -1, got {value!r}")
+        if self.role_reward is not None:
+            if isinstance(self.role_reward, bool) or not isinstance(self.role_reward, (int, float)) or not (
+                math.isfinite(self.role_reward)
+            ):
+                raise TrajectoryError(f"Segment.role_reward: expected a finite number or None, got {self.role_reward!r}")
+            self.role_reward = float(self.role_reward)
 
     def version_runs(self) -> list[int]:
         """The version of each run of sampled ids under one version, in order (slime's ``weight_versions``).
@@ -355,6 +385,10 @@ class Segment:
             "first_step": self.first_step,
             "last_step": self.last_step,
             "weight_versions": self.weight_versions.tolist(),
+            "role": self.role,
+            "parent_segment": self.parent_segment,
+            "spawn_step": self.spawn_step,
+            "role_reward": self.role_reward,
         }
 
     @classmethod

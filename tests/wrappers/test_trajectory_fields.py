@@ -46,7 +46,7 @@ SEGMENTS = [
     Segment([1, 2, 3], [4, 5, 6], [1, 0, 1], [-0.5, 0.0, -0.25], first_step=0, last_step=0,
             weight_versions=[3, -1, 4]),
     Segment([9, 8], [7, 6, 5, 4], [1, 1, 0, 1], [-1.0, -0.125, 0.0, -2.0], first_step=1, last_step=2,
-            weight_versions=[4, 5, -1, 5]),
+            weight_versions=[4, 5, -1, 5], role="investigator", parent_segment=0, spawn_step=1, role_reward=0.5),
 ]
 
 
@@ -174,7 +174,9 @@ def _sample_fields(sample: dict[str, Any]) -> dict[str, Any]:
     meta = sample["metadata"]
     segment = Segment(sample["tokens"][:-n], sample["tokens"][-n:], sample["loss_mask"], sample["rollout_log_probs"],
                       first_step=meta["first_step"], last_step=meta["last_step"],
-                      weight_versions=meta["token_weight_versions"])
+                      weight_versions=meta["token_weight_versions"], role=meta["role"],
+                      parent_segment=meta["parent_segment"], spawn_step=meta["spawn_step"],
+                      role_reward=meta["role_reward"])
     return {
         "prompt_tokens": sample["tokens"][:-n],
         "response_tokens": sample["tokens"][-n:],
@@ -200,6 +202,10 @@ def test_every_field_survives_the_slime_export(record_type):
             got = carried[name] if name in carried else sample["metadata"].get(name, "<missing>")
             assert got == expected[name], f"field {name!r} lost by the slime export"
     assert [s["metadata"]["segment_index"] for s in samples] == [0, 1]
+    # the subagent's lineage, and its own advantage group (task, role)
+    assert [(s["metadata"]["role"], s["metadata"]["parent_segment"], s["metadata"]["spawn_step"]) for s in samples] \
+        == [("", -1, -1), ("investigator", 0, 1)]
+    assert len({s["rollout_id"] for s in samples}) == 1 and samples[0]["group_index"] != samples[1]["group_index"]
     assert samples[0]["label"] == ["a", 1] and samples[0]["status"] == "truncated"
     # slime's own field: one entry per run of ids sampled under one version (a new turn starts a run)
     assert [s["weight_versions"] for s in samples] == [["3", "4"], ["4", "5", "5"]]
