@@ -93,7 +93,9 @@ class TrajectoryWrapper(gym.Wrapper):
         if self._chat_tokens is not None and previous is not None and previous.rollout_id:
             self._chat_tokens.close(previous.rollout_id)
         self._view: PromptView | None = None
-        self._episode = TrajectoryBuilder(rollout_id, gamma=self.gamma, env_id=self._env_id, task=task)
+        role = getattr(self.env.unwrapped, "agent_role", "")
+        self._episode = TrajectoryBuilder(rollout_id, gamma=self.gamma, env_id=self._env_id, task=task,
+                                          role=role if isinstance(role, str) else "")
         self._steps = self._episode.steps  # the builder's list, appended to step by step
         self._conversation: list[dict[str, str]] = []
         self._prompt_view: list[dict[str, str]] = []
@@ -136,11 +138,14 @@ class TrajectoryWrapper(gym.Wrapper):
         # A failing env.reset leaves no episode to step, only one to finish under its id.
         self._reset_state(episode_id, options.get("task"))
         started = time.perf_counter()
+        if getattr(self.env, "accepts_episode_id", False):  # e.g. a DelegateWrapper: its subagents' ids nest in it
+            options["episode_id"] = episode_id
         obs, info = self.env.reset(seed=seed, options=options or None)
         reset_time = time.perf_counter() - started
         self._reset_state(episode_id, info.get("task"))
         self._episode.start = started
         self._episode.times["env_time"] += reset_time
+        info = self._take_agents(info, -1)
         self._tools_in_prompt = bool(info.get("tools_in_prompt"))
         self._policy_tools = None if self._tools_in_prompt else (info.get("tools") or None)
         self._conversation = _plain(obs)
@@ -203,6 +208,7 @@ class TrajectoryWrapper(gym.Wrapper):
         times["env_time"] += time.perf_counter() - started
         times["reward_time"] += float(getattr(self.env.unwrapped, "last_reward_time", 0.0) or 0.0)
         token_info = self._record_tokens(step_index, action, seen)
+        info = self._take_agents(info, step_index)
 
         # The env only appends to the conversation: convert just the new messages.
         new_messages = _plain(obs[len(self._conversation) :])
@@ -276,6 +282,25 @@ class TrajectoryWrapper(gym.Wrapper):
         self._episode.times["llm_time"] += float(seconds)
 
     # ------------------------------------------------------------------ internals
+    def _take_agents(self, info: dict[str, Any], step_index: int) -> dict[str, Any]:
+        """Move other agents' segments and per-role rewards from the env's info into the episode.
+
+        ``info["agent_segments"]``: one ``{"segments": [...], "spawned": bool}`` per agent
+        run during the step (a subagent is spawned by this step's turn; a role that takes
+        turns is not); ``info["role_rewards"]``: reward per role. Both leave the info.
+        """
+        if "agent_segments" not in info and "role_rewards" not in info:
+            return info
+        info = dict(info)
+        for run in info.pop("agent_segments", None) or []:
+            spawned = bool(run.get("spawned", True)) and step_index >= 0
+            self._episode.add_child(run["segments"], spawn_step=step_index, spawned=spawned)
+        rewards = info.pop("role_rewards", None)
+        if rewards:
+            self._episode.set_role_rewards(rewards)
+            info["role_rewards"] = dict(rewards)
+        return info
+
     def _view_messages(self) -> list[dict[str, str]]:
         """The policy's messages for the next turn, as fresh role/content dicts."""
         view = self._view

@@ -15,8 +15,9 @@ is made with ``dataclasses.replace``, so no field is ever listed twice.
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agent_gym.checks import check_gamma
@@ -44,6 +45,7 @@ class TrajectoryBuilder:
         task: The task the episode ran on.
         group_id: Shared by the sibling samples of one task.
         idx: Index of the episode in its batch.
+        role: The role name of the episode's own agent, put on its segments ("" by default).
 
     Attributes:
         steps: The steps recorded so far (owners append and update them).
@@ -52,6 +54,11 @@ class TrajectoryBuilder:
             and reward computation (``reward_time``); owners add to them.
         retokenized: Whether some turn's ids come from re-tokenized text.
         sampling: The first non-empty ``PolicyOutput.sampling`` of the episode.
+        role_rewards: Reward per role set by the env (``info["role_rewards"]``), put on
+            the ``role_reward`` of the segments of that role that have none.
+
+    Other agents' segments (a subagent's, or another role's) join the episode with
+    :meth:`add_child`; they come after the episode's own segments, with their lineage.
 
     Example:
         >>> from agent_gym.types import PolicyOutput, Step
@@ -75,8 +82,12 @@ class TrajectoryBuilder:
         task: Any = None,
         group_id: str = "",
         idx: int = 0,
+        role: str = "",
     ) -> None:
         self.rollout_id = rollout_id
+        self.role = role
+        self.role_rewards: dict[str, float] = {}
+        self._children: list[tuple[int, int, list[Segment]]] = []
         self.gamma = check_gamma(gamma)
         self.env_id = env_id
         self.task = task
@@ -139,6 +150,45 @@ class TrajectoryBuilder:
             "new_segment": new_segment,
         }
 
+    def add_child(self, segments: Sequence[Segment], *, spawn_step: int = -1, spawned: bool = True) -> None:
+        """Add another agent's segments (a subagent's sub-episode, another role's turns) to the episode.
+
+        Args:
+            segments: The agent's segments, with their own lineage: those whose
+                ``parent_segment`` is -1 are the agent's own; the others (its own
+                subagents') point into ``segments``.
+            spawn_step: The step of this episode during which the agent was spawned (-1: none).
+            spawned: Whether the episode's own current segment spawned the agent (a
+                subagent); False for a role that takes turns (no parent segment).
+        """
+        parent = len(self.assembler.segments()) - 1 if spawned else -1
+        self._children.append((parent, spawn_step if spawned else -1, list(segments)))
+
+    def set_role_rewards(self, rewards: Mapping[str, float]) -> None:
+        """Record rewards per role (later values replace earlier ones)."""
+        self.role_rewards.update({str(role): float(value) for role, value in rewards.items()})
+
+    def _all_segments(self) -> list[Segment]:
+        """The episode's own segments, then each child's with its lineage resolved to episode indices."""
+        segments = self.assembler.segments()
+        if self.role:
+            segments = [dataclasses.replace(s, role=self.role) for s in segments]
+        for parent, spawn_step, child in self._children:
+            offset = len(segments)
+            for segment in child:
+                if segment.parent_segment < 0:
+                    segment = dataclasses.replace(segment, parent_segment=parent, spawn_step=spawn_step)
+                else:
+                    segment = dataclasses.replace(segment, parent_segment=segment.parent_segment + offset)
+                segments.append(segment)
+        if self.role_rewards:
+            segments = [
+                dataclasses.replace(s, role_reward=self.role_rewards[s.role])
+                if s.role_reward is None and s.role in self.role_rewards else s
+                for s in segments
+            ]
+        return segments
+
     def end(self, error: str | None = None, *, context: Sequence[dict[str, str]] = (), observation: Any = None) -> None:
         """Mark the last step done; with no step yet, add an empty one.
 
@@ -184,7 +234,7 @@ class TrajectoryBuilder:
         """
         steps = self.steps or [Step()]
         compute_mc_return(steps, self.gamma)
-        segments = self.assembler.segments()
+        segments = self._all_segments()
         first = segments[0] if segments else Segment([], [], [], [])
         spans = [span for span in (s.version_span() for s in segments) if span[0] >= 0]
         return StepTrajectory(

@@ -1,0 +1,147 @@
+"""The opt-in ``delegate(task)`` tool: a parent agent spawns a subagent inside its episode.
+
+``DelegateWrapper(env, policy, spec)`` wraps any :class:`~agent_gym.core.AgentEnv`
+(inside the :class:`~agent_gym.wrappers.TrajectoryWrapper` that records the episode):
+every episode gets a ``delegate`` tool beside its own. A call runs a sub-episode
+(:func:`~agent_gym.subagents.runner.run_subagent`) with the spec's prompt, tools and
+policy; its answer is the tool's output (an observation of the parent: mask 0), and its
+segments go to the step's ``info["agent_segments"]``, which the recording wrapper adds
+to the parent's trajectory with their lineage. Limits on depth, count and sampled
+tokens refuse a call with an error observation; a subagent that fails or hangs is one too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium as gym
+
+from agent_gym.subagents.runner import SubagentSpec, run_subagent
+from agent_gym.tools import ToolErrorKind, ToolResult
+
+__all__ = ["DelegateTool", "DelegateWrapper"]
+
+
+class DelegateTool:
+    """The ``delegate`` tool of one :class:`DelegateWrapper` (never raises).
+
+    Args:
+        owner: The wrapper whose episode the calls belong to.
+        name: The tool name.
+    """
+
+    def __init__(self, owner: DelegateWrapper, name: str = "delegate") -> None:
+        self.owner = owner
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        """The tool name."""
+        return self._name
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        """The OpenAI function schema: one string argument, ``task``."""
+        spec = self.owner.subagent
+        return {
+            "type": "function",
+            "function": {
+                "name": self._name,
+                "description": f"Hand a self-contained task to a {spec.role} agent and get its answer back.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"task": {"type": "string", "description": "What the agent should find or do."}},
+                    "required": ["task"],
+                },
+            },
+        }
+
+    def run(self, arguments: Mapping[str, Any]) -> ToolResult:
+        """Run a subagent on ``arguments["task"]``."""
+        task = arguments.get("task") if isinstance(arguments, Mapping) else None
+        if not isinstance(task, str) or not task.strip():
+            return ToolResult.failure(ToolErrorKind.BAD_ARGUMENTS, "delegate: expected a non-empty 'task' string")
+        return self.owner.delegate(task)
+
+
+class DelegateWrapper(gym.Wrapper):
+    """Gives an ``AgentEnv`` the ``delegate`` tool (see the module docs).
+
+    Args:
+        env: The env (an ``AgentEnv``, possibly wrapped; not yet recorded).
+        policy: The policy subagents use when ``spec.policy`` is None (the parent's).
+        spec: The subagent; keyword arguments build one when None.
+        depth: This env's depth (0 for the episode's own agent).
+        tool_name: The tool's name.
+        **spec_fields: :class:`SubagentSpec` fields (with ``spec=None``).
+    """
+
+    accepts_episode_id = True
+    """The recording wrapper hands this wrapper the episode's id (``options["episode_id"]``)."""
+
+    def __init__(self, env: gym.Env, policy: Any, spec: SubagentSpec | None = None, *, depth: int = 0,
+                 tool_name: str = "delegate", **spec_fields: Any) -> None:
+        super().__init__(env)
+        self.subagent = spec if spec is not None else SubagentSpec(**spec_fields)
+        self.policy = policy
+        self.depth = depth
+        self.tool = DelegateTool(self, tool_name)
+        self._episode_id = ""
+        self._count = 0
+        self._tokens = 0
+        self._pending: list[dict[str, Any]] = []
+
+    @property
+    def spawned(self) -> int:
+        """Subagents spawned in the current episode."""
+        return self._count
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        """Reset the env and add the ``delegate`` tool to the episode's tools."""
+        options = dict(options or {})
+        episode_id = options.pop("episode_id", None)
+        obs, info = self.env.reset(seed=seed, options=options or None)
+        self._episode_id = str(episode_id or info.get("episode_id") or "episode")
+        self._count = self._tokens = 0
+        self._pending = []
+        base: Any = self.env.unwrapped
+        base.set_episode_tools([*[t for n, t in base.episode_tools_by_name.items() if n != self.tool.name], self.tool])
+        base.attach_tools_info({})  # reported here, not again by the first step
+        info = dict(info)
+        info["tools"] = [] if info.get("tools_in_prompt") else base.tool_schemas
+        return obs, info
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
+        """Step the env; the segments of the subagents this step spawned go to ``info["agent_segments"]``."""
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if self._pending:
+            info = dict(info)
+            info["agent_segments"] = [*info.get("agent_segments", []), *self._pending]
+            self._pending = []
+        return obs, reward, terminated, truncated, info
+
+    def delegate(self, task: str) -> ToolResult:
+        """Run one subagent on ``task`` (the tool's body); limits and failures are error observations."""
+        spec = self.subagent
+        if self.depth + 1 > spec.max_depth:
+            return ToolResult.failure(ToolErrorKind.TOOL_ERROR, f"delegate: depth limit {spec.max_depth} reached")
+        if self._count >= spec.max_count:
+            return ToolResult.failure(ToolErrorKind.TOOL_ERROR,
+                                      f"delegate: at most {spec.max_count} subagents per episode")
+        if spec.max_tokens is not None and self._tokens >= spec.max_tokens:
+            return ToolResult.failure(ToolErrorKind.TOOL_ERROR,
+                                      f"delegate: the subagents' token budget ({spec.max_tokens}) is spent")
+        self._count += 1
+        session_id = f"{self._episode_id}/{spec.role}-{self._count}"
+        nested = None
+        if self.depth + 2 <= spec.max_depth:
+            def nested(env: Any) -> Any:
+                return DelegateWrapper(env, self.policy, spec, depth=self.depth + 1, tool_name=self.tool.name)
+        run = run_subagent(spec, self.policy, task, session_id, wrap=nested)
+        self._tokens += run.sampled_tokens
+        if run.trajectory.segments:
+            self._pending.append({"segments": run.trajectory.segments, "spawned": True})
+        if run.answer is None:
+            return ToolResult.failure(ToolErrorKind.TOOL_ERROR, run.error or "delegate: the subagent failed")
+        return ToolResult(run.answer)
