@@ -10,7 +10,8 @@ with the training step for the CPU cores), started with ``VLLM_SERVER_DEV_MODE=1
   running; the trainer takes each round's groups as they finish, trains, and calls
   ``update_weights`` (pause in ``abort`` mode, reload, bump, resume) while episodes go on.
 
-Prints samples per second of each, their ratio (target >= 1.8x), and the median latency of one
+Both hand out every sample of the same tasks. Prints samples per second of each, their ratio
+(target >= 1.8x), and the median latency of one
 pause / reload / resume cycle. ``--tiny-model`` runs the tiny model on CPU instead of fake mode,
 for the record.
 
@@ -65,28 +66,31 @@ def train_step(seconds: float) -> None:
         a = torch.tanh(a @ a)
 
 
-def run_sync(policy, tasks, args) -> float:
+def run_sync(policy, tasks, args) -> tuple[float, int]:
     start = time.perf_counter()
     per_round = args.groups
+    turns = 0
     for r in range(args.rounds):
         chunk = tasks[r * per_round:(r + 1) * per_round]
-        collect(ENV_ID, policy, tasks=chunk, samples_per_task=args.samples, n_parallel=args.concurrency,
-                max_steps=20, progress=False)
+        done = collect(ENV_ID, policy, tasks=chunk, samples_per_task=args.samples, n_parallel=args.concurrency,
+                       max_steps=20, progress=False)
+        turns += sum(len(t.steps) for t in done)
         train_step(args.train_s)
         policy.weight_version = r + 1
-    return time.perf_counter() - start
+    return time.perf_counter() - start, turns
 
 
-def run_stream(policy, tasks, args, checkpoint: str) -> tuple[float, list[float], int]:
+def run_stream(policy, tasks, args, checkpoint: str) -> tuple[float, list[float], int, int]:
     start = time.perf_counter()
+    turns = 0
     with RolloutStream(ENV_ID, policy, tasks, samples_per_task=args.samples, concurrency=args.concurrency,
                        max_staleness=args.max_staleness, groups_per_update=args.groups, max_steps=20) as stream:
-        for _ in range(args.rounds):
-            stream.take(args.groups)
+        while groups := stream.take(args.groups):  # the same tasks as the sync run, every one handed out
+            turns += sum(len(t.steps) for g in groups for t in g.trajectories)
             train_step(args.train_s)
             stream.update_weights(checkpoint, mode="abort")
         wall = time.perf_counter() - start
-        return wall, list(stream.stats.update_s), stream.stats.dropped
+        return wall, list(stream.stats.update_s), stream.stats.dropped, turns
 
 
 def main() -> int:
@@ -119,14 +123,17 @@ def main() -> int:
             sampling = SamplingParams(temperature=1.0, top_k=-1, max_tokens=args.tokens, logprobs=0)
             total = args.rounds * args.groups
             sync_s, stream_s, cycles = [], [], []
-            dropped = 0
+            dropped = sync_turns = stream_turns = 0
             for repeat in range(args.repeats):
-                tasks = task_mix(total + args.groups * (args.max_staleness + 2) + args.concurrency, seed=repeat)
+                tasks = task_mix(total, seed=repeat)
                 policy = VLLMPolicy([address], tokenizer, sampling)
-                sync_s.append(run_sync(policy, tasks, args))
+                wall, turns = run_sync(policy, tasks, args)
+                sync_s.append(wall)
+                sync_turns += turns
                 policy = VLLMPolicy([address], tokenizer, sampling)
-                wall, updates, lost = run_stream(policy, tasks, args, str(model_dir))
+                wall, updates, lost, turns = run_stream(policy, tasks, args, str(model_dir))
                 stream_s.append(wall)
+                stream_turns += turns
                 cycles += updates
                 dropped += lost
             samples = total * args.samples
@@ -138,6 +145,8 @@ def main() -> int:
             print(f"sync collect-then-update: {sync_rate:.2f} samples/s (median of {[round(s, 2) for s in sync_s]} s)")
             print(f"streaming:                {stream_rate:.2f} samples/s (median of "
                   f"{[round(s, 2) for s in stream_s]} s)")
+            print(f"turns per sample: sync {sync_turns / (samples * args.repeats):.2f}, "
+                  f"streaming {stream_turns / (samples * args.repeats):.2f} (the same tasks, all handed out)")
             print(f"ratio: {stream_rate / sync_rate:.2f}x; pause/reload/resume cycle median "
                   f"{1000 * statistics.median(cycles):.1f} ms (n={len(cycles)}); stale groups dropped: {dropped}")
         finally:

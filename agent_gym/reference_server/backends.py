@@ -298,7 +298,9 @@ class FakeBackend:
     """A model-free backend returning a fixed token sequence (benchmarks and fault tests).
 
     Every sample is ``num_tokens - 1`` copies of ``token_id`` followed by the EOS id (cut to
-    ``max_tokens``, finish reason ``"length"``, when that is shorter), each with logprob
+    ``max_tokens``, finish reason ``"length"``, when that is shorter; a prompt that ends with copies
+    of the id gets only the rest of the answer, so a turn continued after a pause ends where it would
+    have), each with logprob
     ``-0.5`` (in either ``logprobs_mode``), after ``latency_ms`` of non-blocking sleep, then
     ``token_latency_ms`` per token (the ids are passed to ``GenRequest.on_token`` one by one,
     so a streamed answer arrives token by token). There is no concurrency limit.
@@ -345,7 +347,11 @@ class FakeBackend:
         """Return ``req.n`` copies of the fixed answer after the configured latency."""
         if self.latency:
             await asyncio.sleep(self.latency)
-        ids = [self.token_id] * (self.num_tokens - 1) + [self.eos]
+        # A prompt that ends with copies of the id continues the answer (a turn resumed after a pause).
+        head = 0
+        while head < min(len(req.prompt_ids), self.num_tokens - 1) and req.prompt_ids[-1 - head] == self.token_id:
+            head += 1
+        ids = [self.token_id] * (self.num_tokens - 1 - head) + [self.eos]
         finish = "stop"
         if len(ids) > req.max_tokens:
             ids, finish = ids[: req.max_tokens], "length"

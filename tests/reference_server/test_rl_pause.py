@@ -48,7 +48,7 @@ def test_pause_modes_on_a_fake_backend(qwen_tokenizer):
         await backend.reload_weights("checkpoint-2")
         backend.resume()
         kept = await task
-        assert len(kept.token_ids) == 30  # (the fake answer restarts its fixed ids: the rest ends on "length")
+        assert kept.finish_reason == "stop" and len(kept.token_ids) == 30
         head = kept.weight_versions.count(1)
         assert 0 < head < 30 and kept.weight_versions == [1] * head + [2] * (30 - head)
         # wait: in-flight requests finish first
