@@ -36,6 +36,7 @@ __all__ = [
     "failure_reason",
     "group_advantages",
     "is_infra_failure",
+    "own_segments",
     "parse_task",
     "neutral_rewards",
     "training_segments",
@@ -54,10 +55,13 @@ class RewardAssignment(str, Enum):
         EPISODE: Every segment carries the full episode reward (slime's behaviour).
         SPLIT: Each of the ``K`` segments carries ``reward / K``, so a long fan-out
             does not weigh more in the gradient than a one-segment episode.
+        ROLE: Each segment carries its role's reward (``Segment.role_reward``, set by a
+            multi-agent env), the episode reward where the env set none.
     """
 
     EPISODE = "episode"
     SPLIT = "split"
+    ROLE = "role"
 
     def __str__(self) -> str:
         return self.value
@@ -78,7 +82,8 @@ class TrainingSegment:
         response_logprobs: The server's logprob per response id, 0 where masked.
         reward: The reward this segment carries under the chosen assignment.
         episode_reward: The episode's total reward.
-        loss_weight: ``1 / count``: for trainers that weight samples.
+        loss_weight: ``1 / count`` (``1 / K_role`` in an episode with several roles): for
+            trainers that weight samples.
         status: The agent_gym episode status.
         masked: True when the episode failed for infrastructure reasons.
         trajectory: The episode the segment belongs to.
@@ -86,6 +91,11 @@ class TrainingSegment:
             and where unknown).
         version_runs: The version of each run of ids sampled under one version, in
             order (one per turn unless a weight update split the turn).
+        role: The role of the agent whose turns these are ("" for the episode's own).
+        parent_segment: Index of the segment whose agent spawned this one's, -1 for none.
+        spawn_step: The parent's step that spawned it, -1 for none.
+        own: Whether the segment is the episode's own agent's (not a subagent's or
+            another role's): adapters that take one row per episode take the last own one.
     """
 
     rollout_id: str
@@ -104,6 +114,15 @@ class TrainingSegment:
     trajectory: Trajectory
     weight_versions: list[int] = field(default_factory=list)
     version_runs: list[int] = field(default_factory=list)
+    role: str = ""
+    parent_segment: int = -1
+    spawn_step: int = -1
+    own: bool = True
+
+    @property
+    def advantage_id(self) -> str:
+        """The unit counted once in its advantage group: the rollout, or the rollout's role."""
+        return f"{self.rollout_id}/{self.role}" if self.role else self.rollout_id
 
     @property
     def is_last(self) -> bool:
@@ -166,11 +185,16 @@ def training_segments(
 ) -> list[TrainingSegment]:
     """Split one episode into the segments a trainer trains on.
 
+    Segments with a ``role`` (subagents, multi-agent episodes) have their own advantage
+    group per (task, role) and a loss weight of ``1 / K_role`` (``K_role``: the episode's
+    segments of that role), so each (rollout, role) weighs one in the gradient.
+
     Args:
         trajectory: An episode from ``collect``, the gateway or a file.
-        reward_assignment: ``"episode"`` (full reward on each segment) or ``"split"``
-            (``reward / K``).
-        role: Role appended to the advantage group key (multi-agent episodes).
+        reward_assignment: ``"episode"`` (full reward on each segment), ``"split"``
+            (``reward / K``) or ``"role"`` (the segment's ``role_reward``).
+        role: Role appended to the advantage group key of every segment (default: each
+            segment's own ``role``; none for the episode's own agent).
 
     Returns:
         At least one segment, in order.
@@ -186,14 +210,25 @@ def training_segments(
     segments = trajectory_segments(trajectory)
     count = len(segments)
     episode_reward = float(trajectory.trajectory_reward)
-    reward = episode_reward if assignment is RewardAssignment.EPISODE else episode_reward / count
     masked = is_infra_failure(trajectory)
-    key = advantage_group_key(trajectory, role)
     status = str(getattr(trajectory, "status", "") or "")
-    return [
-        TrainingSegment(
+    own_role = segments[0].role
+    per_role: dict[str, int] = {}
+    for segment in segments:
+        per_role[segment.role] = per_role.get(segment.role, 0) + 1
+    out = []
+    own = True
+    for i, segment in enumerate(segments):
+        own = own and segment.role == own_role and segment.parent_segment < 0
+        if assignment is RewardAssignment.EPISODE:
+            reward = episode_reward
+        elif assignment is RewardAssignment.SPLIT:
+            reward = episode_reward / count
+        else:
+            reward = episode_reward if segment.role_reward is None else segment.role_reward
+        out.append(TrainingSegment(
             rollout_id=trajectory.rollout_id,
-            group_key=key,
+            group_key=advantage_group_key(trajectory, role if role is not None else (segment.role or None)),
             index=i,
             count=count,
             prompt_ids=segment.prompt_tokens.tolist(),
@@ -202,15 +237,23 @@ def training_segments(
             response_logprobs=segment.response_logprobs.tolist(),
             reward=reward,
             episode_reward=episode_reward,
-            loss_weight=1.0 / count,
+            loss_weight=1.0 / (per_role[segment.role] if len(per_role) > 1 else count),
             status=status,
             masked=masked,
             trajectory=trajectory,
             weight_versions=segment.weight_versions.tolist(),
             version_runs=segment.version_runs(),
-        )
-        for i, segment in enumerate(segments)
-    ]
+            role=segment.role,
+            parent_segment=segment.parent_segment,
+            spawn_step=segment.spawn_step,
+            own=own,
+        ))
+    return out
+
+
+def own_segments(segments: list[TrainingSegment]) -> list[TrainingSegment]:
+    """The episode's own agent's segments (never empty: the first segment at least)."""
+    return [s for s in segments if s.own] or segments[:1]
 
 
 def _rollouts(items: Iterable[tuple[str, str, float, bool]]) -> dict[str, tuple[str, float, bool]]:
@@ -234,7 +277,8 @@ def group_advantages(
 
     Args:
         items: ``(group_key, rollout_id, reward, masked)`` per sample; the several
-            samples (segments) of one rollout repeat its id and are counted once.
+            samples (segments) of one rollout repeat its id and are counted once (in an
+            episode with roles, pass ``TrainingSegment.advantage_id``: each (rollout, role) once).
             Masked rollouts take no part in their group's statistics and get 0.
         normalize_std: Divide by the group's standard deviation (GRPO) or only
             subtract the mean (Dr. GRPO).

@@ -472,7 +472,7 @@ class AgentGymGenerator:
                 trajectory = dataclasses.replace(trajectory, rollout_id=f"{trajectory.group_id or 'episode'}#{i}")
             segments = training_segments(trajectory, reward_assignment=self.reward_assignment)
             per_row.append(segments[-1:] if self.multi_segment == "last" else segments)
-        rewards = neutral_rewards((s.group_key, s.rollout_id, s.reward, s.masked) for segs in per_row for s in segs)
+        rewards = neutral_rewards((s.group_key, s.advantage_id, s.reward, s.masked) for segs in per_row for s in segs)
         out: dict[str, list[Any]] = {key: [] for key in (
             "prompt_token_ids", "response_ids", "rewards", "loss_masks", "rollout_logprobs", "stop_reasons",
             "trajectory_ids", "is_last_step", "env_metrics")}
@@ -485,7 +485,7 @@ class AgentGymGenerator:
                 tid = TrajectoryKey(key, seen.get(key, 0))
                 seen[key] = tid.repetition_id + 1
             for segment in segments:
-                self._append_row(out, segment, rewards[segment.rollout_id], tid)
+                self._append_row(out, segment, rewards[segment.advantage_id], tid)
         return {**out, "rollout_metrics": self._metrics(trajectories, len(out["response_ids"]))}
 
     def _append_row(self, out: dict[str, list[Any]], segment: TrainingSegment, reward: float, tid: Any) -> None:

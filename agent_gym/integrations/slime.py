@@ -300,6 +300,9 @@ def episode_samples(sample: Any, trajectory: Any, *, env_id: str, sampling: Mapp
             "group_key": segment.group_key,
             "segment_index": segment.index,
             "num_segments": segment.count,
+            "role": segment.role,
+            "parent_segment": segment.parent_segment,
+            "spawn_step": segment.spawn_step,
             "loss_weight": segment.loss_weight,
             "masked": segment.masked,
             "error": error,
@@ -415,7 +418,10 @@ def reward_post_process(args: Any, samples: Sequence[Any]) -> tuple[list[float],
     for i, s in enumerate(samples):
         rollout = getattr(s, "rollout_id", None)
         rollout_key = f"r{rollout}" if rollout is not None else f"i{getattr(s, 'index', None) or i}"
-        masked = bool(getattr(s, "remove_sample", False) or (getattr(s, "metadata", None) or {}).get("masked"))
-        keys.append((str(getattr(s, "group_index", None)), rollout_key, raw[i], masked))
+        metadata = getattr(s, "metadata", None) or {}
+        masked = bool(getattr(s, "remove_sample", False) or metadata.get("masked"))
+        role = metadata.get("role") or ""
+        suffix = f"/{role}" if role else ""  # groups by (task, role); each (rollout, role) counted once
+        keys.append((str(getattr(s, "group_index", None)) + suffix, rollout_key + suffix, raw[i], masked))
     advantages = group_advantages(keys, normalize_std=getattr(args, "grpo_std_normalization", True))
     return raw, [advantages[key[1]] for key in keys]

@@ -72,7 +72,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from agent_gym.errors import ConfigError, MissingExtraError
-from agent_gym.integrations.contract import RewardAssignment, advantage_group_key, training_segments
+from agent_gym.integrations.contract import RewardAssignment, advantage_group_key, own_segments, training_segments
 from agent_gym.integrations.trl_data import episode_reward, metric_reward, task_dataset, task_prompt
 from agent_gym.integrations.trl_environment import environment_dataset, environment_factory
 from agent_gym.types import EpisodeStatus
@@ -509,7 +509,7 @@ def _filler_id(tokenizer: Any) -> int:
 def _sample(trajectory: Any, assignment: RewardAssignment, filler: int) -> dict[str, Any]:
     """One TRL sample from an episode: its last segment (see the module doc)."""
     segments = training_segments(trajectory, reward_assignment=assignment)
-    segment = segments[-1]
+    segment = own_segments(segments)[-1]  # the episode's own agent's last segment (not a subagent's)
     completion, mask, logprobs = segment.response_ids, segment.response_mask, segment.response_logprobs
     if not completion:
         completion, mask, logprobs = [filler], [0], [0.0]

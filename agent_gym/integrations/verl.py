@@ -44,7 +44,13 @@ import gymnasium as gym
 
 from agent_gym.envs import register_envs
 from agent_gym.errors import ConfigError, MissingExtraError
-from agent_gym.integrations.contract import RewardAssignment, failure_reason, parse_task, training_segments
+from agent_gym.integrations.contract import (
+    RewardAssignment,
+    failure_reason,
+    own_segments,
+    parse_task,
+    training_segments,
+)
 from agent_gym.memory import MemoryConfig
 from agent_gym.policy import ChatTokenBuilder, SamplingParams, TokenPolicyBase
 from agent_gym.rollout import RolloutOptions, collect_async
@@ -242,7 +248,7 @@ def agent_loop_fields(
         num_turns, extra_fields}, "metrics": {generate_sequences, tool_calls}}``.
     """
     segments = training_segments(trajectory, reward_assignment=reward_assignment)
-    segment = segments[-1]
+    segment = own_segments(segments)[-1]  # the episode's own agent's last segment (not a subagent's)
     prompt, response = segment.prompt_ids, segment.response_ids  # lists made for this call
     mask, logprobs = segment.response_mask, segment.response_logprobs
     masked = segment.masked
@@ -267,6 +273,7 @@ def agent_loop_fields(
         "agent_gym_status": segment.status,
         "agent_gym_masked": masked,
         "agent_gym_segments": segment.count,
+        "agent_gym_role": segment.role,
         "agent_gym_episode_reward": segment.episode_reward,
         "agent_gym_truncated": cut_prompt or cut_response,
         "agent_gym_error": failure_reason(trajectory),
