@@ -80,17 +80,18 @@ def run_sync(policy, tasks, args) -> tuple[float, int]:
     return time.perf_counter() - start, turns
 
 
-def run_stream(policy, tasks, args, checkpoint: str) -> tuple[float, list[float], int, int]:
+def run_stream(policy, tasks, args, checkpoint: str) -> tuple[float, list[float], int, int, int]:
     start = time.perf_counter()
-    turns = 0
+    turns = handed = 0
     with RolloutStream(ENV_ID, policy, tasks, samples_per_task=args.samples, concurrency=args.concurrency,
                        max_staleness=args.max_staleness, groups_per_update=args.groups, max_steps=20) as stream:
         while groups := stream.take(args.groups):  # the same tasks as the sync run, every one handed out
             turns += sum(len(t.steps) for g in groups for t in g.trajectories)
+            handed += sum(len(g.trajectories) for g in groups)
             train_step(args.train_s)
             stream.update_weights(checkpoint, mode="abort")
         wall = time.perf_counter() - start
-        return wall, list(stream.stats.update_s), stream.stats.dropped, turns
+        return wall, list(stream.stats.update_s), stream.stats.dropped, turns, handed
 
 
 def main() -> int:
@@ -102,7 +103,7 @@ def main() -> int:
     parser.add_argument("--train-s", type=float, default=0.5, help="seconds of one training step")
     parser.add_argument("--token-ms", type=float, default=8.0, help="per-token latency of the fake server")
     parser.add_argument("--tokens", type=int, default=24, help="ids per fake answer")
-    parser.add_argument("--max-staleness", type=int, default=2)
+    parser.add_argument("--max-staleness", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=2, help="runs of each variant (alternating)")
     parser.add_argument("--tiny-model", action="store_true", help="the tiny model on CPU instead of fake mode")
     args = parser.parse_args()
@@ -123,7 +124,7 @@ def main() -> int:
             sampling = SamplingParams(temperature=1.0, top_k=-1, max_tokens=args.tokens, logprobs=0)
             total = args.rounds * args.groups
             sync_s, stream_s, cycles = [], [], []
-            dropped = sync_turns = stream_turns = 0
+            dropped = sync_turns = stream_turns = stream_samples = 0
             for repeat in range(args.repeats):
                 tasks = task_mix(total, seed=repeat)
                 policy = VLLMPolicy([address], tokenizer, sampling)
@@ -131,14 +132,15 @@ def main() -> int:
                 sync_s.append(wall)
                 sync_turns += turns
                 policy = VLLMPolicy([address], tokenizer, sampling)
-                wall, updates, lost, turns = run_stream(policy, tasks, args, str(model_dir))
+                wall, updates, lost, turns, handed = run_stream(policy, tasks, args, str(model_dir))
                 stream_s.append(wall)
+                stream_samples += handed
                 stream_turns += turns
                 cycles += updates
                 dropped += lost
             samples = total * args.samples
             sync_rate = samples / statistics.median(sync_s)
-            stream_rate = samples / statistics.median(stream_s)
+            stream_rate = stream_samples / args.repeats / statistics.median(stream_s)
             mode = "tiny model on CPU" if args.tiny_model else f"fake mode, {args.tokens} ids at {args.token_ms} ms"
             print(f"{mode}; {args.rounds} updates x {args.groups} groups x {args.samples} samples; "
                   f"training step {args.train_s} s; concurrency {args.concurrency}")
@@ -146,7 +148,8 @@ def main() -> int:
             print(f"streaming:                {stream_rate:.2f} samples/s (median of "
                   f"{[round(s, 2) for s in stream_s]} s)")
             print(f"turns per sample: sync {sync_turns / (samples * args.repeats):.2f}, "
-                  f"streaming {stream_turns / (samples * args.repeats):.2f} (the same tasks, all handed out)")
+                  f"streaming {stream_turns / max(stream_samples, 1):.2f} (the same tasks; stale groups dropped are "
+                  f"not counted)")
             print(f"ratio: {stream_rate / sync_rate:.2f}x; pause/reload/resume cycle median "
                   f"{1000 * statistics.median(cycles):.1f} ms (n={len(cycles)}); stale groups dropped: {dropped}")
         finally:
