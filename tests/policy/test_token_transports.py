@@ -148,10 +148,17 @@ def test_routing_headers_request_bodies_and_abort(canned_server, qwen_tokenizer)
                     "meta_info": {"finish_reason": {"type": "abort", "message": "weights updating"},
                                   "output_token_logprobs": [[-0.5, 1, None], [-0.25, 2, None]]}}
     sg = VLLMPolicy([canned_server], qwen_tokenizer, sampling, api="sglang_generate", model="m", max_model_len=4096)
+    first = len(_Canned.seen)
     out = sg.act([{"role": "user", "content": "hi"}], session_id="sess-1")
-    assert out.finish_reason == "error" and "weights updating" in out.error  # an aborted request is not committed
-    assert out.token_ids == [1, 2] and out.logprobs == [-0.5, -0.25]
-    path, headers, body = _Canned.seen[-1]
+    # an aborted answer (a pause for a weight update) keeps its ids: the turn is sent again with prompt + kept ids
+    # and the budget reduced, until it ends (this server aborts every time: 4 answers of 2 ids exceed the 7)
+    assert out.finish_reason == "length" and out.token_ids == [1, 2] * 4 and out.logprobs == [-0.5, -0.25] * 4
+    sent = _Canned.seen[first:]
+    assert len(sent) == 4
+    for k, (_, _, continued) in enumerate(sent):
+        assert continued["input_ids"] == out.prompt_token_ids + [1, 2] * k
+        assert continued["sampling_params"]["max_new_tokens"] == 7 - 2 * k
+    path, headers, body = sent[0]
     assert path == "/generate"
     assert headers["x-session-id"] == headers["X-SMG-Routing-Key"] == "sess-1"
     params = body["sampling_params"]
