@@ -67,6 +67,16 @@ class TurnStream:
         self.task: asyncio.Task | None = None
 
 
+@dataclass
+class _Lineage:
+    """One agent of a session: its name, policy session, first message and last turn."""
+
+    name: str
+    policy_session: str
+    first: dict[str, Any]
+    last: list[dict[str, str]] = field(default_factory=list)
+
+
 class GatewaySession:
     """One episode driven by a client (see the module docs).
 
@@ -101,6 +111,7 @@ class GatewaySession:
         self._raw_by_signature: dict[str, str] = {}
         self._raw_unordered: dict[str, str] = {}
         self._conversation: list[dict[str, str]] = []
+        self._lineages: list[_Lineage] = []
         self.last_error: str | None = None
         self.status_hint: EpisodeStatus | None = None
         self.finished: StepTrajectory | None = None
@@ -137,6 +148,35 @@ class GatewaySession:
                 raw = self._raw_unordered.get(unordered_signature(*found))
         return raw
 
+    def lineage_for(self, messages: Sequence[dict[str, str]]) -> _Lineage:
+        """The agent (lineage) a request comes from, split by prefix.
+
+        The lineage whose last turn (its messages and the sampled reply) the request extends
+        (the longest such); else the lineage that began with the same first message (the
+        agent rewrote its history: a new segment of that lineage); else a new lineage. The
+        first lineage is the session's own (its turns use the session id); the others,
+        named ``agent-1``, ``agent-2``..., get their own policy session and segments.
+        """
+        best: _Lineage | None = None
+        for lineage in self._lineages:
+            n = len(lineage.last)
+            if n <= len(messages) and list(messages[:n]) == lineage.last and (best is None or n > len(best.last)):
+                best = lineage
+        if best is None:
+            head = dict(messages[0]) if messages else {}
+            best = next((lineage for lineage in self._lineages if lineage.first == head), None)
+        if best is None:
+            k = len(self._lineages)
+            best = _Lineage("" if k == 0 else f"agent-{k}", self.id if k == 0 else f"{self.id}.agent-{k}",
+                            dict(messages[0]) if messages else {})
+            self._lineages.append(best)
+        return best
+
+    @property
+    def policy_sessions(self) -> builtins.list[str]:
+        """The policy session ids the session's lineages used (the session id first)."""
+        return [lineage.policy_session for lineage in self._lineages] or [self.id]
+
     # ------------------------------------------------------------------ outbound
     def client_turn(self, output: PolicyOutput) -> tuple[ClientTurn, Any]:
         """Parse the sampled text into what the client sees."""
@@ -162,20 +202,21 @@ class GatewaySession:
         """
         resolved, rewritten = self._start_turn(messages)
         async with self.turn_lock:
+            lineage = self.lineage_for(resolved)
             # The turn completes even if the client goes away meanwhile: the session stays consistent.
-            task = asyncio.ensure_future(policy.aact(resolved, session_id=self.id, tools=tools))
+            task = asyncio.ensure_future(policy.aact(resolved, session_id=lineage.policy_session, tools=tools))
             try:
                 output = await asyncio.shield(task)
             except asyncio.CancelledError:
                 output = await task
-                self._record(resolved, output, rewritten, api, stream, disconnected=True)
+                self._record(resolved, output, rewritten, api, stream, disconnected=True, lineage=lineage)
                 raise
             except ServerError as exc:
                 raise self._upstream_error(exc) from None
             failure = self._failed_turn(output)
             if failure is not None:
                 raise failure
-            return self._record(resolved, output, rewritten, api, stream)
+            return self._record(resolved, output, rewritten, api, stream, lineage=lineage)
 
     def _start_turn(self, messages: Sequence[dict[str, Any]]) -> tuple[list[dict[str, str]], bool]:
         """Resolve a request's messages (see :meth:`resolve`); a finished session refuses the turn (409)."""
@@ -245,8 +286,9 @@ class GatewaySession:
 
         async with self.turn_lock:
             output: PolicyOutput | None = None
+            lineage = self.lineage_for(resolved)
             try:
-                async for event in policy.astream(resolved, session_id=self.id, tools=tools):
+                async for event in policy.astream(resolved, session_id=lineage.policy_session, tools=tools):
                     if event.output is not None:
                         output = event.output
                         break
@@ -271,12 +313,12 @@ class GatewaySession:
             forward(splitter.finish(output.text))
             view = signature("".join(content), calls)
             result = self._record(resolved, output, rewritten, api, True, disconnected=stream.client_gone,
-                                  view=view)
+                                  view=view, lineage=lineage)
             put(("result", result))
 
     def _record(
         self, messages: list[dict[str, str]], output: PolicyOutput, rewritten: bool, api: str, stream: bool,
-        disconnected: bool = False, view: str | None = None,
+        disconnected: bool = False, view: str | None = None, lineage: _Lineage | None = None,
     ) -> TurnResult:
         turn, parsed = self.client_turn(output)
         if api == "anthropic":
@@ -292,8 +334,12 @@ class GatewaySession:
                 "num_sampled_tokens": 0,
                 "new_segment": False,
                 "llm_time": output.llm_time,
-                **self.record.add_output(step_index, output),
+                **self.record.add_output(step_index, output, lineage.name if lineage is not None else ""),
             }
+            if lineage is not None:
+                lineage.last = [dict(m) for m in messages] + [{"role": "assistant", "content": output.text}]
+                if lineage.name:
+                    info["lineage"] = lineage.name
             new_segment = bool(info["new_segment"])
             last_assistant = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1)
             observed = [m["content"] for m in messages[last_assistant + 1:] if m["role"] != "system"]
@@ -489,7 +535,8 @@ class SessionStore:
             while len(self._finished) > self.keep_finished:
                 self._finished.popitem(last=False)
         if policy is not None:
-            policy.close_session(session.id)
+            for policy_session in session.policy_sessions:
+                policy.close_session(policy_session)
         for hook in self.finish_hooks:
             hook(session.id)
         if self.writer is not None:

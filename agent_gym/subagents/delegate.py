@@ -17,8 +17,9 @@ from typing import Any
 
 import gymnasium as gym
 
-from agent_gym.subagents.runner import SubagentSpec, run_subagent
+from agent_gym.subagents.runner import SubagentSpec, make_recorder, run_subagent
 from agent_gym.tools import ToolErrorKind, ToolResult
+from agent_gym.wrappers.trajectory import TrajectoryWrapper
 
 __all__ = ["DelegateTool", "DelegateWrapper"]
 
@@ -91,6 +92,7 @@ class DelegateWrapper(gym.Wrapper):
         self._count = 0
         self._tokens = 0
         self._pending: list[dict[str, Any]] = []
+        self._recorder: TrajectoryWrapper | None = None
 
     @property
     def spawned(self) -> int:
@@ -121,6 +123,10 @@ class DelegateWrapper(gym.Wrapper):
             self._pending = []
         return obs, reward, terminated, truncated, info
 
+    def _nest(self, env: Any) -> DelegateWrapper:
+        """A subagent's env that may delegate in turn (one level deeper)."""
+        return DelegateWrapper(env, self.policy, self.subagent, depth=self.depth + 1, tool_name=self.tool.name)
+
     def delegate(self, task: str) -> ToolResult:
         """Run one subagent on ``task`` (the tool's body); limits and failures are error observations."""
         spec = self.subagent
@@ -134,11 +140,11 @@ class DelegateWrapper(gym.Wrapper):
                                       f"delegate: the subagents' token budget ({spec.max_tokens}) is spent")
         self._count += 1
         session_id = f"{self._episode_id}/{spec.role}-{self._count}"
-        nested = None
-        if self.depth + 2 <= spec.max_depth:
-            def nested(env: Any) -> Any:
-                return DelegateWrapper(env, self.policy, spec, depth=self.depth + 1, tool_name=self.tool.name)
-        run = run_subagent(spec, self.policy, task, session_id, wrap=nested)
+        if self._recorder is None:
+            self._recorder = make_recorder(spec, self._nest if self.depth + 2 <= spec.max_depth else None)
+        run = run_subagent(spec, self.policy, task, session_id, recorder=self._recorder)
+        if not run.reusable:
+            self._recorder = None  # a hanging sub-episode still holds it
         self._tokens += run.sampled_tokens
         if run.trajectory.segments:
             self._pending.append({"segments": run.trajectory.segments, "spawned": True})

@@ -22,7 +22,7 @@ from agent_gym.tools import Tool
 from agent_gym.types import EpisodeStatus, FinishReason, PolicyOutput, StepTrajectory
 from agent_gym.wrappers.trajectory import TrajectoryWrapper
 
-__all__ = ["SubagentEnv", "SubagentRun", "SubagentSpec", "run_subagent"]
+__all__ = ["SubagentEnv", "SubagentRun", "SubagentSpec", "make_recorder", "run_subagent"]
 
 DEFAULT_SUBAGENT_PROMPT = (
     "You are a helper agent. Work on the task you are given, using the tools when they help, and reply with "
@@ -85,6 +85,11 @@ class SubagentEnv(AgentEnv):
         self.agent_role = role
         self.final_answer: str | None = None
 
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        """Start a sub-episode (``options["task"]``: its task)."""
+        self.final_answer = None
+        return super().reset(seed=seed, options=options)
+
     def score_answer(self, task: Mapping[str, Any], answer: str) -> float:
         """Keep the answer (the parent's tool output); a sub-episode has no reward of its own."""
         self.final_answer = answer
@@ -100,12 +105,14 @@ class SubagentRun:
         trajectory: Its trajectory (segments with ``role`` set; partial on a failure).
         error: Why it failed, None when it answered.
         sampled_tokens: Ids its policy sampled (over all its segments).
+        reusable: False when it was left hanging (its env is still in use).
     """
 
     answer: str | None
     trajectory: StepTrajectory
     error: str | None = None
     sampled_tokens: int = 0
+    reusable: bool = True
 
 
 def _act(policy: Any, messages: Any, session_id: str, tools: Any) -> Any:
@@ -116,10 +123,10 @@ def _act(policy: Any, messages: Any, session_id: str, tools: Any) -> Any:
     return asyncio.run(policy.aact(list(messages), session_id=session_id, tools=tools))
 
 
-def _drive(wrapper: TrajectoryWrapper, policy: Any, session_id: str) -> StepTrajectory:
+def _drive(wrapper: TrajectoryWrapper, policy: Any, session_id: str, task: dict[str, Any]) -> StepTrajectory:
     """Run the wrapped sub-episode to its end; failures end it with their status."""
     try:
-        obs, info = wrapper.reset(options={"episode_id": session_id, "task_index": 0})
+        obs, info = wrapper.reset(options={"episode_id": session_id, "task": task})
     except Exception as exc:  # noqa: BLE001 - a failing env is the sub-episode's error
         return wrapper.finish(EpisodeStatus.ENV_ERROR, f"env.reset raised {type(exc).__name__}: {exc}")
     tools = info.get("policy_tools")
@@ -139,8 +146,23 @@ def _drive(wrapper: TrajectoryWrapper, policy: Any, session_id: str) -> StepTraj
             return info["trajectory"]
 
 
+def make_recorder(spec: SubagentSpec, wrap: Callable[[AgentEnv], Any] | None = None) -> TrajectoryWrapper:
+    """The recorded env sub-episodes of ``spec`` run in (reusable from one sub-episode to the next).
+
+    Args:
+        spec: The subagent.
+        wrap: Wraps its env before recording (e.g. to let it delegate in turn).
+    """
+    env: Any = SubagentEnv(
+        [{"id": spec.role, "question": "(set per sub-episode)", "ground_truth": ""}], list(spec.tools), role=spec.role,
+        system_prompt=spec.system_prompt, max_steps=spec.max_steps, parser=spec.parser,
+    )
+    return TrajectoryWrapper(wrap(env) if wrap is not None else env)
+
+
 def run_subagent(
-    spec: SubagentSpec, policy: Any, task: str, session_id: str, *, wrap: Callable[[AgentEnv], Any] | None = None
+    spec: SubagentSpec, policy: Any, task: str, session_id: str, *, wrap: Callable[[AgentEnv], Any] | None = None,
+    recorder: TrajectoryWrapper | None = None,
 ) -> SubagentRun:
     """Run one sub-episode on ``task`` and return its answer and trajectory.
 
@@ -149,37 +171,37 @@ def run_subagent(
         policy: The policy to use when ``spec.policy`` is None.
         task: The task text (the sub-episode's user message).
         session_id: The sub-episode's id (its policy session).
-        wrap: Wraps the sub-episode's env before recording (e.g. to let it delegate in turn).
+        wrap: Wraps the sub-episode's env before recording (when no ``recorder`` is given).
+        recorder: A :func:`make_recorder` env to run in (reused when the last run was not left hanging).
 
     Returns:
-        The run; ``error`` says why it failed (status and reason).
+        The run; ``error`` says why it failed (status and reason); ``reusable`` whether
+        ``recorder`` may run the next sub-episode.
     """
-    env: Any = SubagentEnv(
-        [{"id": spec.role, "question": task, "ground_truth": ""}], list(spec.tools), role=spec.role,
-        system_prompt=spec.system_prompt, max_steps=spec.max_steps, parser=spec.parser,
-    )
-    if wrap is not None:
-        env = wrap(env)
-    wrapper = TrajectoryWrapper(env)
+    wrapper = recorder if recorder is not None else make_recorder(spec, wrap)
     agent = spec.policy if spec.policy is not None else policy
     holder: list[StepTrajectory] = []
-    thread = threading.Thread(target=lambda: holder.append(_drive(wrapper, agent, session_id)),
+    question = {"id": spec.role, "question": task, "ground_truth": ""}
+    thread = threading.Thread(target=lambda: holder.append(_drive(wrapper, agent, session_id, question)),
                               name=f"subagent-{session_id}", daemon=True)
     thread.start()
     thread.join(spec.timeout)
-    if holder:
-        trajectory = holder[0]
-    else:  # still running: the sub-episode ends here, its thread is left to finish on its own
+    hanging = not holder
+    if hanging:  # still running: the sub-episode ends here, its thread is left to finish on its own
         trajectory = wrapper.finish(EpisodeStatus.TIMEOUT, f"subagent exceeded its timeout of {spec.timeout}s")
+    else:
+        trajectory = holder[0]
     try:
         agent.close_session(session_id)
     except Exception:  # noqa: BLE001, S110 - closing a session is best effort
         pass
     sampled = sum(int(s.response_masks.sum()) for s in trajectory.segments)
-    answer = env.unwrapped.final_answer if trajectory.status == EpisodeStatus.ENV_DONE.value else None
+    base: Any = wrapper.unwrapped
+    answer = base.final_answer if trajectory.status == EpisodeStatus.ENV_DONE.value else None
     error = None
     if answer is None:
         reason = trajectory.steps[-1].info.get("error") or trajectory.steps[-1].info.get("end_reason") or ""
         error = f"subagent {spec.role!r} ended with {trajectory.status} without an answer" + (
             f" ({reason})" if reason else "")
-    return SubagentRun(answer=answer, trajectory=trajectory, error=error, sampled_tokens=sampled)
+    return SubagentRun(answer=answer, trajectory=trajectory, error=error, sampled_tokens=sampled,
+                       reusable=not hanging)

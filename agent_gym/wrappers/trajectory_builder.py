@@ -15,7 +15,7 @@ is made with ``dataclasses.replace``, so no field is ever listed twice.
 
 from __future__ import annotations
 
-import dataclasses
+import copy
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -33,6 +33,14 @@ from agent_gym.types import (
 from agent_gym.wrappers.token_assembly import TokenAssembler
 
 __all__ = ["TrajectoryBuilder"]
+
+
+def _relabel(segment: Segment, **lineage: Any) -> Segment:
+    """A shallow copy of ``segment`` with other lineage fields (``role``, ``parent_segment``, ...)."""
+    out = copy.copy(segment)
+    for name, value in lineage.items():
+        setattr(out, name, value)
+    return out
 
 
 class TrajectoryBuilder:
@@ -88,6 +96,7 @@ class TrajectoryBuilder:
         self.role = role
         self.role_rewards: dict[str, float] = {}
         self._children: list[tuple[int, int, list[Segment]]] = []
+        self._lineages: dict[str, TokenAssembler] = {}
         self.gamma = check_gamma(gamma)
         self.env_id = env_id
         self.task = task
@@ -105,12 +114,15 @@ class TrajectoryBuilder:
         """Seconds since the builder was made (the episode's wall time so far)."""
         return time.perf_counter() - self.start
 
-    def add_output(self, step_index: int, output: PolicyOutput) -> dict[str, Any]:
+    def add_output(self, step_index: int, output: PolicyOutput, lineage: str = "") -> dict[str, Any]:
         """Record what a policy turn says about the episode: its time, sampling, flags and ids.
 
         Args:
             step_index: Index of the step the turn belongs to.
             output: The policy's turn.
+            lineage: The agent the turn belongs to, when several agents share the episode (a
+                gateway session): each lineage's ids are assembled apart (its prefix check,
+                its segments, whose ``role`` is the lineage's name); "" for the episode's own.
 
         Returns:
             What the step's info keeps about the turn's ids (``finish_reason``,
@@ -124,7 +136,8 @@ class TrajectoryBuilder:
             self.sampling = dict(output.sampling)
         if output.token_ids is None or output.prompt_token_ids is None:
             return {}
-        new_segment = self.assembler.add_turn(
+        assembler = self._lineages.setdefault(lineage, TokenAssembler()) if lineage else self.assembler
+        new_segment = assembler.add_turn(
             step_index, output.prompt_token_ids, output.token_ids, output.logprobs, output.weight_versions
         )
         return {
@@ -169,21 +182,25 @@ class TrajectoryBuilder:
         self.role_rewards.update({str(role): float(value) for role, value in rewards.items()})
 
     def _all_segments(self) -> list[Segment]:
-        """The episode's own segments, then each child's with its lineage resolved to episode indices."""
+        """The episode's own segments, then each child's with its lineage resolved to episode indices.
+
+        Lineage is set on shallow copies (``_relabel``): the tensors were checked once, when made.
+        """
         segments = self.assembler.segments()
         if self.role:
-            segments = [dataclasses.replace(s, role=self.role) for s in segments]
+            segments = [_relabel(s, role=self.role) for s in segments]
+        for name, assembler in self._lineages.items():
+            segments += [_relabel(s, role=name) for s in assembler.segments()]
         for parent, spawn_step, child in self._children:
             offset = len(segments)
             for segment in child:
                 if segment.parent_segment < 0:
-                    segment = dataclasses.replace(segment, parent_segment=parent, spawn_step=spawn_step)
+                    segments.append(_relabel(segment, parent_segment=parent, spawn_step=spawn_step))
                 else:
-                    segment = dataclasses.replace(segment, parent_segment=segment.parent_segment + offset)
-                segments.append(segment)
+                    segments.append(_relabel(segment, parent_segment=segment.parent_segment + offset))
         if self.role_rewards:
             segments = [
-                dataclasses.replace(s, role_reward=self.role_rewards[s.role])
+                _relabel(s, role_reward=self.role_rewards[s.role])
                 if s.role_reward is None and s.role in self.role_rewards else s
                 for s in segments
             ]

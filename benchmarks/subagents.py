@@ -1,0 +1,123 @@
+"""Client CPU per turn of a delegating episode against a single-agent one, and export time per segment.
+
+Both episodes have the same number of policy turns (7) and run on ToolUse-v0 with a scripted
+token policy (no model: each turn's ids extend the session's previous prompt and sampled ids,
+so the token assembly does its full work):
+
+* single agent: six ``calculator`` calls, then the answer;
+* delegating: the parent delegates twice, then answers; each subagent calls ``calculator``
+  once, then answers (3 parent turns + 2 x 2 subagent turns), through ``DelegateWrapper``.
+
+The figure is process CPU time (every thread: the subagents run on threads of their own) per
+turn, median over rounds, the two kinds interleaved in one process. The export part times
+``to_slime_samples`` and ``write_jsonl`` per segment over the delegating episodes.
+
+Run::
+
+    python benchmarks/subagents.py --episodes 40 --rounds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from agent_gym.envs.tool_use.env import ToolUseEnv
+from agent_gym.export import to_slime_samples, write_jsonl
+from agent_gym.subagents import DelegateWrapper
+from agent_gym.types import PolicyOutput
+from agent_gym.wrappers.trajectory import TrajectoryWrapper
+
+TASK = {"id": "t", "question": "What is 6 * 7?", "ground_truth": "42"}
+CALC = '<tool_call>{"name": "calculator", "arguments": {"expression": "6 * 7"}}</tool_call>'
+DELEGATE = '<tool_call>{"name": "delegate", "arguments": {"task": "compute 6 * 7"}}</tool_call>'
+ANSWER = "<answer>42</answer>"
+
+
+class ScriptedTokens:
+    """A token policy without a model: per session, ids that extend the previous prompt and sampled ids."""
+
+    def __init__(self, script: dict[str, list[str]]) -> None:
+        self.script = script
+        self.state: dict[str, list[int]] = {}
+        self.turns: dict[str, int] = {}
+
+    def act(self, messages: Any, *, session_id: str, tools: Any = None) -> PolicyOutput:
+        kind = "parent" if "/" not in session_id else "child"
+        turn = self.turns.get(session_id, 0)
+        self.turns[session_id] = turn + 1
+        text = self.script[kind][min(turn, len(self.script[kind]) - 1)]
+        prompt = self.state.get(session_id, list(range(100, 160))) + [7] * 12  # the observation's ids
+        sampled = [1000 + (i % 500) for i in range(len(text) // 3)] + [2]
+        self.state[session_id] = prompt + sampled
+        return PolicyOutput(text=text, prompt_token_ids=prompt, token_ids=sampled, logprobs=[-0.5] * len(sampled),
+                            sampling={"logprobs_mode": "raw_logprobs"})
+
+    def close_session(self, session_id: str) -> None:
+        self.state.pop(session_id, None)
+        self.turns.pop(session_id, None)
+
+
+def episode(env: Any, policy: ScriptedTokens, episode_id: str) -> Any:
+    obs, info = env.reset(options={"task": TASK, "episode_id": episode_id})
+    tools = info["policy_tools"]
+    while True:
+        obs, _, terminated, truncated, info = env.step(policy.act(obs, session_id=episode_id, tools=tools))
+        tools = info["policy_tools"]
+        if terminated or truncated:
+            policy.close_session(episode_id)
+            return info["trajectory"]
+
+
+def run(kind: str, episodes: int) -> tuple[float, list[Any]]:
+    """CPU seconds per turn over ``episodes`` episodes of ``kind``, and the trajectories."""
+    if kind == "single":
+        policy = ScriptedTokens({"parent": [CALC] * 6 + [ANSWER]})
+        env: Any = TrajectoryWrapper(ToolUseEnv(tasks=[TASK], max_steps=10))
+    else:
+        policy = ScriptedTokens({"parent": [DELEGATE, DELEGATE, ANSWER], "child": [CALC, ANSWER]})
+        env = TrajectoryWrapper(DelegateWrapper(ToolUseEnv(tasks=[TASK], max_steps=10), policy, role="helper",
+                                                tools=list(ToolUseEnv(tasks=[TASK]).tools.values())))
+    trajectories = []
+    started = time.process_time()
+    for i in range(episodes):
+        trajectories.append(episode(env, policy, f"{kind}-{i}"))
+    seconds = time.process_time() - started
+    turns = episodes * 7  # both kinds: 7 policy turns per episode
+    return seconds / turns, trajectories
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--episodes", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    run("single", 3), run("delegating", 3)  # warm-up (imports, schemas)
+    per_turn: dict[str, list[float]] = {"single": [], "delegating": []}
+    exports: dict[str, list[float]] = {"slime": [], "jsonl": []}
+    for _ in range(args.rounds):
+        for kind in per_turn:
+            seconds, trajectories = run(kind, args.episodes)
+            per_turn[kind].append(seconds)
+        segments = sum(len(t.segments) for t in trajectories)
+        assert segments == 3 * args.episodes, segments
+        started = time.perf_counter()
+        to_slime_samples(trajectories)
+        exports["slime"].append((time.perf_counter() - started) / segments)
+        with tempfile.TemporaryDirectory() as tmp:
+            started = time.perf_counter()
+            write_jsonl(trajectories, Path(tmp) / "t.jsonl")
+            exports["jsonl"].append((time.perf_counter() - started) / segments)
+    single, delegating = (statistics.median(per_turn[k]) for k in ("single", "delegating"))
+    print(f"client CPU per turn: single {single * 1e3:.3f} ms, delegating {delegating * 1e3:.3f} ms, "
+          f"ratio {delegating / single:.3f}x")
+    for name, values in exports.items():
+        print(f"export per segment ({name}): {statistics.median(values) * 1e6:.1f} us")
+
+
+if __name__ == "__main__":
+    main()

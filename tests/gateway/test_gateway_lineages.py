@@ -1,0 +1,42 @@
+"""Two agents interleaved in one gateway session: two clean lineages, no false fork."""
+
+from __future__ import annotations
+
+import types
+
+import httpx
+
+from agent_gym.gateway import Gateway
+
+
+def test_interleaved_agents_form_two_lineages(scripted_upstream, qwen_tokenizer, exact):
+    address, engine = scripted_upstream(qwen_tokenizer, max_model_len=1024)
+    first = len(engine.records)
+    agents = {
+        "parent": [{"role": "system", "content": "You are the main agent."},
+                   {"role": "user", "content": "What is 6 * 7?"}],
+        "helper": [{"role": "system", "content": "You are a read-only investigator."},
+                   {"role": "user", "content": "Check 6 * 7 for the main agent."}],
+    }
+    flags = []
+    with Gateway([address], qwen_tokenizer, sampling={"max_tokens": 64}) as gw:
+        session = gw.session()
+        url = f"{session.openai_base_url}/chat/completions"
+        for _ in range(2):
+            for messages in agents.values():  # the two agents take turns in the one session
+                reply = httpx.post(url, json={"model": "m", "messages": messages}, timeout=60)
+                assert reply.status_code == 200, reply.text
+                flags.append(reply.headers["x-agent-gym-new-segment"])
+                message = reply.json()["choices"][0]["message"]
+                messages.append(message)
+                for call in message.get("tool_calls") or []:
+                    messages.append({"role": "tool", "tool_call_id": call["id"], "content": "RESULT=42"})
+        trajectory = session.current()
+    assert flags == ["false"] * 4
+    main, helper = trajectory.segments
+    assert (main.role, helper.role) == ("", "agent-1")
+    assert [s.info.get("lineage", "") for s in trajectory.steps] == ["", "agent-1", "", "agent-1"]
+    records = engine.records[first:]
+    # each lineage is one segment holding exactly its agent's prompts and sampled ids
+    exact(types.SimpleNamespace(segments=[main]), records[0::2])
+    exact(types.SimpleNamespace(segments=[helper]), records[1::2])
