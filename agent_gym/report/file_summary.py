@@ -176,6 +176,24 @@ class FileSummary:
             counts.update(e.failing_tools)
         return sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:top]
 
+    def role_success(self) -> dict[str, dict[str, float]]:
+        """Success per role of multi-agent episodes: a role succeeded when its ``role_reward`` is > 0.
+
+        Returns:
+            ``role -> {"episodes", "successes", "success_rate", "mean_reward"}``, roles sorted;
+            {} when no episode has role rewards.
+        """
+        rewards: dict[str, list[float]] = {}
+        for e in self.episodes:
+            for role, reward in e.role_rewards.items():
+                rewards.setdefault(role, []).append(reward)
+        out: dict[str, dict[str, float]] = {}
+        for role, values in sorted(rewards.items()):
+            successes = sum(1 for v in values if v > 0)
+            out[role] = {"episodes": len(values), "successes": successes, "success_rate": successes / len(values),
+                         "mean_reward": sum(values) / len(values)}
+        return out
+
     def series(self, metric: str) -> list[float]:
         """Values of a histogram metric (a key of :data:`SERIES`).
 

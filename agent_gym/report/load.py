@@ -69,6 +69,9 @@ class EpisodeStats:
         tool_calls: Tool calls the episode made.
         errors: Error observations by kind (see :data:`agent_gym.report.errors.ERROR_KINDS`).
         failing_tools: Failed calls by tool name.
+        role_rewards: The reward of each role with one (``Segment.role_reward``: multi-agent
+            episodes; the best of the role's segments, e.g. of several solvers); {} for
+            single-agent episodes.
     """
 
     source: str
@@ -88,6 +91,7 @@ class EpisodeStats:
     tool_calls: int = 0
     errors: dict[str, int] = field(default_factory=dict)
     failing_tools: dict[str, int] = field(default_factory=dict)
+    role_rewards: dict[str, float] = field(default_factory=dict)
 
     @property
     def success(self) -> bool:
@@ -223,6 +227,10 @@ def episode_stats(record: Mapping[str, Any], source: str, *, where: str | None =
         reward_time=_number(where, "metrics.reward_time", metrics.get("reward_time", 0.0)),
         tokens_sampled=tokens,
     )
+    for segment in segments:
+        if isinstance(segment, dict) and segment.get("role_reward") is not None:
+            role, value = str(segment.get("role") or ""), _number(where, "segments.role_reward", segment["role_reward"])
+            stats.role_rewards[role] = max(value, stats.role_rewards.get(role, value))
     _fill_steps(stats, record.get("steps"))
     return stats
 

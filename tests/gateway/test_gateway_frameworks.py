@@ -64,7 +64,9 @@ class Recorder:
             yield event
 
     def records(self, session_id: str) -> list[tuple[list[int], list[int], list[float]]]:
-        return [(list(o.prompt_token_ids), list(o.token_ids), list(o.logprobs)) for o in self.turns[session_id]]
+        """The session's turns: its own lineage's, then each other lineage's (``<session>.agent-N``)."""
+        ids = [sid for sid in self.turns if sid == session_id or sid.startswith(f"{session_id}.agent-")]
+        return [(list(o.prompt_token_ids), list(o.token_ids), list(o.logprobs)) for sid in ids for o in self.turns[sid]]
 
 
 # --------------------------------------------------------------------------- the agents
@@ -243,7 +245,9 @@ def test_smolagents_text_rendered_calls_stay_in_the_segment(runs, task, exact):
     assert resent[3]["role"] == "user" and resent[3]["content"].startswith("Observation:")
     assert not any(step.info["history_rewritten"] for step in trajectory.steps)
     exact(trajectory, records)
-    # Its three agent steps are one segment; only its max-steps fallback, a new system prompt, forks.
+    # Its three agent steps are one segment; its max-steps fallback, a new system prompt, is another agent's
+    # lineage (its own segment, no fork of the first).
     assert len(trajectory.steps) == 4 and len(trajectory.segments) == 2
     assert trajectory.steps[3].chat_completions[0]["content"] != task["system"]
-    assert [step.info["new_segment"] for step in trajectory.steps] == [False, False, False, True]
+    assert [step.info["new_segment"] for step in trajectory.steps] == [False, False, False, False]
+    assert [s.role for s in trajectory.segments] == ["", "agent-1"] and trajectory.steps[3].info["lineage"] == "agent-1"

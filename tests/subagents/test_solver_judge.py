@@ -98,3 +98,15 @@ def test_slime_samples_group_by_task_and_role():
     raw, centred = reward_post_process(args, samples)
     assert raw == [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
     assert centred == pytest.approx([0.5, 0.5, 0.5, -0.5, -0.5, -0.5])
+
+
+def test_the_report_shows_success_per_role():
+    from agent_gym.report.file_summary import FileSummary
+    from agent_gym.report.load import stats_from_trajectories
+
+    episodes = [_episode("r1", "t", 1.0, [0.0, 1.0]), _episode("r2", "t", 0.0, [0.0, 0.0])]
+    summary = FileSummary("batch", stats_from_trajectories(episodes, "batch"))
+    roles = summary.role_success()
+    assert list(roles) == ["judge", "solver"]
+    assert roles["judge"]["success_rate"] == 0.5 and roles["judge"]["episodes"] == 2
+    assert roles["solver"]["successes"] == 1  # a role succeeds in an episode when one of its agents did
