@@ -170,6 +170,7 @@ def _native_columns() -> dict[str, Any]:
             pa.field("parent_segment", pa.int64()),
             pa.field("spawn_step", pa.int64()),
             pa.field("role_reward", pa.float64()),
+            pa.field("agent_index", pa.int64()),
         ]
     )
     return {
@@ -430,7 +431,7 @@ def to_slime_samples(
     (``segment_index``, ``num_segments``, ``first_step``, ``last_step``),
     ``task_id``, ``token_weight_versions`` (the weight version of each response id, -1
     on environment ids), the segment's lineage (``role``, ``parent_segment``,
-    ``spawn_step``, ``role_reward``; a segment with a role has its own ``group_index``
+    ``spawn_step``, ``role_reward``, ``agent_index``; a segment with a role has its own ``group_index``
     per task and role) and every other field of the record in its JSON form under its
     own name (``idx``, ``group_id``, ``env_id``, ``retokenized``, ``sampling``
     with the logprobs mode, ``metrics``, ``task``, ``chat_completions``, and the
@@ -473,6 +474,7 @@ def to_slime_samples(
                 parent_segment=segment.parent_segment,
                 spawn_step=segment.spawn_step,
                 role_reward=segment.role_reward,
+                agent_index=segment.agent_index,
             )
             group = trajectory.group_id or trajectory.rollout_id
             if segment.role:  # advantage groups are keyed by (task, role)

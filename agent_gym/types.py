@@ -292,6 +292,8 @@ class Segment:
             -1 when ``parent_segment`` is.
         role_reward: The reward the env gave this segment's role, None when it gave
             none (the training contract then falls back to the episode's reward).
+        agent_index: Which agent of the episode the segment belongs to: 0 for the
+            episode's own, ``k`` for the k-th other agent (two solvers of one role differ).
     """
 
     prompt_tokens: torch.Tensor
@@ -305,6 +307,7 @@ class Segment:
     parent_segment: int = -1
     spawn_step: int = -1
     role_reward: float | None = None
+    agent_index: int = 0
 
     if TYPE_CHECKING:
         # What the generated __init__ accepts: lists too (``__post_init__`` makes them tensors).
@@ -321,6 +324,7 @@ class Segment:
             parent_segment: int = -1,
             spawn_step: int = -1,
             role_reward: float | None = None,
+            agent_index: int = 0,
         ) -> None: ...
 
     def __post_init__(self) -> None:
@@ -344,7 +348,7 @@ class Segment:
             )
         if not isinstance(self.role, str):
             raise TrajectoryError(f"Segment.role: expected str, got {type(self.role).__name__}")
-        for name in ("parent_segment", "spawn_step"):
+        for name in ("parent_segment", "spawn_step", "agent_index"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < -1:
                 raise TrajectoryError(f"Segment.{name}: expected an int >= -1, got {value!r}")
@@ -352,7 +356,9 @@ class Segment:
             if isinstance(self.role_reward, bool) or not isinstance(self.role_reward, (int, float)) or not (
                 math.isfinite(self.role_reward)
             ):
-                raise TrajectoryError(f"Segment.role_reward: expected a finite number or None, got {self.role_reward!r}")
+                raise TrajectoryError(
+                    f"Segment.role_reward: expected a finite number or None, got {self.role_reward!r}"
+                )
             self.role_reward = float(self.role_reward)
 
     def version_runs(self) -> list[int]:
@@ -389,6 +395,7 @@ class Segment:
             "parent_segment": self.parent_segment,
             "spawn_step": self.spawn_step,
             "role_reward": self.role_reward,
+            "agent_index": self.agent_index,
         }
 
     @classmethod

@@ -94,6 +94,7 @@ class TrainingSegment:
         role: The role of the agent whose turns these are ("" for the episode's own).
         parent_segment: Index of the segment whose agent spawned this one's, -1 for none.
         spawn_step: The parent's step that spawned it, -1 for none.
+        agent_index: Which agent of the episode (0: its own; see ``Segment.agent_index``).
         own: Whether the segment is the episode's own agent's (not a subagent's or
             another role's): adapters that take one row per episode take the last own one.
     """
@@ -118,11 +119,14 @@ class TrainingSegment:
     parent_segment: int = -1
     spawn_step: int = -1
     own: bool = True
+    agent_index: int = 0
 
     @property
     def advantage_id(self) -> str:
-        """The unit counted once in its advantage group: the rollout, or the rollout's role."""
-        return f"{self.rollout_id}/{self.role}" if self.role else self.rollout_id
+        """The unit counted once in its advantage group: the rollout, or one agent of it (role and agent index)."""
+        if not self.role and not self.agent_index:
+            return self.rollout_id
+        return f"{self.rollout_id}/{self.role}#{self.agent_index}"
 
     @property
     def is_last(self) -> bool:
@@ -247,6 +251,7 @@ def training_segments(
             parent_segment=segment.parent_segment,
             spawn_step=segment.spawn_step,
             own=own,
+            agent_index=segment.agent_index,
         ))
     return out
 

@@ -303,6 +303,7 @@ def episode_samples(sample: Any, trajectory: Any, *, env_id: str, sampling: Mapp
             "role": segment.role,
             "parent_segment": segment.parent_segment,
             "spawn_step": segment.spawn_step,
+            "agent_index": segment.agent_index,
             "loss_weight": segment.loss_weight,
             "masked": segment.masked,
             "error": error,
@@ -421,7 +422,8 @@ def reward_post_process(args: Any, samples: Sequence[Any]) -> tuple[list[float],
         metadata = getattr(s, "metadata", None) or {}
         masked = bool(getattr(s, "remove_sample", False) or metadata.get("masked"))
         role = metadata.get("role") or ""
-        suffix = f"/{role}" if role else ""  # groups by (task, role); each (rollout, role) counted once
-        keys.append((str(getattr(s, "group_index", None)) + suffix, rollout_key + suffix, raw[i], masked))
+        group = f"/{role}" if role else ""  # groups by (task, role); each agent of a rollout counted once
+        agent = f"{group}#{metadata.get('agent_index', 0)}" if role else ""
+        keys.append((str(getattr(s, "group_index", None)) + group, rollout_key + agent, raw[i], masked))
     advantages = group_advantages(keys, normalize_std=getattr(args, "grpo_std_normalization", True))
     return raw, [advantages[key[1]] for key in keys]

@@ -189,15 +189,21 @@ class TrajectoryBuilder:
         segments = self.assembler.segments()
         if self.role:
             segments = [_relabel(s, role=self.role) for s in segments]
+        agents = 0
         for name, assembler in self._lineages.items():
-            segments += [_relabel(s, role=name) for s in assembler.segments()]
+            agents += 1
+            segments += [_relabel(s, role=name, agent_index=agents) for s in assembler.segments()]
         for parent, spawn_step, child in self._children:
             offset = len(segments)
+            first_agent = agents + 1
             for segment in child:
+                index = first_agent + segment.agent_index  # the child's own agents, then its subagents
+                agents = max(agents, index)
                 if segment.parent_segment < 0:
-                    segments.append(_relabel(segment, parent_segment=parent, spawn_step=spawn_step))
+                    segments.append(_relabel(segment, parent_segment=parent, spawn_step=spawn_step, agent_index=index))
                 else:
-                    segments.append(_relabel(segment, parent_segment=segment.parent_segment + offset))
+                    segments.append(_relabel(segment, parent_segment=segment.parent_segment + offset,
+                                             agent_index=index))
         if self.role_rewards:
             segments = [
                 _relabel(s, role_reward=self.role_rewards[s.role])

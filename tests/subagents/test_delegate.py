@@ -103,7 +103,7 @@ def test_the_builder_resolves_lineage_of_nested_agents():
     builder.assembler.add_turn(0, [1, 2], [3], [-0.5])
     grandchild = Segment([7], [8], [1], [-0.1], role="b")
     child = [Segment([4], [5], [1], [-0.2], role="a"),
-             Segment([6], [9], [1], [-0.3], role="b", parent_segment=0, spawn_step=0)]
+             Segment([6], [9], [1], [-0.3], role="b", parent_segment=0, spawn_step=0, agent_index=1)]
     builder.add_child(child, spawn_step=0)
     builder.add_child([grandchild], spawned=False)
     builder.set_role_rewards({"main": 1.0, "b": 0.25})
@@ -111,6 +111,7 @@ def test_the_builder_resolves_lineage_of_nested_agents():
     segments = builder.build("ENV_DONE", conversation=[]).segments
     assert [(s.role, s.parent_segment, s.spawn_step, s.role_reward) for s in segments] == [
         ("main", -1, -1, 1.0), ("a", 0, 0, None), ("b", 1, 0, 0.25), ("b", -1, -1, 0.25)]
+    assert [s.agent_index for s in segments] == [0, 1, 2, 3]  # each agent its own index
 
 
 # ---------------------------------------------------------------------------------------------- real server

@@ -57,7 +57,7 @@ def test_solver_judge_under_collect(reference_server, qwen_tokenizer):
     items = [(s.group_key, s.advantage_id, s.reward, s.masked)
              for e in episodes for s in training_segments(e, reward_assignment="role")]
     advantages = group_advantages(items)
-    assert len(advantages) == 16  # 8 rollouts x 2 roles
+    assert len(advantages) == 24  # 8 rollouts x (a judge and two solvers)
 
 
 def _episode(rollout_id: str, task_id: str, judge: float, solvers: list[float]) -> object:
@@ -79,7 +79,7 @@ def test_reward_assignments_and_weights_per_role():
     assert [s.reward for s in by[RewardAssignment.SPLIT]] == pytest.approx([1 / 3] * 3)
     assert [s.loss_weight for s in by[RewardAssignment.ROLE]] == [1.0, 0.5, 0.5]
     assert [(s.own, s.advantage_id) for s in by[RewardAssignment.ROLE]] == [
-        (True, "r1/judge"), (False, "r1/solver"), (False, "r1/solver")]
+        (True, "r1/judge#0"), (False, "r1/solver#1"), (False, "r1/solver#2")]
 
 
 def test_slime_samples_group_by_task_and_role():

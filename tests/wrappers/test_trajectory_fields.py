@@ -46,7 +46,8 @@ SEGMENTS = [
     Segment([1, 2, 3], [4, 5, 6], [1, 0, 1], [-0.5, 0.0, -0.25], first_step=0, last_step=0,
             weight_versions=[3, -1, 4]),
     Segment([9, 8], [7, 6, 5, 4], [1, 1, 0, 1], [-1.0, -0.125, 0.0, -2.0], first_step=1, last_step=2,
-            weight_versions=[4, 5, -1, 5], role="investigator", parent_segment=0, spawn_step=1, role_reward=0.5),
+            weight_versions=[4, 5, -1, 5], role="investigator", parent_segment=0, spawn_step=1, role_reward=0.5,
+            agent_index=1),
 ]
 
 
@@ -176,7 +177,7 @@ def _sample_fields(sample: dict[str, Any]) -> dict[str, Any]:
                       first_step=meta["first_step"], last_step=meta["last_step"],
                       weight_versions=meta["token_weight_versions"], role=meta["role"],
                       parent_segment=meta["parent_segment"], spawn_step=meta["spawn_step"],
-                      role_reward=meta["role_reward"])
+                      role_reward=meta["role_reward"], agent_index=meta["agent_index"])
     return {
         "prompt_tokens": sample["tokens"][:-n],
         "response_tokens": sample["tokens"][-n:],
