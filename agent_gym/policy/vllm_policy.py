@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 
 from agent_gym.errors import ServerError
 from agent_gym.policy.token_apis import TokenAPI, token_api
-from agent_gym.policy.turn_resume import TurnResume
+from agent_gym.policy.turn_resume import TurnResume, answer_versions
 from agent_gym.policy.vllm_base import StreamEvent, VLLMPolicyBase
 from agent_gym.policy.vllm_client import StreamInterrupted
 from agent_gym.policy.vllm_protocol import (
@@ -164,6 +164,7 @@ class VLLMPolicy(VLLMPolicyBase):
         plan, make_body = self._token_request(messages, session_id, tools, stream=True)
         ids: list[int] = []
         lps: list[float] = []
+        versions: list[int] = []  # the weight version of each id, as the unstreamed turn records them
         texts: list[str] = []
         ids_ok = lps_ok = True
         finish: Any = None
@@ -185,6 +186,7 @@ class VLLMPolicy(VLLMPolicyBase):
                     ids_ok = False
                 elif token_ids:
                     ids += token_ids
+                    versions += answer_versions(chunk, len(token_ids), self.weight_version)
                     if logprobs is None:
                         lps_ok = False
                     else:
@@ -215,7 +217,10 @@ class VLLMPolicy(VLLMPolicyBase):
                                  "token_ids": ids if ids_ok else None}
         if lps_ok and self.sampling.logprobs is not None:
             whole["logprobs"] = {"token_logprobs": lps}
-        yield StreamEvent(output=self._token_output(plan, whole, server, start))
+        out = self._token_output(plan, whole, server, start)
+        if out.token_ids is not None and len(versions) == len(out.token_ids):
+            out.weight_versions = versions
+        yield StreamEvent(output=out)
 
     def _token_request(
         self, messages: Sequence[Message], session_id: str, tools: list[dict] | None, *, stream: bool
@@ -223,7 +228,8 @@ class VLLMPolicy(VLLMPolicyBase):
         """The prompt plan of a token-mode turn and the builder of its request body per server."""
         assert self.builder is not None
         plan = self.builder.prepare(session_id, messages, tools)
-        stop_ids = sorted(set(self.sampling.stop_token_ids) | {self.builder.eot_token_id} | self.builder.family_stop_ids)
+        stop_ids = sorted(set(self.sampling.stop_token_ids) | {self.builder.eot_token_id}
+                          | self.builder.family_stop_ids)
         seed = self._next_seed(session_id)
 
         async def make_body(server: str) -> dict[str, Any]:

@@ -236,6 +236,7 @@ class RAGEnv(AgentEnv):
     * ``max_k`` (10), ``max_doc_chars`` (4000), ``max_query_chars`` (1000), ``answer_metric``.
     * ``max_tool_output_chars``: default ``max(8192, max_doc_chars + 1000)``.
     * ``max_steps`` (default 10), ``tools_in_prompt``, ``system_prompt``, ``rewards``, ``parser``,
+      ``tool_parser``, ``reasoning_parser`` (the model's formats by vLLM's names),
       ``tool_time_limit``, ``max_tool_calls_per_step``, ``render_mode``: see
       :class:`~agent_gym.core.AgentEnv`.
 
@@ -275,7 +276,9 @@ class RAGEnv(AgentEnv):
         tools_in_prompt: bool = False,
         system_prompt: str | None = None,
         rewards: RewardConfig | Mapping[str, float] | None = None,
-        parser: ToolCallParser | None = None,
+        parser: ToolCallParser | str | None = None,
+        tool_parser: str | None = None,
+        reasoning_parser: str | None = None,
         tool_time_limit: float | None = DEFAULT_TIME_LIMIT,
         max_tool_output_chars: int | None = None,
         max_tool_calls_per_step: int = 8,
@@ -297,7 +300,8 @@ class RAGEnv(AgentEnv):
         if max_tool_output_chars is None:
             max_tool_output_chars = max(8192, max_doc_chars + 1000)
         super().__init__(tasks, tools, max_steps=max_steps, tools_in_prompt=tools_in_prompt,
-                         system_prompt=system_prompt, rewards=rewards, parser=parser, tool_time_limit=tool_time_limit,
+                         system_prompt=system_prompt, rewards=rewards, parser=parser,
+                         tool_parser=tool_parser, reasoning_parser=reasoning_parser, tool_time_limit=tool_time_limit,
                          max_tool_output_chars=max_tool_output_chars, max_tool_calls_per_step=max_tool_calls_per_step,
                          render_mode=render_mode)
 

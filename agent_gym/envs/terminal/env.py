@@ -135,6 +135,7 @@ class TerminalEnv(AgentEnv):
     * ``tools``: not accepted (:class:`~agent_gym.errors.ConfigError`): the tools are ``bash``
       and ``submit`` bound to each episode's sandbox (see :attr:`tools_not_accepted`).
     * ``max_steps`` (default 30), ``tools_in_prompt``, ``system_prompt``, ``rewards``, ``parser``,
+      ``tool_parser``, ``reasoning_parser`` (the model's formats by vLLM's names),
       ``tool_time_limit``, ``max_tool_output_chars``, ``max_tool_calls_per_step``, ``render_mode``:
       see :class:`~agent_gym.core.AgentEnv`.
 
@@ -176,7 +177,9 @@ class TerminalEnv(AgentEnv):
         tools_in_prompt: bool = False,
         system_prompt: str | None = None,
         rewards: RewardConfig | Mapping[str, float] | None = None,
-        parser: ToolCallParser | None = None,
+        parser: ToolCallParser | str | None = None,
+        tool_parser: str | None = None,
+        reasoning_parser: str | None = None,
         tool_time_limit: float | None = DEFAULT_TIME_LIMIT,
         max_tool_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
         max_tool_calls_per_step: int = 8,
@@ -209,7 +212,8 @@ class TerminalEnv(AgentEnv):
         self.last_report: TestReport | None = None
         checked_later = cast("Sequence[Mapping[str, Any]] | None", tasks)  # validate_tasks loads the paths
         super().__init__(checked_later, tools, max_steps=max_steps, tools_in_prompt=tools_in_prompt,
-                         system_prompt=system_prompt, rewards=rewards, parser=parser, tool_time_limit=tool_time_limit,
+                         system_prompt=system_prompt, rewards=rewards, parser=parser,
+                         tool_parser=tool_parser, reasoning_parser=reasoning_parser, tool_time_limit=tool_time_limit,
                          max_tool_output_chars=max_tool_output_chars, max_tool_calls_per_step=max_tool_calls_per_step,
                          render_mode=render_mode)
 
