@@ -331,9 +331,9 @@ def parse_response(text: str) -> ParsedResponse:
 
 
 def format_tool_call(name: str, arguments: Mapping[str, Any]) -> str:
-    """Render one hermes-style ``<tool_call>`` block, the text :func:`parse_response` reads back as the call.
+    r"""Render one hermes-style ``<tool_call>`` block, the text :func:`parse_response` reads back as the call.
 
-    A ``<`` that starts something tag-like inside a JSON string is written ``\\u003c``
+    A ``<`` that starts something tag-like inside a JSON string is written ``\u003c``
     (still the same JSON value), so an argument such as ``"</tool_call>"`` cannot end the block.
 
     Example:
