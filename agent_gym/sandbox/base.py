@@ -42,6 +42,11 @@ class Result:
         """True for exit code 0 without a timeout."""
         return self.exit_code == 0 and not self.timed_out
 
+    def transcript(self) -> str:
+        """The output as a shell tool shows it to an agent: the text, then ``[exit code: N]`` on its own line."""
+        output = self.output if self.output.endswith("\n") or not self.output else self.output + "\n"
+        return f"{output}[exit code: {self.exit_code}]"
+
 
 @dataclass(frozen=True)
 class SandboxLimits:

@@ -343,8 +343,7 @@ class SWEEnv(AgentEnv):
         if self._submitted:
             return "[the work was already submitted]"
         result = self.sandbox.run(command, timeout=self.command_timeout)
-        output = result.output if result.output.endswith("\n") or not result.output else result.output + "\n"
-        return f"{output}[exit code: {result.exit_code}]"
+        return result.transcript()
 
     def submit(self) -> str:
         """Submit the changes to the repository for grading; this ends the episode.

@@ -377,8 +377,7 @@ class TerminalEnv(AgentEnv):
             return "[the work was already submitted]"
         timeout = min(self.command_timeout, float((self.task or {}).get("agent_timeout") or self.command_timeout))
         result = self.sandbox.run(command, timeout=timeout)
-        output = result.output if result.output.endswith("\n") or not result.output else result.output + "\n"
-        return f"{output}[exit code: {result.exit_code}]"
+        return result.transcript()
 
     def submit(self) -> str:
         """Submit the current state of the sandbox for grading; this ends the episode.
