@@ -15,6 +15,7 @@ twice gives the same ids (the message is parsed again each time the conversation
 
 from __future__ import annotations
 
+import abc
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
@@ -110,7 +111,7 @@ class ThinkReasoningParser:
         return "\n\n".join(t.strip() for t in thoughts if t.strip()), "".join(rest)
 
 
-class FormatParser:
+class FormatParser(abc.ABC):
     """Base of the named tool-call parsers: reasoning, then calls, then the ``<answer>`` in the content.
 
     Subclasses set ``name`` (vLLM's parser name) and ``id_style`` and implement
@@ -155,14 +156,14 @@ class FormatParser:
         return ParsedResponse(text=text, thought=reasoning, tool_calls=calls, answer=find_answer(content),
                               errors=errors, content=content)
 
+    @abc.abstractmethod
     def extract_calls(self, text: str) -> tuple[list[ToolCall], list[str], str]:
         """Return the calls in ``text``, an error line per malformed one, and the text without them."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def format_calls(self, calls: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
         """The text a model of this format writes to make ``calls`` (what :meth:`parse` reads back).
 
         Args:
             calls: ``(name, arguments)`` pairs.
         """
-        raise NotImplementedError
