@@ -27,7 +27,6 @@ so that an episode does not wait for a container to start.
 
 from __future__ import annotations
 
-import atexit
 import io
 import os
 import socket
@@ -37,8 +36,9 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
-from agent_gym.checks import check_int, check_timeout
+from agent_gym.checks import check_timeout
 from agent_gym.sandbox.base import Result, SandboxError, SandboxLimits, SandboxUnavailableError
+from agent_gym.sandbox.docker_pool import DockerPool, pool_for, remove_container, start_container
 
 __all__ = [
     "DockerPool",
@@ -82,8 +82,6 @@ trap __ag_save EXIT
 __ag_pre "$__ag_rc"; . /run/agent_gym/cmd </dev/null 2>&1
 """
 
-_LIVE: dict[str, Any] = {}  # container id -> container, for removal at exit
-_LIVE_LOCK = threading.Lock()
 
 
 def docker_client() -> Any:
@@ -146,7 +144,7 @@ def remove_orphans(client: Any) -> list[str]:
         owner = str((getattr(container, "labels", None) or {}).get(f"{LABEL}.owner", ""))
         name, _, pid = owner.rpartition(":")
         if name == host and pid.isdigit() and not _pid_alive(int(pid)):
-            _remove(container)
+            remove_container(container)
             removed.append(container.id)
     return removed
 
@@ -206,111 +204,6 @@ def container_options(image: str, limits: SandboxLimits, workdir: str = "/app") 
     }
 
 
-def _remove(container: Any) -> None:
-    container_id = getattr(container, "id", None)
-    if container_id is not None:
-        with _LIVE_LOCK:
-            _LIVE.pop(container_id, None)
-    try:
-        container.remove(force=True)
-    except Exception:  # already gone, or the engine went away
-        pass
-
-
-@atexit.register
-def _remove_all() -> None:
-    with _LIVE_LOCK:
-        containers = list(_LIVE.values())
-    for container in containers:
-        _remove(container)
-
-
-def _start(client: Any, options: Mapping[str, Any]) -> Any:
-    container = client.containers.run(**options)
-    with _LIVE_LOCK:
-        _LIVE[container.id] = container
-    return container
-
-
-class DockerPool:
-    """Pre-started containers of one configuration, refilled in the background.
-
-    Args:
-        client: A Docker client (:func:`docker_client`).
-        options: :func:`container_options` of the containers.
-        size: Containers kept ready.
-    """
-
-    def __init__(self, client: Any, options: Mapping[str, Any], size: int = 2) -> None:
-        self.client = client
-        self.options = dict(options)
-        self.size = check_int("size", size, low=0)
-        self._ready: list[Any] = []
-        self._lock = threading.Lock()
-        self._filling = 0
-        self._closed = False
-        self._refill()
-
-    def _refill(self) -> None:
-        with self._lock:
-            missing = self.size - len(self._ready) - self._filling
-            self._filling += max(missing, 0)
-        for _ in range(max(missing, 0)):
-            threading.Thread(target=self._add, daemon=True).start()
-
-    def _add(self) -> None:
-        try:
-            container = _start(self.client, self.options)
-        except Exception:  # the next acquire starts one itself and reports the error
-            container = None
-        with self._lock:
-            self._filling -= 1
-            if container is not None and not self._closed:
-                self._ready.append(container)
-                container = None
-        if container is not None:
-            _remove(container)
-
-    def acquire(self) -> Any:
-        """A started container (a pre-started one if ready), then refill the pool."""
-        with self._lock:
-            container = self._ready.pop() if self._ready else None
-        if container is None:
-            container = _start(self.client, self.options)
-        self._refill()
-        return container
-
-    def close(self) -> None:
-        """Remove the containers kept ready; safe to call twice."""
-        with self._lock:
-            self._closed = True
-            ready, self._ready = self._ready, []
-        for container in ready:
-            _remove(container)
-
-
-_POOLS: dict[tuple[Any, ...], DockerPool] = {}
-_POOLS_LOCK = threading.Lock()
-
-
-def _pool_for(client: Any, options: dict[str, Any], size: int) -> DockerPool:
-    key = (id(client), repr(sorted(options.items(), key=lambda kv: kv[0])))
-    with _POOLS_LOCK:
-        pool = _POOLS.get(key)
-        if pool is None:
-            pool = _POOLS[key] = DockerPool(client, options, size)
-        return pool
-
-
-@atexit.register
-def _close_pools() -> None:
-    with _POOLS_LOCK:
-        pools = list(_POOLS.values())
-        _POOLS.clear()
-    for pool in pools:
-        pool.close()
-
-
 def _tar_one(path: str, data: bytes, mode: int) -> bytes:
     import tarfile
 
@@ -367,12 +260,12 @@ class DockerSandbox:
         options = container_options(image, self.limits, workdir)
         try:
             if pool_size > 0:
-                self.container = _pool_for(self.client, options, pool_size).acquire()
+                self.container = pool_for(self.client, options, pool_size).acquire()
             else:
-                self.container = _start(self.client, options)
+                self.container = start_container(self.client, options)
         except Exception as exc:
             raise SandboxUnavailableError(f"could not start a container from {image!r}: {exc}") from None
-        self._finalizer = weakref.finalize(self, _remove, self.container)
+        self._finalizer = weakref.finalize(self, remove_container, self.container)
         first = self._exec(["bash", "-c", f"mkdir -p {_CTL} {workdir} && read -r s </proc/$$/stat && "
                             "s=${s##*) } && set -- $s && echo ${20} && cat /proc/1/task/1/children"],
                            {}, "/", 30.0)

@@ -13,7 +13,15 @@ import pytest
 from sandbox_helpers import DOCKER_IMAGE
 
 from agent_gym.envs.terminal import TerminalEnv, load_task, select_backend
-from agent_gym.sandbox import DockerPool, DockerSandbox, LocalSandbox, Result, SandboxLimits, bwrap_available
+from agent_gym.sandbox import (
+    DockerPool,
+    DockerSandbox,
+    LocalSandbox,
+    Result,
+    SandboxLimits,
+    bwrap_available,
+    docker_pool,
+)
 from agent_gym.sandbox import docker as docker_backend
 from agent_gym.sandbox.docker import container_options
 
@@ -181,7 +189,7 @@ def test_pool_prestarts_and_refills_and_exit_removes_everything():
     assert len(client.containers.started) == 3  # refilled
     while len(pool._ready) < 2 and time.monotonic() < deadline:
         time.sleep(0.01)
-    docker_backend._remove_all()  # what runs at interpreter exit
+    docker_pool._remove_all()  # what runs at interpreter exit
     assert all(c.removed == 1 for c in client.containers.started)
     pool.close()
 
@@ -192,19 +200,19 @@ def test_sandboxes_share_one_client_and_one_pool_per_configuration(monkeypatch):
     monkeypatch.setattr(docker_backend, "docker_client", lambda: made.append(1) or client)
     monkeypatch.setattr(docker_backend, "remove_orphans", lambda c: made.append(c))
     monkeypatch.setattr(docker_backend, "_SHARED", [])
-    monkeypatch.setattr(docker_backend, "_POOLS", {})
+    monkeypatch.setattr(docker_pool, "_POOLS", {})
     _boot(client)
     _boot(client)
     first, second = DockerSandbox("img:4", LIMITS, pool_size=1), DockerSandbox("img:4", LIMITS, pool_size=1)
     assert first.client is second.client is client and made == [1, client]  # orphans removed once
-    assert len(docker_backend._POOLS) == 1 and first.container is not second.container
-    (pool,) = docker_backend._POOLS.values()
+    assert len(docker_pool._POOLS) == 1 and first.container is not second.container
+    (pool,) = docker_pool._POOLS.values()
     deadline = time.monotonic() + 10
     while pool._filling and time.monotonic() < deadline:  # refills in flight
         time.sleep(0.01)
     first.close()
     second.close()
-    docker_backend._close_pools()
+    docker_pool._close_pools()
     assert all(c.removed == 1 for c in client.containers.started)
 
 
