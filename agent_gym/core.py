@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from types import MappingProxyType
 from typing import Any, ClassVar
 
 import gymnasium as gym
 
 from agent_gym.checks import check_bool, check_choice, check_int, check_timeout
+from agent_gym.episode_tools import EpisodeToolsMixin
 from agent_gym.errors import ConfigError
 from agent_gym.grading import normalize_text
 from agent_gym.parsers import make_parser
@@ -42,7 +42,7 @@ from agent_gym.types import FINISH_REASON_STATUS, Action, EpisodeStatus, FinishR
 
 __all__ = ["Action", "AgentEnv", "Observation", "RewardConfig", "format_tool_call", "normalize_text", "validate_task"]
 
-class AgentEnv(gym.Env[Observation, Action]):
+class AgentEnv(EpisodeToolsMixin, gym.Env[Observation, Action]):
     """A multi-turn tool-using conversation with a task to solve: the base of every agent_gym env.
 
     ## Description
@@ -398,50 +398,6 @@ class AgentEnv(gym.Env[Observation, Action]):
                        on_result=self.on_tool_result, is_useful=self.is_useful_call, add_message=self.add_message)
 
     # ------------------------------------------------------------------ public API
-
-    @property
-    def tool_schemas(self) -> list[dict[str, Any]]:
-        """Fresh copies of the OpenAI function schemas of the current episode's tools.
-
-        Before the first ``reset`` (and for envs without :meth:`episode_tools`) these are the
-        schemas of the env's tools.
-        """
-        return self._toolbox.schemas()
-
-    @property
-    def episode_tools_by_name(self) -> Mapping[str, Tool]:
-        """The current episode's tools by name (read-only view; the env's tools before ``reset``)."""
-        return MappingProxyType(self._toolbox.current)
-
-    def set_episode_tools(self, tools: Sequence[Tool | Callable[..., Any]]) -> None:
-        """Replace the tools of the running episode (e.g. a turn that introduces new tools).
-
-        The new tools are converted like constructor tools and take effect for the next tool
-        call. The info of the step during which this is called carries ``info["tools"]``, the
-        new full list of schemas (``[]`` when ``tools_in_prompt``: the system message already
-        sent is not rewritten, so describe new tools in the message that introduces them, e.g.
-        with :func:`~agent_gym.tools.describe_tools`). A ``step`` override that calls this after
-        ``super().step()`` returned passes its info to :meth:`attach_tools_info`.
-
-        Args:
-            tools: The episode's tools from now on (tools or callables).
-
-        Raises:
-            RuntimeError: Before ``reset`` (use :meth:`episode_tools` for an episode's first tools).
-            TypeError, ValueError: For tools that cannot be converted or repeated names.
-        """
-        if self._task is None:
-            raise RuntimeError("set_episode_tools() needs an episode; call env.reset() first")
-        self._toolbox.use(self._toolbox.convert(tools, "tools"), changed=True)
-
-    def attach_tools_info(self, info: dict[str, Any]) -> dict[str, Any]:
-        """Put ``info["tools"]`` into ``info`` if :meth:`set_episode_tools` ran since the last info had it.
-
-        ``step`` does this itself; returns ``info``.
-        """
-        if self._toolbox.take_change():
-            info["tools"] = [] if self.tools_in_prompt else self._toolbox.schemas()
-        return info
 
     def close(self) -> None:
         """Release the current episode's resources (see :meth:`release_episode`)."""
