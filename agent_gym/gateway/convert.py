@@ -27,6 +27,7 @@ from agent_gym.errors import RequestError
 from agent_gym.types import FinishReason
 
 __all__ = [
+    "CHAT_TEXT_PARTS",
     "ClientCall",
     "ClientTurn",
     "RequestError",
@@ -34,6 +35,7 @@ __all__ = [
     "anthropic_message",
     "anthropic_request",
     "anthropic_tools",
+    "content_text",
     "openai_chunks",
     "openai_completion",
     "openai_request",
@@ -95,8 +97,27 @@ def render_assistant(content: str, calls: Sequence[tuple[str, Any]]) -> str:
     return "\n".join(parts)
 
 
-def _text_of(content: Any, where: str) -> str:
-    """Text of a content field: a string, or a list of text parts/blocks."""
+CHAT_TEXT_PARTS = ("text", "input_text", "output_text")
+"""Content part types read as text in chat-completions and Anthropic messages."""
+
+
+def content_text(content: Any, where: str, *, part_types: Sequence[str] = CHAT_TEXT_PARTS, param: str | None = None,
+                 any_text_key: bool = True, read_refusal: bool = False, expected: str = "a text part") -> str:
+    """Text of a content field: a string, or a list of text parts/blocks joined by newlines.
+
+    Args:
+        content: The field (None reads as "").
+        where: The field's path, named in errors.
+        part_types: Part ``type`` values read as text.
+        param: The error's ``param`` (default ``where``).
+        any_text_key: Also read a part of another type that has a ``text`` key.
+        read_refusal: A part without text gives its ``refusal`` text (Responses parts).
+        expected: How errors name a valid part.
+
+    Raises:
+        RequestError: Content of another shape.
+    """
+    param = where if param is None else param
     if content is None:
         return ""
     if isinstance(content, str):
@@ -106,15 +127,15 @@ def _text_of(content: Any, where: str) -> str:
         for i, part in enumerate(content):
             if isinstance(part, str):
                 texts.append(part)
-            elif isinstance(part, Mapping) and part.get("type") in ("text", "input_text", "output_text"):
-                texts.append(str(part.get("text") or ""))
-            elif isinstance(part, Mapping) and "text" in part:
+            elif isinstance(part, Mapping) and part.get("type") in part_types:
+                texts.append(str(part.get("text") or (part.get("refusal") if read_refusal else None) or ""))
+            elif any_text_key and isinstance(part, Mapping) and "text" in part:
                 texts.append(str(part["text"]))
             else:
-                raise RequestError(f"{where}[{i}]: expected a text part, got {str(part)[:80]!r}", param=where)
+                raise RequestError(f"{where}[{i}]: expected {expected}, got {str(part)[:80]!r}", param=param)
         return "\n".join(texts)
     raise RequestError(f"{where}: expected a string or a list of text parts, got {type(content).__name__}",
-                       param=where)
+                       param=param)
 
 
 def _expect_list(value: Any, where: str) -> list[Any]:
@@ -157,7 +178,7 @@ def openai_request(body: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]
             raise RequestError(f"messages[{i}]: expected an object with role system/user/assistant/tool, "
                                f"got {str(msg)[:80]!r}", param="messages")
         role = "system" if msg["role"] == "developer" else msg["role"]
-        item: dict[str, Any] = {"role": role, "content": _text_of(msg.get("content"), f"messages[{i}].content")}
+        item: dict[str, Any] = {"role": role, "content": content_text(msg.get("content"), f"messages[{i}].content")}
         if role == "assistant":
             calls = []
             for j, call in enumerate(msg.get("tool_calls") or []):
@@ -198,7 +219,7 @@ def anthropic_request(body: Any) -> tuple[list[dict[str, Any]], list[dict[str, A
     messages: list[dict[str, Any]] = []
     system = body.get("system")
     if system:
-        messages.append({"role": "system", "content": _text_of(system, "system")})
+        messages.append({"role": "system", "content": content_text(system, "system")})
     for i, msg in enumerate(_expect_list(body.get("messages"), "messages")):
         if not isinstance(msg, Mapping) or msg.get("role") not in ("user", "assistant"):
             raise RequestError(f"messages[{i}]: expected an object with role user/assistant, got {str(msg)[:80]!r}",
@@ -215,7 +236,7 @@ def anthropic_request(body: Any) -> tuple[list[dict[str, Any]], list[dict[str, A
             if kind == "text":
                 texts.append(str(block.get("text") or ""))
             elif kind == "tool_result" and msg["role"] == "user":
-                messages.append({"role": "tool", "content": _text_of(block.get("content"), where)})
+                messages.append({"role": "tool", "content": content_text(block.get("content"), where)})
             elif kind == "tool_use" and msg["role"] == "assistant":
                 calls.append((str(block.get("name")), block.get("input") or {}))
             elif kind in ("thinking", "redacted_thinking") and msg["role"] == "assistant":

@@ -37,7 +37,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agent_gym.errors import RequestError
-from agent_gym.gateway.convert import ClientCall, ClientTurn, sse
+from agent_gym.gateway.convert import ClientCall, ClientTurn, content_text, sse
 from agent_gym.types import FinishReason
 
 __all__ = ["ResponseMemory", "ResponsesStream", "response_body", "responses_request", "responses_tools"]
@@ -47,23 +47,8 @@ _TEXT_PARTS = ("input_text", "output_text", "text", "summary_text", "reasoning_t
 
 def _text(content: Any, where: str) -> str:
     """Text of a Responses content field: a string or a list of text parts."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        texts = []
-        for i, part in enumerate(content):
-            if isinstance(part, str):
-                texts.append(part)
-            elif isinstance(part, Mapping) and part.get("type") in _TEXT_PARTS:
-                texts.append(str(part.get("text") or part.get("refusal") or ""))
-            else:
-                raise RequestError(f"{where}[{i}]: expected a text part (input_text/output_text), "
-                                   f"got {str(part)[:80]!r}", param="input")
-        return "\n".join(texts)
-    raise RequestError(f"{where}: expected a string or a list of text parts, got {type(content).__name__}",
-                       param="input")
+    return content_text(content, where, part_types=_TEXT_PARTS, param="input", any_text_key=False, read_refusal=True,
+                        expected="a text part (input_text/output_text)")
 
 
 def responses_tools(tools: Any) -> list[dict[str, Any]]:
