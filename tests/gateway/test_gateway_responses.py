@@ -131,8 +131,9 @@ def test_calls_item_order_and_reasoning_items_do_not_fork(gateway):
     # The call item before the reasoning item, or the reasoning dropped: the same recorded turn.
     assert second_turn(SYSTEM, lambda output, call: [call, output[0]]) == "false"
     assert second_turn(SYSTEM, lambda output, call: [call]) == "false"
-    # Honest forks: another system prompt, or the assistant turn dropped.
-    assert second_turn("Another prompt.", lambda output, call: [call]) == "true"
+    # Another system prompt is another agent: its own lineage (own segments), not a fork of this one.
+    assert second_turn("Another prompt.", lambda output, call: [call]) == "false"
+    # An honest fork: the assistant turn dropped.
     assert second_turn(SYSTEM, lambda output, call: []) == "true"
 
 
