@@ -15,9 +15,9 @@ bumps the version (``stream.version``, also set as the policy's ``weight_version
 ``max_staleness`` bounds how many versions old a handed-out sample may be (its oldest sampled
 id's version, ``weight_version_start``, against the current version):
 
-* admission control: a group starts only while the groups started so far are at most
-  ``(version + max_staleness + 1) * groups_per_update`` (as AReaL does), so no episode starts
-  that the trainer could only consume too late;
+* admission control: a group starts only while the groups started so far (less the dropped
+  ones) are fewer than ``(version + max_staleness + 1) * groups_per_update`` (as AReaL does), so
+  no episode starts that the trainer could only consume too late;
 * a check at hand-out: a group older than the bound is dropped (``stale="drop"``: kept in
   ``stream.dropped``, counted) or handed out with ``group.stale`` set (``stale="mark"``).
 
@@ -166,7 +166,10 @@ class RolloutStream:
     def _admissible(self) -> bool:
         if self.max_staleness is None:
             return True
-        return self.stats.started < (self.version + self.max_staleness + 1) * self.groups_per_update
+        # a dropped group gives its place back: otherwise a consumer waiting for its next groups
+        # would wait for ever once drops used up the staleness window
+        admitted = self.stats.started - self.stats.dropped
+        return admitted < (self.version + self.max_staleness + 1) * self.groups_per_update
 
     async def _scheduler(self) -> None:
         self._wake = asyncio.Event()
@@ -182,7 +185,7 @@ class RolloutStream:
                     self.stats.started += 1
                     job = asyncio.ensure_future(self._group(task))
                     self._running.add(job)
-                    job.add_done_callback(self._running.discard)
+                    job.add_done_callback(self._job_done)
                 if self._exhausted and not self._running:
                     return
                 self._wake.clear()
@@ -194,6 +197,16 @@ class RolloutStream:
                 await asyncio.gather(*self._running, return_exceptions=True)
             await _aclose(self.policy)
 
+    def _job_done(self, job: asyncio.Task) -> None:
+        """Free the group's slot, then wake the scheduler.
+
+        In that order: a wake-up that still saw the finished group running would leave its slot
+        unused until the next event (and the stream's end unnoticed).
+        """
+        self._running.discard(job)
+        if self._wake is not None:
+            self._wake.set()
+
     async def _group(self, task: Any) -> None:
         start, version = time.perf_counter(), self.version
         try:
@@ -202,9 +215,6 @@ class RolloutStream:
         except Exception as exc:  # noqa: BLE001 - the consumer sees it (episodes' own failures are statuses)
             self._out.put(exc)
             return
-        finally:
-            if self._wake is not None:
-                self._wake.set()
         starts = [t.weight_version_start for t in trajectories if getattr(t, "weight_version_start", -1) >= 0]
         group = RolloutGroup(task, list(trajectories), min(starts, default=version),
                              wall_s=time.perf_counter() - start)
@@ -238,6 +248,7 @@ class RolloutStream:
                 if self.stale_policy == "drop":
                     self.stats.dropped += 1
                     self.dropped.append(item)
+                    self._poke()
                     continue
                 item.stale = True
                 self.stats.marked += 1
