@@ -3,7 +3,9 @@
 ``TrajectoryWrapper`` keeps the env's whole conversation and asks a
 ``PromptView`` once per turn for the messages to hand to the policy. Without
 memory the view is the conversation itself; with memory it is the memory's
-``get_prompt_messages()`` (summaries, elided thinking).
+``get_prompt_messages()`` (summaries, elided thinking). :func:`memory_info` reads a
+memory's summary counters for the step info (``info["memory"]``), so a summary call that
+failed is seen by whoever reads the trajectory, not only in the log.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["FullConversation", "MemoryView", "PromptView", "make_prompt_view"]
+__all__ = ["FullConversation", "MemoryView", "PromptView", "make_prompt_view", "memory_info"]
 
 
 @runtime_checkable
@@ -23,6 +25,34 @@ class PromptView(Protocol):
 
     def messages(self) -> list[dict[str, str]]:
         """Return the prompt messages for the next turn (called once per turn)."""
+
+
+def memory_info(view: Any) -> dict[str, Any] | None:
+    """The summary counters of a view's memory, or None when it has none.
+
+    Args:
+        view: A prompt view (a :class:`MemoryView` reports its memory's counters; others None).
+
+    Returns:
+        ``{"summaries": written so far, "failed_summaries": summary calls that failed so far
+        (after their retries), "summarized": whether the latest view wrote a summary}``, each
+        key only when the memory has the counter (``MemorySummary`` has all three); None for a
+        view without memory or a memory without any of them.
+    """
+    memory = getattr(view, "memory", None) if isinstance(view, MemoryView) else None
+    if memory is None:
+        return None
+    out: dict[str, Any] = {}
+    summaries = getattr(memory, "summaries", None)
+    if isinstance(summaries, list):
+        out["summaries"] = len(summaries)
+    failed = getattr(memory, "failed_summaries", None)
+    if isinstance(failed, int) and not isinstance(failed, bool):
+        out["failed_summaries"] = failed
+    summarized = getattr(memory, "last_view_summarized", None)
+    if isinstance(summarized, bool):
+        out["summarized"] = summarized
+    return out or None
 
 
 class FullConversation:

@@ -5,7 +5,11 @@ per ``step()`` (all seed fields), computes Monte Carlo returns, assembles the
 token tensors from the policy's own prompt and sampled ids, tracks timings,
 and at the end of the episode puts the ``StepTrajectory`` in
 ``info["trajectory"]``. With ``memory`` set, the observation handed to the
-policy is the memory's prompt view instead of the whole conversation.
+policy is the memory's prompt view instead of the whole conversation, and every
+step info (and the reset info) has ``info["memory"]``: the memory's summary counters
+(``summaries``, ``failed_summaries``, ``summarized``; see
+:func:`~agent_gym.wrappers.prompt_view.memory_info`), so a summary call that failed is
+counted where a trainer or a report reads the steps.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import gymnasium as gym
 from agent_gym.checks import check_gamma
 from agent_gym.tools import HermesToolCallParser
 from agent_gym.types import EpisodeStatus, PolicyOutput, Step, StepTrajectory
-from agent_gym.wrappers.prompt_view import FullConversation, PromptView, make_prompt_view
+from agent_gym.wrappers.prompt_view import FullConversation, PromptView, make_prompt_view, memory_info
 from agent_gym.wrappers.trajectory_builder import TrajectoryBuilder
 
 __all__ = ["TrajectoryWrapper"]
@@ -156,6 +160,9 @@ class TrajectoryWrapper(gym.Wrapper):
         info = dict(info)
         info["episode_id"] = self._episode.rollout_id
         info["policy_tools"] = self._policy_tools
+        memory = memory_info(self._view)
+        if memory is not None:
+            info["memory"] = memory
         return tuple(self._prompt_view), info
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
@@ -170,7 +177,9 @@ class TrajectoryWrapper(gym.Wrapper):
             ``policy_tools``: the tool schemas for the policy's next turn. They
             change when the env's info has ``tools`` (the episode's tool set
             changed during the step); ``[]`` then means the tools were removed,
-            and None means the env describes its tools in the prompt.
+            and None means the env describes its tools in the prompt. With a
+            memory, ``memory`` holds its summary counters (``failed_summaries``
+            counts the summary calls that failed).
         """
         if self._view is None:
             raise gym.error.ResetNeeded("TrajectoryWrapper.step: call reset() before step()")
@@ -220,6 +229,9 @@ class TrajectoryWrapper(gym.Wrapper):
             self._prompt_view = list(self._conversation)
         else:
             self._prompt_view = self._view_messages()
+        memory = memory_info(self._view)
+        if memory is not None:  # the summary counters, failures included, where trainers and reports look
+            info["memory"] = memory
 
         model_response = text if isinstance(text, str) else str(text)
         # Reuse the env's parse of this message when it used the same parser (AgentEnv keeps it).

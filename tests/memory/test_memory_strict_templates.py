@@ -94,3 +94,33 @@ def test_a_summary_that_fails_is_counted(caplog):
     assert "Summary call failed" in caplog.text
     with pytest.raises(ValueError, match="summary_request"):
         MemorySummary(config, chat_client=server, summary_request="xml")
+
+
+@pytest.mark.parametrize("mode", ["messages", "auto"])
+def test_summary_counters_reach_the_step_info(mode):
+    """A refused summary request is counted in every later step's ``info["memory"]``, not only logged."""
+    import gymnasium as gym
+
+    from agent_gym import TrajectoryWrapper
+
+    tokenizer = family_tokenizer("mistral")
+    server = TemplateServer(tokenizer)
+    config = MemoryConfig(summary_system_prompt="Summarize.", use_summary=True, max_prompt_length=150,
+                          max_summary_length=20, before_raw_message=2, end_raw_message=-1)
+    env = TrajectoryWrapper(gym.make("agent_gym/ToolUse-v0"), memory=lambda: MemorySummary(
+        config, chat_client=server, tokenizer=tokenizer, max_retries=0, summary_request=mode))
+    _, info = env.reset(seed=0)
+    assert info["memory"] == {"summaries": 0, "failed_summaries": 0, "summarized": False}
+    while True:
+        _, _, terminated, truncated, info = env.step(env.unwrapped.oracle_action())
+        if terminated or truncated:
+            break
+    steps = info["trajectory"].steps
+    counters = [step.info["memory"] for step in steps]
+    if mode == "messages":  # Mistral's template refuses the raw range: each refusal is counted
+        assert server.refused >= 1 and counters[-1]["failed_summaries"] == server.refused
+        assert counters[0]["failed_summaries"] == 1 and counters[-1]["summaries"] == 0
+    else:
+        assert server.refused == 0 and counters[-1]["failed_summaries"] == 0
+        assert counters[-1]["summaries"] >= 1 and any(c["summarized"] for c in counters)
+    assert steps[-1].to_dict()["info"]["memory"] == counters[-1]  # exported with the step
