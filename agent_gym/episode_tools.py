@@ -22,6 +22,8 @@ class EpisodeToolsMixin:
     _toolbox: ToolBox
     _task: dict[str, Any] | None
     tools_in_prompt: bool
+    system_prompt: str
+    _prompt: Callable[[], str]
 
     @property
     def tool_schemas(self) -> list[dict[str, Any]]:
@@ -57,6 +59,18 @@ class EpisodeToolsMixin:
         if self._task is None:
             raise RuntimeError("set_episode_tools() needs an episode; call env.reset() first")
         self._toolbox.use(self._toolbox.convert(tools, "tools"), changed=True)
+
+    def add_env_tools(self, tools: Sequence[Tool | Callable[..., Any]]) -> None:
+        """Add tools to the env's own tools (every episode's, unless :meth:`episode_tools` gives others).
+
+        They take effect at the next ``reset``; with ``tools_in_prompt`` the system message
+        describes them from then on.
+
+        Raises:
+            TypeError, ValueError: For tools that cannot be converted or names already taken.
+        """
+        self._toolbox.add_own(self._toolbox.convert(tools, "tools"))
+        self.system_prompt = self._prompt()
 
     def attach_tools_info(self, info: dict[str, Any]) -> dict[str, Any]:
         """Put ``info["tools"]`` into ``info`` if :meth:`set_episode_tools` ran since the last info had it.

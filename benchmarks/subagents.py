@@ -80,8 +80,10 @@ def run(kind: str, episodes: int) -> tuple[float, list[Any]]:
         env: Any = TrajectoryWrapper(ToolUseEnv(tasks=[TASK], max_steps=10))
     else:
         policy = ScriptedTokens({"parent": [DELEGATE, DELEGATE, ANSWER], "child": [CALC, ANSWER]})
+        deadline = kind.split("-")[1]  # delegating-inline / delegating-thread
         env = TrajectoryWrapper(DelegateWrapper(ToolUseEnv(tasks=[TASK], max_steps=10), policy, role="helper",
-                                                tools=list(ToolUseEnv(tasks=[TASK]).tools.values())))
+                                                tools=list(ToolUseEnv(tasks=[TASK]).tools.values()),
+                                                deadline=deadline))
     trajectories = []
     started = time.process_time()
     for i in range(episodes):
@@ -96,13 +98,17 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    run("single", 3), run("delegating", 3)  # warm-up (imports, schemas)
-    per_turn: dict[str, list[float]] = {"single": [], "delegating": []}
+    kinds = ("single", "delegating-inline", "delegating-thread")
+    for kind in kinds:
+        run(kind, 3)  # warm-up (imports, schemas)
+    per_turn: dict[str, list[float]] = {kind: [] for kind in kinds}
     exports: dict[str, list[float]] = {"slime": [], "jsonl": []}
     for _ in range(args.rounds):
         for kind in per_turn:
-            seconds, trajectories = run(kind, args.episodes)
+            seconds, result = run(kind, args.episodes)
             per_turn[kind].append(seconds)
+            if kind == "delegating-inline":
+                trajectories = result
         segments = sum(len(t.segments) for t in trajectories)
         assert segments == 3 * args.episodes, segments
         started = time.perf_counter()
@@ -112,9 +118,13 @@ def main() -> None:
             started = time.perf_counter()
             write_jsonl(trajectories, Path(tmp) / "t.jsonl")
             exports["jsonl"].append((time.perf_counter() - started) / segments)
-    single, delegating = (statistics.median(per_turn[k]) for k in ("single", "delegating"))
-    print(f"client CPU per turn: single {single * 1e3:.3f} ms, delegating {delegating * 1e3:.3f} ms, "
-          f"ratio {delegating / single:.3f}x")
+    single = statistics.median(per_turn["single"])
+    print(f"client CPU per turn (median of {args.rounds} rounds): single {single * 1e3:.3f} ms")
+    for kind in kinds[1:]:
+        ratios = [d / s for d, s in zip(per_turn[kind], per_turn["single"], strict=True)]  # paired by round
+        print(f"  {kind}: {statistics.median(per_turn[kind]) * 1e3:.3f} ms, "
+              f"ratio {statistics.median(per_turn[kind]) / single:.3f}x (median paired ratio "
+              f"{statistics.median(ratios):.3f}x)")
     for name, values in exports.items():
         print(f"export per segment ({name}): {statistics.median(values) * 1e6:.1f} us")
 

@@ -2,26 +2,31 @@
 
 ``DelegateWrapper(env, policy, spec)`` wraps any :class:`~agent_gym.core.AgentEnv`
 (inside the :class:`~agent_gym.wrappers.TrajectoryWrapper` that records the episode):
-every episode gets a ``delegate`` tool beside its own. A call runs a sub-episode
-(:func:`~agent_gym.subagents.runner.run_subagent`) with the spec's prompt, tools and
-policy; its answer is the tool's output (an observation of the parent: mask 0), and its
-segments go to the step's ``info["agent_segments"]``, which the recording wrapper adds
-to the parent's trajectory with their lineage. Limits on depth, count and sampled
+every episode gets a ``delegate`` tool beside its own (in the episode's tool schemas,
+and described in the system message when the env has ``tools_in_prompt``). A call runs
+a sub-episode (:func:`~agent_gym.subagents.runner.run_subagent`) with the spec's prompt,
+tools and policy; its answer is the tool's output (an observation of the parent: mask
+0), and its segments go to the step's ``info["agent_segments"]``, which the recording
+wrapper adds to the parent's trajectory with their lineage. The step's
+``info["subagents"]`` lists the sub-episodes it ran (session id, status, steps, sampled
+tokens): their steps are not the parent's steps, and their segments' ``first_step`` /
+``last_step`` index the sub-episode's own steps. Limits on depth, count and sampled
 tokens refuse a call with an error observation; a subagent that fails or hangs is one too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import gymnasium as gym
 
-from agent_gym.subagents.runner import SubagentSpec, make_recorder, run_subagent
+from agent_gym.core import AgentEnv
+from agent_gym.subagents.runner import SubagentSpec, make_subagent_env, run_subagent
 from agent_gym.tools import ToolErrorKind, ToolResult
-from agent_gym.wrappers.trajectory import TrajectoryWrapper
 
 __all__ = ["DelegateTool", "DelegateWrapper"]
+
 
 
 class DelegateTool:
@@ -66,8 +71,28 @@ class DelegateTool:
         return self.owner.delegate(task)
 
 
+class _EpisodeToolsWithDelegate:
+    """An env's ``episode_tools`` hook with the ``delegate`` tool added to the tools it gives an episode.
+
+    Set on the env (an instance attribute over its method), so ``reset`` puts the tool in the
+    episode's schemas and, with ``tools_in_prompt``, describes it in the system message.
+    """
+
+    def __init__(self, hook: Callable[[dict[str, Any]], Any], tool: DelegateTool) -> None:
+        self.hook, self.tool = hook, tool
+
+    def __call__(self, task: dict[str, Any]) -> list[Any] | None:
+        items = self.hook(task)
+        if items is None:  # the env's own tools, which include the tool
+            return None
+        return [*[t for t in items if getattr(t, "name", None) != self.tool.name], self.tool]
+
+
 class DelegateWrapper(gym.Wrapper):
     """Gives an ``AgentEnv`` the ``delegate`` tool (see the module docs).
+
+    The ``delegate`` tool joins the env's own tools (:meth:`~agent_gym.core.AgentEnv.add_env_tools`)
+    and the tools an env's ``episode_tools`` gives an episode.
 
     Args:
         env: The env (an ``AgentEnv``, possibly wrapped; not yet recorded).
@@ -92,7 +117,13 @@ class DelegateWrapper(gym.Wrapper):
         self._count = 0
         self._tokens = 0
         self._pending: list[dict[str, Any]] = []
-        self._recorder: TrajectoryWrapper | None = None
+        self._runs: list[dict[str, Any]] = []
+        self._subagent_env: Any = None
+        base: Any = self.env.unwrapped
+        if self.tool.name not in base.tools:  # a wrapper over a wrapper that already added it
+            base.add_env_tools([self.tool])
+        if type(base).episode_tools is not AgentEnv.episode_tools:  # the env gives episodes tools of their own
+            base.episode_tools = _EpisodeToolsWithDelegate(base.episode_tools, self.tool)
 
     @property
     def spawned(self) -> int:
@@ -100,27 +131,24 @@ class DelegateWrapper(gym.Wrapper):
         return self._count
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
-        """Reset the env and add the ``delegate`` tool to the episode's tools."""
+        """Reset the env (its episode tools include ``delegate``)."""
         options = dict(options or {})
         episode_id = options.pop("episode_id", None)
         obs, info = self.env.reset(seed=seed, options=options or None)
         self._episode_id = str(episode_id or info.get("episode_id") or "episode")
         self._count = self._tokens = 0
-        self._pending = []
-        base: Any = self.env.unwrapped
-        base.set_episode_tools([*[t for n, t in base.episode_tools_by_name.items() if n != self.tool.name], self.tool])
-        base.attach_tools_info({})  # reported here, not again by the first step
-        info = dict(info)
-        info["tools"] = [] if info.get("tools_in_prompt") else base.tool_schemas
+        self._pending, self._runs = [], []
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
-        """Step the env; the segments of the subagents this step spawned go to ``info["agent_segments"]``."""
+        """Step the env; the subagents the step ran go to ``info["agent_segments"]`` and ``info["subagents"]``."""
         obs, reward, terminated, truncated, info = self.env.step(action)
-        if self._pending:
+        if self._runs:
             info = dict(info)
-            info["agent_segments"] = [*info.get("agent_segments", []), *self._pending]
-            self._pending = []
+            if self._pending:
+                info["agent_segments"] = [*info.get("agent_segments", []), *self._pending]
+            info["subagents"] = [*info.get("subagents", []), *self._runs]
+            self._pending, self._runs = [], []
         return obs, reward, terminated, truncated, info
 
     def _nest(self, env: Any) -> DelegateWrapper:
@@ -140,14 +168,16 @@ class DelegateWrapper(gym.Wrapper):
                                       f"delegate: the subagents' token budget ({spec.max_tokens}) is spent")
         self._count += 1
         session_id = f"{self._episode_id}/{spec.role}-{self._count}"
-        if self._recorder is None:
-            self._recorder = make_recorder(spec, self._nest if self.depth + 2 <= spec.max_depth else None)
-        run = run_subagent(spec, self.policy, task, session_id, recorder=self._recorder)
+        if self._subagent_env is None:
+            self._subagent_env = make_subagent_env(spec, self._nest if self.depth + 2 <= spec.max_depth else None)
+        run = run_subagent(spec, self.policy, task, session_id, env=self._subagent_env)
         if not run.reusable:
-            self._recorder = None  # a hanging sub-episode still holds it
+            self._subagent_env = None  # a sub-episode left running still holds it
         self._tokens += run.sampled_tokens
-        if run.trajectory.segments:
-            self._pending.append({"segments": run.trajectory.segments, "spawned": True})
+        if run.segments:
+            self._pending.append({"segments": run.segments, "spawned": True})
+        self._runs.append({"role": spec.role, "session_id": session_id, "status": run.status, "steps": run.steps,
+                           "segments": len(run.segments), "sampled_tokens": run.sampled_tokens})
         if run.answer is None:
             return ToolResult.failure(ToolErrorKind.TOOL_ERROR, run.error or "delegate: the subagent failed")
         return ToolResult(run.answer)

@@ -1,33 +1,54 @@
 """One sub-episode: an agent with its own system prompt, tools and policy, run to its answer.
 
-:func:`run_subagent` runs a :class:`SubagentEnv` under a
-:class:`~agent_gym.wrappers.TrajectoryWrapper` (so its turns are recorded token-exact,
-like any episode) on a thread of its own, with a deadline: a policy or tool that hangs
-ends the sub-episode as ``TIMEOUT``, one that raises as ``POLICY_ERROR`` / ``ENV_ERROR``.
-It never raises for what the agent or its policy did.
+:func:`run_subagent` runs a :class:`SubagentEnv` and records its turns' ids with a
+:class:`~agent_gym.wrappers.trajectory_builder.TrajectoryBuilder` (token-exact, one
+prefix check per turn, like any episode), keeping only what the parent needs: the
+answer, the segments and how the sub-episode ended. It never raises for what the agent
+or its policy did: a policy that raises ends it as ``POLICY_ERROR``, an env that raises
+as ``ENV_ERROR``, one past its time limit as ``TIMEOUT``.
+
+The time limit (``SubagentSpec.timeout``) is kept one of two ways (``SubagentSpec.deadline``):
+
+* ``"inline"``: the sub-episode runs on the caller's thread and the deadline is checked
+  before each policy turn. A turn in progress is bounded by the policy itself (an
+  agent_gym policy's client timeout, a local model's token budget), a tool call by the
+  tool's own time limit (a blocking tool with a ``time_limit`` runs on a pooled thread and
+  is abandoned at its limit). No thread hand-off per sub-episode.
+* ``"thread"``: the sub-episode runs on a thread of its own and the caller stops waiting
+  at the deadline (a hard limit for a policy that may block without end); the thread is
+  left to finish on its own and records nothing more.
+* ``"auto"`` (default): ``"inline"`` for agent_gym's own policies
+  (:class:`~agent_gym.policy.base.AsyncPolicyBase`: their turns end, with an error past
+  the client timeout), ``"thread"`` for any other policy object.
+
+The segments' ``first_step`` / ``last_step`` index the sub-episode's own steps (its k-th
+assistant message is step k), not the parent's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_gym.checks import check_int, check_timeout
+from agent_gym.checks import check_choice, check_int, check_timeout
 from agent_gym.core import AgentEnv
 from agent_gym.errors import ConfigError
+from agent_gym.policy.base import AsyncPolicyBase
 from agent_gym.tools import Tool
-from agent_gym.types import EpisodeStatus, FinishReason, PolicyOutput, StepTrajectory
-from agent_gym.wrappers.trajectory import TrajectoryWrapper
+from agent_gym.types import EpisodeStatus, FinishReason, PolicyOutput, Segment
+from agent_gym.wrappers.trajectory_builder import TrajectoryBuilder
 
-__all__ = ["SubagentEnv", "SubagentRun", "SubagentSpec", "make_recorder", "run_subagent"]
+__all__ = ["SubagentEnv", "SubagentRun", "SubagentSpec", "make_recorder", "make_subagent_env", "run_subagent"]
 
 DEFAULT_SUBAGENT_PROMPT = (
     "You are a helper agent. Work on the task you are given, using the tools when they help, and reply with "
     "your findings inside <answer>...</answer>."
 )
+DEADLINES = ("auto", "inline", "thread")
 
 
 @dataclass
@@ -46,6 +67,7 @@ class SubagentSpec:
         max_tokens: Sampled tokens over all sub-episodes of a parent episode (None: no limit);
             once spent, ``delegate`` answers with an error.
         parser: Its tool-call parser (an object or a parser name; None: hermes tags).
+        deadline: How ``timeout`` is kept: ``"inline"``, ``"thread"`` or ``"auto"`` (see the module docs).
     """
 
     role: str = "subagent"
@@ -58,6 +80,7 @@ class SubagentSpec:
     max_count: int = 4
     max_tokens: int | None = None
     parser: Any = None
+    deadline: str = "auto"
 
     def __post_init__(self) -> None:
         if not isinstance(self.role, str) or not self.role:
@@ -69,6 +92,13 @@ class SubagentSpec:
             check_int("max_tokens", self.max_tokens, low=1)
         if check_timeout("timeout", self.timeout) is None:
             raise ConfigError("timeout: a subagent needs a time limit, got None")
+        check_choice("deadline", self.deadline, DEADLINES)
+
+    def deadline_for(self, policy: Any) -> str:
+        """``"inline"`` or ``"thread"``: how a sub-episode driven by ``policy`` keeps its time limit."""
+        if self.deadline != "auto":
+            return self.deadline
+        return "inline" if isinstance(policy, AsyncPolicyBase) else "thread"
 
 
 class SubagentEnv(AgentEnv):
@@ -102,14 +132,19 @@ class SubagentRun:
 
     Attributes:
         answer: Its final answer, None when it ended without one.
-        trajectory: Its trajectory (segments with ``role`` set; partial on a failure).
+        segments: Its segments (``role`` set; its own subagents' after its own, with their
+            lineage; ``first_step`` / ``last_step`` index the sub-episode's steps); partial on a failure.
+        status: How it ended (an ``EpisodeStatus`` value).
+        steps: Its steps (assistant messages the env took).
         error: Why it failed, None when it answered.
         sampled_tokens: Ids its policy sampled (over all its segments).
-        reusable: False when it was left hanging (its env is still in use).
+        reusable: False when it was left running on its thread (its env is still in use).
     """
 
     answer: str | None
-    trajectory: StepTrajectory
+    segments: list[Segment]
+    status: str
+    steps: int = 0
     error: str | None = None
     sampled_tokens: int = 0
     reusable: bool = True
@@ -123,85 +158,140 @@ def _act(policy: Any, messages: Any, session_id: str, tools: Any) -> Any:
     return asyncio.run(policy.aact(list(messages), session_id=session_id, tools=tools))
 
 
-def _drive(wrapper: TrajectoryWrapper, policy: Any, session_id: str, task: dict[str, Any]) -> StepTrajectory:
-    """Run the wrapped sub-episode to its end; failures end it with their status."""
-    try:
-        obs, info = wrapper.reset(options={"episode_id": session_id, "task": task})
-    except Exception as exc:  # noqa: BLE001 - a failing env is the sub-episode's error
-        return wrapper.finish(EpisodeStatus.ENV_ERROR, f"env.reset raised {type(exc).__name__}: {exc}")
-    tools = info.get("policy_tools")
-    while True:
+class _SubEpisode:
+    """Drives one sub-episode and records its ids; ``close`` freezes it (later turns are dropped)."""
+
+    def __init__(self, env: Any, role: str, session_id: str) -> None:
+        self.env = env
+        self.builder = TrajectoryBuilder(session_id, role=role)
+        self.session_id = session_id
+        self.lock = threading.Lock()
+        self.closed = False
+        self.steps = 0
+        self.status: EpisodeStatus | None = None
+        self.reason = ""
+
+    def close(self, status: EpisodeStatus, reason: str = "") -> bool:
+        """End the sub-episode with ``status`` unless it already ended; True when this call ended it."""
+        with self.lock:
+            if self.closed:
+                return False
+            self.closed, self.status, self.reason = True, status, reason
+            return True
+
+    def drive(self, policy: Any, task: dict[str, Any], deadline: float | None) -> None:
+        """Run to the end (``deadline``: ``time.monotonic()`` past which no new turn starts)."""
+        env = self.env
+        options: dict[str, Any] = {"task": task}
+        if getattr(env, "accepts_episode_id", False):
+            options["episode_id"] = self.session_id
         try:
-            action = _act(policy, obs, session_id, tools)
-        except Exception as exc:  # noqa: BLE001
-            return wrapper.finish(EpisodeStatus.POLICY_ERROR, f"policy raised {type(exc).__name__}: {exc}")
-        if isinstance(action, PolicyOutput) and action.finish_reason == FinishReason.ERROR:
-            return wrapper.finish(EpisodeStatus.POLICY_ERROR, action.error or "policy returned an error")
-        try:
-            obs, _, terminated, truncated, info = wrapper.step(action)
-        except Exception as exc:  # noqa: BLE001
-            return wrapper.finish(EpisodeStatus.ENV_ERROR, f"env.step raised {type(exc).__name__}: {exc}")
-        tools = info.get("policy_tools", tools)
-        if terminated or truncated:
-            return info["trajectory"]
+            obs, info = env.reset(options=options)
+        except Exception as exc:  # noqa: BLE001 - a failing env is the sub-episode's error
+            self.close(EpisodeStatus.ENV_ERROR, f"env.reset raised {type(exc).__name__}: {exc}")
+            return
+        in_prompt = bool(info.get("tools_in_prompt"))
+        tools = None if in_prompt else (info.get("tools") or None)
+        while not self.closed:
+            if deadline is not None and time.monotonic() >= deadline:
+                self.close(EpisodeStatus.TIMEOUT, "the time limit passed before its next turn")
+                return
+            try:
+                action = _act(policy, obs, self.session_id, tools)
+            except Exception as exc:  # noqa: BLE001
+                self.close(EpisodeStatus.POLICY_ERROR, f"policy raised {type(exc).__name__}: {exc}")
+                return
+            if isinstance(action, PolicyOutput) and action.finish_reason == FinishReason.ERROR:
+                self.close(EpisodeStatus.POLICY_ERROR, action.error or "policy returned an error")
+                return
+            try:
+                obs, _, terminated, truncated, info = env.step(action)
+            except Exception as exc:  # noqa: BLE001
+                self.close(EpisodeStatus.ENV_ERROR, f"env.step raised {type(exc).__name__}: {exc}")
+                return
+            with self.lock:
+                if self.closed:  # ended from outside (its deadline) while this turn ran
+                    return
+                if isinstance(action, PolicyOutput):
+                    self.builder.add_output(self.steps, action)
+                for run in info.get("agent_segments") or []:  # its own subagents (nested delegation)
+                    spawned = bool(run.get("spawned", True))
+                    self.builder.add_child(run["segments"], spawn_step=self.steps, spawned=spawned)
+                self.steps += 1
+            if "tools" in info:
+                tools = None if in_prompt else list(info["tools"] or [])
+            if terminated or truncated:
+                status = info.get("status") or (EpisodeStatus.ENV_DONE if terminated else EpisodeStatus.MAX_STEPS)
+                self.close(EpisodeStatus(str(status)), str(info.get("error") or info.get("end_reason") or ""))
+                return
+
+    def segments(self) -> list[Segment]:
+        """The segments recorded so far."""
+        with self.lock:
+            return self.builder.segments()
 
 
-def make_recorder(spec: SubagentSpec, wrap: Callable[[AgentEnv], Any] | None = None) -> TrajectoryWrapper:
-    """The recorded env sub-episodes of ``spec`` run in (reusable from one sub-episode to the next).
+def make_subagent_env(spec: SubagentSpec, wrap: Callable[[AgentEnv], Any] | None = None) -> Any:
+    """The env sub-episodes of ``spec`` run in (reusable from one sub-episode to the next).
 
     Args:
         spec: The subagent.
-        wrap: Wraps its env before recording (e.g. to let it delegate in turn).
+        wrap: Wraps its env (e.g. to let it delegate in turn).
     """
     env: Any = SubagentEnv(
         [{"id": spec.role, "question": "(set per sub-episode)", "ground_truth": ""}], list(spec.tools), role=spec.role,
         system_prompt=spec.system_prompt, max_steps=spec.max_steps, parser=spec.parser,
     )
-    return TrajectoryWrapper(wrap(env) if wrap is not None else env)
+    return wrap(env) if wrap is not None else env
+
+
+make_recorder = make_subagent_env
+"""Former name of :func:`make_subagent_env`."""
 
 
 def run_subagent(
     spec: SubagentSpec, policy: Any, task: str, session_id: str, *, wrap: Callable[[AgentEnv], Any] | None = None,
-    recorder: TrajectoryWrapper | None = None,
+    env: Any = None,
 ) -> SubagentRun:
-    """Run one sub-episode on ``task`` and return its answer and trajectory.
+    """Run one sub-episode on ``task`` and return its answer and segments.
 
     Args:
         spec: The subagent.
         policy: The policy to use when ``spec.policy`` is None.
         task: The task text (the sub-episode's user message).
         session_id: The sub-episode's id (its policy session).
-        wrap: Wraps the sub-episode's env before recording (when no ``recorder`` is given).
-        recorder: A :func:`make_recorder` env to run in (reused when the last run was not left hanging).
+        wrap: Wraps the sub-episode's env (when no ``env`` is given).
+        env: A :func:`make_subagent_env` env to run in (reusable when the last run's ``reusable``).
 
     Returns:
         The run; ``error`` says why it failed (status and reason); ``reusable`` whether
-        ``recorder`` may run the next sub-episode.
+        ``env`` may run the next sub-episode.
     """
-    wrapper = recorder if recorder is not None else make_recorder(spec, wrap)
+    env = env if env is not None else make_subagent_env(spec, wrap)
     agent = spec.policy if spec.policy is not None else policy
-    holder: list[StepTrajectory] = []
     question = {"id": spec.role, "question": task, "ground_truth": ""}
-    thread = threading.Thread(target=lambda: holder.append(_drive(wrapper, agent, session_id, question)),
-                              name=f"subagent-{session_id}", daemon=True)
-    thread.start()
-    thread.join(spec.timeout)
-    hanging = not holder
-    if hanging:  # still running: the sub-episode ends here, its thread is left to finish on its own
-        trajectory = wrapper.finish(EpisodeStatus.TIMEOUT, f"subagent exceeded its timeout of {spec.timeout}s")
+    episode = _SubEpisode(env, spec.role, session_id)
+    left_running = False
+    if spec.deadline_for(agent) == "inline":
+        episode.drive(agent, question, time.monotonic() + spec.timeout)
     else:
-        trajectory = holder[0]
+        thread = threading.Thread(target=episode.drive, args=(agent, question, None), name=f"subagent-{session_id}",
+                                  daemon=True)
+        thread.start()
+        thread.join(spec.timeout)
+        left_running = episode.close(EpisodeStatus.TIMEOUT, f"exceeded its timeout of {spec.timeout}s")
     try:
         agent.close_session(session_id)
     except Exception:  # noqa: BLE001, S110 - closing a session is best effort
         pass
-    sampled = sum(int(s.response_masks.sum()) for s in trajectory.segments)
-    base: Any = wrapper.unwrapped
-    answer = base.final_answer if trajectory.status == EpisodeStatus.ENV_DONE.value else None
+    status = episode.status or EpisodeStatus.TIMEOUT
+    segments = episode.segments()
+    sampled = sum(int(s.response_masks.sum()) for s in segments)
+    base: Any = env.unwrapped
+    answer = base.final_answer if status == EpisodeStatus.ENV_DONE else None
     error = None
     if answer is None:
-        reason = trajectory.steps[-1].info.get("error") or trajectory.steps[-1].info.get("end_reason") or ""
-        error = f"subagent {spec.role!r} ended with {trajectory.status} without an answer" + (
-            f" ({reason})" if reason else "")
-    return SubagentRun(answer=answer, trajectory=trajectory, error=error, sampled_tokens=sampled,
-                       reusable=not hanging)
+        error = f"subagent {spec.role!r} ended with {status.value} without an answer" + (
+            f" ({episode.reason})" if episode.reason else "")
+    return SubagentRun(answer=answer, segments=segments, status=status.value, steps=episode.steps, error=error,
+                       sampled_tokens=sampled, reusable=not left_running)

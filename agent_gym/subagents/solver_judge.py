@@ -70,7 +70,7 @@ class SolverJudgeEnv(ToolUseEnv):
             score = ToolUseEnv.score_answer(self, task, run.answer) if run.answer is not None else 0.0
             self.candidates.append(run.answer)
             self.solver_scores.append(score)
-            self._solver_segments.append([dataclasses.replace(s, role_reward=score) for s in run.trajectory.segments])
+            self._solver_segments.append([dataclasses.replace(s, role_reward=score) for s in run.segments])
         return None
 
     def format_question(self, task: Mapping[str, Any]) -> str:

@@ -80,6 +80,11 @@ class TokenAssembler:
         self.prefix_breaks = 0
 
     @property
+    def num_segments(self) -> int:
+        """Number of segments so far (finished ones and the current one)."""
+        return len(self._done) + (self._current is not None)
+
+    @property
     def empty(self) -> bool:
         """Whether no turn has been added."""
         return self._current is None

@@ -174,15 +174,15 @@ class TrajectoryBuilder:
             spawned: Whether the episode's own current segment spawned the agent (a
                 subagent); False for a role that takes turns (no parent segment).
         """
-        parent = len(self.assembler.segments()) - 1 if spawned else -1
+        parent = self.assembler.num_segments - 1 if spawned else -1
         self._children.append((parent, spawn_step if spawned else -1, list(segments)))
 
     def set_role_rewards(self, rewards: Mapping[str, float]) -> None:
         """Record rewards per role (later values replace earlier ones)."""
         self.role_rewards.update({str(role): float(value) for role, value in rewards.items()})
 
-    def _all_segments(self) -> list[Segment]:
-        """The episode's own segments, then each child's with its lineage resolved to episode indices.
+    def segments(self) -> list[Segment]:
+        """The episode's segments so far: its own, then each child's with its lineage resolved to episode indices.
 
         Lineage is set on shallow copies (``_relabel``): the tensors were checked once, when made.
         """
@@ -257,7 +257,7 @@ class TrajectoryBuilder:
         """
         steps = self.steps or [Step()]
         compute_mc_return(steps, self.gamma)
-        segments = self._all_segments()
+        segments = self.segments()
         first = segments[0] if segments else Segment([], [], [], [])
         spans = [span for span in (s.version_span() for s in segments) if span[0] >= 0]
         return StepTrajectory(
