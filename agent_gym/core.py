@@ -20,6 +20,13 @@ from agent_gym.episode_tools import EpisodeToolsMixin
 from agent_gym.errors import ConfigError
 from agent_gym.grading import normalize_text
 from agent_gym.parsers import make_parser
+from agent_gym.parsers.instructions import (
+    adapt_prompt,
+    call_example,
+    no_action_error,
+    nudge_text,
+    uses_hermes_format,
+)
 from agent_gym.rewards import RewardConfig
 from agent_gym.spaces import DEFAULT_ROLES, AssistantMessageSpace, ConversationSpace
 from agent_gym.tasks import checked_task_list, choose_task, copy_task, validate_task
@@ -199,9 +206,11 @@ class AgentEnv(EpisodeToolsMixin, gym.Env[Observation, Action]):
 
     def _prompt(self) -> str:
         """The system message for an episode with the current tools."""
+        base = adapt_prompt(self._base_prompt, self.parser)  # the parser's call format, not hermes' words
         if self.tools_in_prompt and self._toolbox.current:
-            return f"{self._base_prompt}\n\n{describe_tools(self._toolbox.schemas())}"
-        return self._base_prompt
+            example = None if uses_hermes_format(self.parser) else call_example(self.parser)
+            return f"{base}\n\n{describe_tools(self._toolbox.schemas(), call_format=example)}"
+        return base
 
     def _checked_tasks(self, source: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """Validate ``source`` with :meth:`validate_tasks`, once per env class for a shared tuple."""
@@ -395,7 +404,8 @@ class AgentEnv(EpisodeToolsMixin, gym.Env[Observation, Action]):
             info: The step's info.
         """
         run_tool_calls(parsed, info, tools=self._toolbox.current, rewards=self.rewards, gate=self.gate_tool_call,
-                       on_result=self.on_tool_result, is_useful=self.is_useful_call, add_message=self.add_message)
+                       on_result=self.on_tool_result, is_useful=self.is_useful_call, add_message=self.add_message,
+                       nudge=nudge_text(self.parser), no_action_error=no_action_error(self.parser))
 
     # ------------------------------------------------------------------ public API
 

@@ -26,7 +26,8 @@ NUDGE = (
     "Your message contained neither a tool call nor a final answer. Call a tool with "
     '<tool_call>{"name": ..., "arguments": {...}}</tool_call>, or give the final answer as <answer>...</answer>.'
 )
-"""The ``user`` message answering an assistant message with no tool call and no answer."""
+"""The ``user`` message answering an assistant message with no tool call and no answer (hermes' format;
+:func:`agent_gym.parsers.instructions.nudge_text` gives another format's)."""
 
 NO_ACTION_ERROR = "the message has no <tool_call> and no <answer>"
 """``info["error"]`` of such a message."""
@@ -74,6 +75,8 @@ def run_tool_calls(
     on_result: Callable[[ToolCall, ToolResult], None],
     is_useful: Callable[[str, Mapping[str, Any]], bool],
     add_message: Callable[[str, str], None],
+    nudge: str = NUDGE,
+    no_action_error: str = NO_ACTION_ERROR,
 ) -> None:
     """Run the tool calls of one message and record them in ``info``; a message with none gets a nudge.
 
@@ -93,6 +96,9 @@ def run_tool_calls(
         on_result: Called with each call that ran and its result.
         is_useful: Whether a successful call earns ``tool_success``.
         add_message: Appends a message (role, content) to the conversation.
+        nudge: The ``user`` message after a message with nothing to do (in the model's
+            tool-call format; default hermes').
+        no_action_error: ``info["error"]`` of such a message.
     """
     errors: list[str] = []
     kinds: list[str] = []  # the ToolErrorKind of each error, as info["error_kinds"]
@@ -131,9 +137,9 @@ def run_tool_calls(
     if useful:
         reward += rewards.tool_success
     if not parsed.tool_calls and not parsed.errors:
-        errors.append(NO_ACTION_ERROR)
+        errors.append(no_action_error)
         kinds.append(ToolErrorKind.NO_ACTION.value)
-        add_message("user", NUDGE)
+        add_message("user", nudge)
         reward += rewards.no_action
     if errors:
         info["error"] = "; ".join(errors)

@@ -114,7 +114,7 @@ class ThinkReasoningParser:
 class FormatParser(abc.ABC):
     """Base of the named tool-call parsers: reasoning, then calls, then the ``<answer>`` in the content.
 
-    Subclasses set ``name`` (vLLM's parser name) and ``id_style`` and implement
+    Subclasses set ``name`` (vLLM's parser name), ``call_format``, ``call_example`` and ``id_style`` and implement
     :meth:`extract_calls` and :meth:`format_calls`.
 
     Args:
@@ -122,6 +122,11 @@ class FormatParser(abc.ABC):
     """
 
     name: ClassVar[str] = ""
+    #: How a model of this format writes a call, with an example (completes "Call tools with ...";
+    #: the env's system prompt and its no-action nudge use it, see :mod:`agent_gym.parsers.instructions`).
+    call_format: ClassVar[str] = ""
+    #: One call in this format with placeholders (the no-action nudge's example).
+    call_example: ClassVar[str] = ""
     #: How ids are derived for calls the model wrote without one (see :func:`call_id`).
     id_style: ClassVar[str] = "call"
 

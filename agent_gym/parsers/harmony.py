@@ -141,6 +141,12 @@ class HarmonyParser(FormatParser):
     """
 
     name: ClassVar[str] = "openai"
+    call_example: ClassVar[str] = (
+        "<|start|>assistant to=functions.NAME<|channel|>commentary json<|message|>{...}<|call|>"
+    )
+    call_format: ClassVar[str] = (
+        f"a commentary message to the tool whose body is the JSON arguments, ended by <|call|>: {call_example}"
+    )
 
     def __init__(self, reasoning_parser: ReasoningParser | None = None) -> None:
         super().__init__(reasoning_parser)

@@ -46,6 +46,8 @@ class Llama3JsonParser(FormatParser):
     """vLLM's ``llama3_json``: JSON objects ``{"name", "parameters"}`` (see the module docstring)."""
 
     name: ClassVar[str] = "llama3_json"
+    call_example: ClassVar[str] = '{"name": ..., "parameters": {...}}'
+    call_format: ClassVar[str] = f"a JSON object per call, {call_example}"
 
     def extract_calls(self, text: str) -> tuple[list[ToolCall], list[str], str]:
         """Return the calls, the errors and the text without the calls."""
@@ -103,6 +105,8 @@ class MistralParser(FormatParser):
     """vLLM's ``mistral``: ``[TOOL_CALLS]`` then a JSON list or ``NAME[ARGS]{...}`` (see the module docstring)."""
 
     name: ClassVar[str] = "mistral"
+    call_example: ClassVar[str] = '[TOOL_CALLS][{"name": ..., "arguments": {...}}]'
+    call_format: ClassVar[str] = f"[TOOL_CALLS] and a JSON list of the calls, {call_example}"
     id_style: ClassVar[str] = "mistral"
     _ID = re.compile(r"^[A-Za-z0-9]{9}$")
 
@@ -167,6 +171,11 @@ class DeepSeekV3Parser(FormatParser):
     """vLLM's ``deepseek_v3`` (and the V3.1 call form): see the module docstring."""
 
     name: ClassVar[str] = "deepseek_v3"
+    call_example: ClassVar[str] = (
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n"
+        "```json\n{...}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
+    )
+    call_format: ClassVar[str] = f"the tool-call markers (one <｜tool▁call▁begin｜> per call), {call_example}"
     BEGIN: ClassVar[str] = "<｜tool▁calls▁begin｜>"
     END: ClassVar[str] = "<｜tool▁calls▁end｜>"
     CALL_BEGIN: ClassVar[str] = "<｜tool▁call▁begin｜>"

@@ -99,6 +99,12 @@ class Qwen3CoderParser(FormatParser):
     """vLLM's ``qwen3_coder``: ``<function=NAME>`` blocks with ``<parameter=KEY>`` values in ``<tool_call>``."""
 
     name: ClassVar[str] = "qwen3_coder"
+    call_example: ClassVar[str] = (
+        "<tool_call>\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>\n</function>\n</tool_call>"
+    )
+    call_format: ClassVar[str] = (
+        f"<tool_call> blocks holding <function=NAME> and one <parameter=KEY> per argument, {call_example}"
+    )
 
     def extract_calls(self, text: str) -> tuple[list[ToolCall], list[str], str]:
         """Return the calls, the errors and the text without the calls."""
@@ -264,6 +270,8 @@ class PythonicParser(FormatParser):
     """vLLM's ``pythonic``: a Python list of calls with literal keyword arguments."""
 
     name: ClassVar[str] = "pythonic"
+    call_example: ClassVar[str] = "[NAME(key=value, ...), ...]"
+    call_format: ClassVar[str] = f"a Python list of calls with keyword arguments, {call_example}"
 
     def extract_calls(self, text: str) -> tuple[list[ToolCall], list[str], str]:
         """Return the calls, the errors and the text without the calls."""

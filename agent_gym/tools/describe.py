@@ -30,13 +30,15 @@ def _type_text(schema: Mapping[str, Any]) -> str:
     return str(kind)
 
 
-def describe_tools(schemas: Iterable[Any], *, include_format: bool = True) -> str:
+def describe_tools(schemas: Iterable[Any], *, include_format: bool = True, call_format: str | None = None) -> str:
     """Describe tools in plain text, for system prompts of templates without tool support.
 
     Args:
         schemas: OpenAI function schemas (``{"type": "function", "function": {...}}``
             or the inner ``{"name", ...}`` dict) or Tool objects.
         include_format: Also explain how to write a ``<tool_call>`` block.
+        call_format: With ``include_format``, one call in the model's own format to show
+            instead of the ``<tool_call>`` block (e.g. :func:`agent_gym.parsers.instructions.call_example`).
 
     Returns:
         The description; each tool appears exactly once. Empty string when there are no tools.
@@ -67,8 +69,8 @@ def describe_tools(schemas: Iterable[Any], *, include_format: bool = True) -> st
     if include_format:
         lines += [
             "",
-            "To call a tool, write one block per call:",
-            '<tool_call>{"name": "<tool name>", "arguments": {"<parameter>": <value>}}</tool_call>',
+            "To call a tool, write one block per call:" if call_format is None else "To call a tool, write:",
+            call_format or '<tool_call>{"name": "<tool name>", "arguments": {"<parameter>": <value>}}</tool_call>',
             'Each result comes back in a message with role "tool".',
         ]
     return "\n".join(lines)
