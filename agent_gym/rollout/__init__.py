@@ -1,9 +1,13 @@
 """Collect many episodes concurrently: ``collect`` / ``collect_async`` (local or Ray).
 
-The public names are :func:`collect`, :func:`collect_async` and :class:`RolloutOptions`;
-the rest is imported from its module. Modules, by responsibility (each imports only
+The public names are :func:`collect`, :func:`collect_async`, :class:`RolloutOptions`, the
+streaming API (:class:`~agent_gym.rollout.stream.RolloutStream`, :func:`~agent_gym.rollout.stream.collect_stream`)
+and the long-tail budget (:class:`~agent_gym.rollout.long_tail.LongTail`); the rest is imported from its
+module. Modules, by responsibility (each imports only
 those above it):
 
+* :mod:`~agent_gym.rollout.long_tail`: :class:`~agent_gym.rollout.long_tail.LongTail`, a turn/time budget per
+  episode and what happens over it (park and resume later, or end);
 * :mod:`~agent_gym.rollout.options`: :class:`RolloutOptions`, the settings of a collection;
 * :mod:`~agent_gym.rollout.planning`: :class:`~agent_gym.rollout.planning.EpisodeSpec`,
   :func:`~agent_gym.rollout.planning.plan_episodes`, :func:`~agent_gym.rollout.planning.make_env_factory`;
@@ -14,7 +18,9 @@ those above it):
   this process;
 * :mod:`~agent_gym.rollout.ray_backend`: episodes in Ray actors (imported on demand);
 * :mod:`~agent_gym.rollout.sync`: :func:`~agent_gym.rollout.sync.run_sync`, a coroutine run from synchronous code;
-* :mod:`~agent_gym.rollout.collection`: :func:`collect` and :func:`collect_async`.
+* :mod:`~agent_gym.rollout.collection`: :func:`collect` and :func:`collect_async`;
+* :mod:`~agent_gym.rollout.stream`: :class:`~agent_gym.rollout.stream.RolloutStream`, episodes running across
+  weight updates, groups handed out as they finish.
 
 Example:
     >>> import agent_gym
@@ -25,6 +31,8 @@ Example:
 from __future__ import annotations
 
 from agent_gym.rollout.collection import collect, collect_async
+from agent_gym.rollout.long_tail import LongTail
 from agent_gym.rollout.options import RolloutOptions
+from agent_gym.rollout.stream import RolloutGroup, RolloutStream, collect_stream
 
-__all__ = ["RolloutOptions", "collect", "collect_async"]
+__all__ = ["LongTail", "RolloutGroup", "RolloutOptions", "RolloutStream", "collect", "collect_async", "collect_stream"]

@@ -21,6 +21,7 @@ from typing import Any
 
 from agent_gym.parsers import env_parser_for
 from agent_gym.rollout.local_runner import LocalRunner
+from agent_gym.rollout.long_tail import LongTail, LongTailGate
 from agent_gym.rollout.options import OPTION_DEFAULTS, RolloutOptions, explicit_changes
 from agent_gym.rollout.planning import plan_episodes
 from agent_gym.rollout.sync import run_sync
@@ -75,6 +76,7 @@ async def collect_async(
     ray_address: str | None = OPTION_DEFAULTS.ray_address,
     tool_parser: str | None = OPTION_DEFAULTS.tool_parser,
     reasoning_parser: str | None = OPTION_DEFAULTS.reasoning_parser,
+    long_tail: LongTail | LongTailGate | None = OPTION_DEFAULTS.long_tail,
     options: RolloutOptions | None = None,
 ) -> list[StepTrajectory]:
     """Collect episodes concurrently; awaitable version of :func:`collect`.
@@ -86,6 +88,7 @@ async def collect_async(
         samples_per_task=samples_per_task, n_parallel=n_parallel, gamma=gamma, memory=memory, max_steps=max_steps,
         episode_timeout=episode_timeout, env_kwargs=env_kwargs, progress=progress, backend=backend, seed=seed,
         on_episode=on_episode, ray_address=ray_address, tool_parser=tool_parser, reasoning_parser=reasoning_parser,
+        long_tail=long_tail,
     )
     opts = RolloutOptions.build(options, where="collect_async", **changes)
     if isinstance(env, str):  # an env id: its envs parse with the policy's family, or the names given
@@ -128,6 +131,7 @@ def collect(
     ray_address: str | None = OPTION_DEFAULTS.ray_address,
     tool_parser: str | None = OPTION_DEFAULTS.tool_parser,
     reasoning_parser: str | None = OPTION_DEFAULTS.reasoning_parser,
+    long_tail: LongTail | LongTailGate | None = OPTION_DEFAULTS.long_tail,
     options: RolloutOptions | None = None,
 ) -> list[StepTrajectory]:
     """Run many episodes concurrently and return every trajectory, in task order.
@@ -177,6 +181,9 @@ def collect(
             :func:`agent_gym.parsers.make_parser`); None takes the policy's model family (given
             to it or read from its chat template) unless ``env_kwargs`` names a parser.
         reasoning_parser: The reasoning parser name, likewise.
+        long_tail: A :class:`~agent_gym.rollout.long_tail.LongTail` budget per episode: an
+            episode over it is parked (its slot goes to the episodes not yet started; it resumes
+            once none is left) or ended with ``TIMEOUT``. None: no budget.
 
     Returns:
         ``len(tasks or range(num_episodes)) * samples_per_task`` trajectories;
@@ -193,6 +200,7 @@ def collect(
         samples_per_task=samples_per_task, n_parallel=n_parallel, gamma=gamma, memory=memory, max_steps=max_steps,
         episode_timeout=episode_timeout, env_kwargs=env_kwargs, progress=progress, backend=backend, seed=seed,
         on_episode=on_episode, ray_address=ray_address, tool_parser=tool_parser, reasoning_parser=reasoning_parser,
+        long_tail=long_tail,
     )
     opts = RolloutOptions.build(options, where="collect", **changes)
     return run_sync(

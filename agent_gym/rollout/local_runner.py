@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import itertools
 import logging
 import time
 import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from agent_gym.rollout.long_tail import EpisodeOverBudget, LongTailGate, mark_resumes
 from agent_gym.rollout.options import RolloutOptions
 from agent_gym.rollout.planning import EpisodeSpec, make_env_factory
 from agent_gym.rollout.reporting import Progress, failed_trajectory, label, notify
@@ -45,7 +47,9 @@ def _safe_close(env: Any) -> None:
 class _Episode:
     """Mutable state of one running episode (what the timeout handler needs)."""
 
-    def __init__(self) -> None:
+    def __init__(self, gate: LongTailGate | None = None) -> None:
+        self.gate = gate
+        self.budget = gate.budget() if gate is not None else None
         self.wrapper: Any = None
         self.session_id: str | None = None
         self.job: Any = None  # the pool call in progress, if any
@@ -150,6 +154,11 @@ class LocalRunner:
         state.session_id = info.get("episode_id") or getattr(wrapper, "rollout_id", None) or f"episode-{spec.index}"
         tools = info.get("policy_tools")
         while True:
+            if state.gate is not None and state.budget is not None:
+                try:
+                    await state.gate.before_turn(state.budget, state.session_id)
+                except EpisodeOverBudget as exc:
+                    return wrapper.finish(EpisodeStatus.TIMEOUT, str(exc))
             started = time.perf_counter()
             try:
                 action = await self._act(state, obs, state.session_id, tools)
@@ -177,17 +186,28 @@ class LocalRunner:
                     trajectory = wrapper.finish(status)
                 return trajectory
 
-    async def run_episode(self, spec: EpisodeSpec, slot: int = 0) -> StepTrajectory:
+    def _gate(self) -> LongTailGate | None:
+        """The long-tail gate of a run: the one given, or a new one for the options' budget."""
+        long_tail = self.options.long_tail
+        if long_tail is None or isinstance(long_tail, LongTailGate):
+            return long_tail
+        return LongTailGate(long_tail)
+
+    async def run_episode(self, spec: EpisodeSpec, slot: int = 0, gate: LongTailGate | None = None) -> StepTrajectory:
         """Run one episode on worker slot ``slot``; never raises for env/policy failures.
 
         Args:
             spec: The episode to run.
             slot: The worker slot (selects the cached env).
+            gate: The run's long-tail gate (None: the options' budget, a parked episode resuming
+                at once: one episode alone has no other to give its slot to).
 
         Returns:
             The episode's trajectory, with ``idx``, ``group_id`` and ``task`` set.
         """
-        state = _Episode()
+        if gate is None and (gate := self._gate()) is not None and gate is not self.options.long_tail:
+            gate.release_all()
+        state = _Episode(gate)
         try:
             state.wrapper = await self._wrapper(slot)
         except Exception as exc:  # noqa: BLE001 - env construction failed: record it
@@ -211,6 +231,8 @@ class LocalRunner:
                     logger.debug("policy.close_session failed", exc_info=True)
             if state.env_broken:
                 self._discard(slot, state)
+        if state.budget is not None and state.budget.resumes:
+            mark_resumes(trajectory, state.budget)
         return label(trajectory, spec)
 
     async def run(
@@ -235,21 +257,46 @@ class LocalRunner:
         for i in range(len(specs)):
             queue.put_nowait(i)
         bar = Progress(len(specs), progress)
+        workers = min(self.n_parallel, len(specs))
+        slots = itertools.count(workers)
+        extra: list[asyncio.Future] = []
+        gate = self._gate()
+        own_gate = gate is not None and gate is not self.options.long_tail
+
+        def on_park(_: Any) -> None:
+            # a parked episode's slot goes to a new worker while episodes wait to start;
+            # the parked ones resume once none is left
+            if queue.empty():
+                if gate is not None:
+                    gate.release_all()
+            else:
+                extra.append(asyncio.ensure_future(worker(next(slots))))
+
+        if gate is not None and own_gate:
+            gate = LongTailGate(gate.long_tail, on_park=on_park)
 
         async def worker(slot: int) -> None:
             while True:
                 try:
                     i = queue.get_nowait()
                 except asyncio.QueueEmpty:
+                    if gate is not None:
+                        gate.release_all()
                     return
-                trajectory = await self.run_episode(specs[i], slot)
+                trajectory = await self.run_episode(specs[i], slot, gate)
                 results[i] = trajectory
                 bar.update(trajectory)
                 if on_episode is not None:
                     await notify(on_episode, trajectory)
 
         try:
-            await asyncio.gather(*(worker(slot) for slot in range(min(self.n_parallel, len(specs)))))
+            await asyncio.gather(*(worker(slot) for slot in range(workers)))
+            while pending := [job for job in extra if not job.done()]:
+                await asyncio.gather(*pending)
+            for job in extra:
+                job.result()
         finally:
+            for job in extra:
+                job.cancel()
             bar.close()
         return results  # type: ignore[return-value]

@@ -23,6 +23,7 @@ from typing import Any
 from agent_gym.checks import check_bool, check_gamma, check_int, check_timeout
 from agent_gym.errors import ConfigError
 from agent_gym.parsers import canonical_tool_parser, make_reasoning_parser
+from agent_gym.rollout.long_tail import LongTail, LongTailGate
 
 __all__ = ["BACKENDS", "OPTION_DEFAULTS", "OptionDefault", "RolloutOptions", "explicit_changes"]
 
@@ -58,6 +59,10 @@ class RolloutOptions:
             :func:`agent_gym.parsers.make_parser`); None takes the policy's model family (given
             to it or read from its chat template) unless ``env_kwargs`` names a parser.
         reasoning_parser: The reasoning parser name, likewise.
+        long_tail: A turn/time budget per episode and what to do with an episode over it: park
+            it (resumed once no episode is left to start) or end it with ``TIMEOUT`` (see
+            :class:`~agent_gym.rollout.long_tail.LongTail`; parking needs the local backend). A
+            :class:`~agent_gym.rollout.long_tail.LongTailGate` shares one gate between runs.
     """
 
     samples_per_task: int = 1
@@ -74,6 +79,7 @@ class RolloutOptions:
     ray_address: str | None = None
     tool_parser: str | None = None
     reasoning_parser: str | None = None
+    long_tail: LongTail | LongTailGate | None = None
 
     def __post_init__(self) -> None:
         check_int("samples_per_task", self.samples_per_task, low=1)
@@ -97,6 +103,10 @@ class RolloutOptions:
         if self.tool_parser is not None:
             canonical_tool_parser(self.tool_parser)
         make_reasoning_parser(self.reasoning_parser)
+        if self.long_tail is not None and not isinstance(self.long_tail, (LongTail, LongTailGate)):
+            raise TypeError(f"long_tail: expected LongTail, LongTailGate or None, got {type(self.long_tail).__name__}")
+        if self.backend == "ray" and self.long_tail is not None and _parks(self.long_tail):
+            raise ConfigError("long_tail: parking needs backend='local' (a Ray actor runs one episode at a time)")
 
     def replace(self, **changes: Any) -> RolloutOptions:
         """Return a copy with ``changes`` applied (checked like the constructor's arguments)."""
@@ -124,6 +134,11 @@ class RolloutOptions:
             )
         base = options if options is not None else cls()
         return dataclasses.replace(base, **changes) if changes else base
+
+
+def _parks(long_tail: LongTail | LongTailGate) -> bool:
+    config = long_tail.long_tail if isinstance(long_tail, LongTailGate) else long_tail
+    return config.action == "park"
 
 
 _FIELDS = frozenset(field.name for field in dataclasses.fields(RolloutOptions))

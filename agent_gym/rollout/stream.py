@@ -42,6 +42,7 @@ import httpx
 from agent_gym.checks import check_choice, check_int
 from agent_gym.errors import AgentGymError
 from agent_gym.rollout.collection import collect_async
+from agent_gym.rollout.long_tail import LongTail, LongTailGate, ParkedEpisode
 
 __all__ = ["RolloutGroup", "RolloutStream", "collect_stream"]
 
@@ -79,6 +80,7 @@ class _Stats:
     handed: int = 0
     dropped: int = 0
     marked: int = 0
+    parked: int = 0
     updates: int = 0
     update_s: list[float] = field(default_factory=list)
 
@@ -99,6 +101,11 @@ class RolloutStream:
         pause_mode: Default mode of :meth:`update_weights`.
         handle_sigterm: Turn SIGTERM into ``KeyboardInterrupt`` while the stream is open
             (main thread only), so ``with`` blocks close it.
+        long_tail: A :class:`~agent_gym.rollout.long_tail.LongTail` budget per episode. Over it an
+            episode is ended with ``TIMEOUT`` (``action="end"``) or parked (``"park"``): its slot
+            goes to a new group, and it resumes from where it stopped once a slot is free that
+            no new group can take (tasks exhausted or the staleness window closed); the
+            episodes parked now are :attr:`parked`.
         collect_kwargs: Passed to ``collect_async`` for every group (``max_steps``,
             ``episode_timeout``, ``env_kwargs``, ...).
     """
@@ -117,6 +124,7 @@ class RolloutStream:
         servers: Sequence[str] | None = None,
         pause_mode: str = "abort",
         handle_sigterm: bool = False,
+        long_tail: LongTail | None = None,
         **collect_kwargs: Any,
     ) -> None:
         check_int("samples_per_task", samples_per_task, low=1)
@@ -132,6 +140,13 @@ class RolloutStream:
         self.max_staleness = max_staleness
         self.groups_per_update = groups_per_update
         self.collect_kwargs = {"progress": False, **collect_kwargs}
+        self._waiting: list[asyncio.Future] = []  # parked episodes, oldest first
+        self.gate: LongTailGate | None = None
+        if long_tail is not None:
+            if not isinstance(long_tail, LongTail):
+                raise TypeError(f"long_tail: expected LongTail or None, got {type(long_tail).__name__}")
+            self.gate = LongTailGate(long_tail, release=self._hold)
+            self.collect_kwargs["long_tail"] = self.gate
         client = getattr(policy, "client", None)
         self.servers = list(servers if servers is not None else getattr(client, "server_addresses", []) or [])
         self.version = max(int(getattr(policy, "weight_version", 0)), 0)
@@ -175,8 +190,7 @@ class RolloutStream:
         self._wake = asyncio.Event()
         try:
             while not self._closed:
-                while (not self._exhausted and not self._closed
-                       and len(self._running) * self.samples_per_task < self.concurrency and self._admissible()):
+                while not self._exhausted and not self._closed and self._free_slots() > 0 and self._admissible():
                     try:
                         task = next(self._tasks)
                     except StopIteration:
@@ -188,6 +202,7 @@ class RolloutStream:
                     job.add_done_callback(self._job_done)
                 if self._exhausted and not self._running:
                     return
+                self._resume_parked()
                 self._wake.clear()
                 await self._wake.wait()
         finally:
@@ -196,6 +211,35 @@ class RolloutStream:
             if self._running:
                 await asyncio.gather(*self._running, return_exceptions=True)
             await _aclose(self.policy)
+
+    def _free_slots(self) -> int:
+        """Episodes that may start: the target less those running (parked ones not counted)."""
+        return self.concurrency - (len(self._running) * self.samples_per_task - len(self._waiting))
+
+    def _resume_parked(self) -> None:
+        """Resume the oldest parked episodes into the free slots no new group can take."""
+        while self._waiting and self._free_slots() > 0:
+            waiting = self._waiting.pop(0)
+            if not waiting.done():
+                waiting.set_result(None)
+
+    async def _hold(self, parked: ParkedEpisode) -> None:
+        """A parked episode waits here for :meth:`_resume_parked`; its slot wakes the scheduler."""
+        waiting = self._loop.create_future()
+        self._waiting.append(waiting)
+        self.stats.parked += 1
+        if self._wake is not None:
+            self._wake.set()
+        try:
+            await waiting
+        finally:
+            if waiting in self._waiting:
+                self._waiting.remove(waiting)
+
+    @property
+    def parked(self) -> list[ParkedEpisode]:
+        """The episodes parked now (over their long-tail budget, waiting to resume)."""
+        return list(self.gate.parked) if self.gate is not None else []
 
     def _job_done(self, job: asyncio.Task) -> None:
         """Free the group's slot, then wake the scheduler.

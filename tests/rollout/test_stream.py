@@ -106,3 +106,26 @@ def test_dropped_long_tail_groups_give_their_place_back(fake_server, qwen_tokeni
     assert back == sorted(t["id"] for t in tasks)
     assert all(g.staleness <= 1 for g in handed)
     assert stream.stats.dropped == len(stream.dropped)
+
+
+def test_long_tail_episodes_park_and_resume_once_no_new_group_can_start(fake_server, qwen_tokenizer):
+    from agent_gym.rollout.long_tail import LongTail
+
+    policy = VLLMPolicy([fake_server], qwen_tokenizer, SAMPLING)
+    tasks = _tasks(4)
+    # the fake server's text never answers: every episode runs its 3 steps and goes over a
+    # one-turn budget, parks, and frees its slot for the next task; once the tasks are out,
+    # the parked episodes resume where they stopped
+    with RolloutStream(ENV_ID, policy, tasks, concurrency=2, max_steps=3,
+                       long_tail=LongTail(max_turns=1, action="park")) as stream:
+        groups = list(stream)
+        assert stream.parked == []
+    assert sorted(g.task["id"] for g in groups) == sorted(t["id"] for t in tasks)
+    assert stream.stats.parked == len(tasks)
+    for group in groups:
+        (trajectory,) = group.trajectories
+        assert len(trajectory.steps) == 3
+        assert trajectory.steps[1].info["long_tail"]["resumed"] is True
+        # the resumed turns continue the same token sequence: one segment over the three steps
+        (segment,) = trajectory.segments
+        assert (segment.first_step, segment.last_step) == (0, 2) and sum(segment.response_masks) > 0
