@@ -10,6 +10,9 @@ with the training step for the CPU cores), started with ``VLLM_SERVER_DEV_MODE=1
   running; the trainer takes each round's groups as they finish, trains, and calls
   ``update_weights`` (pause in ``abort`` mode, reload, bump, resume) while episodes go on.
 
+With ``--long-tail N`` a third variant runs the stream with ``LongTail(max_turns=N, action="park")``:
+episodes over N turns park and resume once no new group can start.
+
 Both hand out every sample of the same tasks. Prints samples per second of each, their ratio
 (target >= 1.8x), and the median latency of one
 pause / reload / resume cycle. ``--tiny-model`` runs the tiny model on CPU instead of fake mode,
@@ -33,8 +36,7 @@ from pathlib import Path
 from server_process import start_reference_server
 
 from agent_gym.policy import SamplingParams, VLLMPolicy
-from agent_gym.rollout import collect
-from agent_gym.rollout.stream import RolloutStream
+from agent_gym.rollout import LongTail, RolloutStream, collect
 
 ENV_ID = "agent_gym/Conversation-v0"
 
@@ -80,11 +82,13 @@ def run_sync(policy, tasks, args) -> tuple[float, int]:
     return time.perf_counter() - start, turns
 
 
-def run_stream(policy, tasks, args, checkpoint: str) -> tuple[float, list[float], int, int, int]:
+def run_stream(policy, tasks, args, checkpoint: str, long_tail: LongTail | None = None
+               ) -> tuple[float, list[float], int, int, int]:
     start = time.perf_counter()
     turns = handed = 0
     with RolloutStream(ENV_ID, policy, tasks, samples_per_task=args.samples, concurrency=args.concurrency,
-                       max_staleness=args.max_staleness, groups_per_update=args.groups, max_steps=20) as stream:
+                       max_staleness=args.max_staleness, groups_per_update=args.groups, max_steps=20,
+                       long_tail=long_tail) as stream:
         while groups := stream.take(args.groups):  # the same tasks as the sync run, every one handed out
             turns += sum(len(t.steps) for g in groups for t in g.trajectories)
             handed += sum(len(g.trajectories) for g in groups)
@@ -106,6 +110,8 @@ def main() -> int:
     parser.add_argument("--max-staleness", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=2, help="runs of each variant (alternating)")
     parser.add_argument("--tiny-model", action="store_true", help="the tiny model on CPU instead of fake mode")
+    parser.add_argument("--long-tail", type=int, default=None, metavar="N",
+                        help="also run the stream parking episodes over N turns")
     args = parser.parse_args()
 
     from agent_gym.models import build_tiny_model, load_qwen_tokenizer
@@ -123,7 +129,8 @@ def main() -> int:
         try:
             sampling = SamplingParams(temperature=1.0, top_k=-1, max_tokens=args.tokens, logprobs=0)
             total = args.rounds * args.groups
-            sync_s, stream_s, cycles = [], [], []
+            sync_s, stream_s, park_s, cycles = [], [], [], []
+            park_samples = 0
             dropped = sync_turns = stream_turns = stream_samples = 0
             for repeat in range(args.repeats):
                 tasks = task_mix(total, seed=repeat)
@@ -138,6 +145,12 @@ def main() -> int:
                 stream_turns += turns
                 cycles += updates
                 dropped += lost
+                if args.long_tail is not None:
+                    policy = VLLMPolicy([address], tokenizer, sampling)
+                    budget = LongTail(max_turns=args.long_tail, action="park")
+                    wall, _, _, _, handed = run_stream(policy, tasks, args, str(model_dir), budget)
+                    park_s.append(wall)
+                    park_samples += handed
             samples = total * args.samples
             sync_rate = samples / statistics.median(sync_s)
             stream_rate = stream_samples / args.repeats / statistics.median(stream_s)
@@ -150,6 +163,10 @@ def main() -> int:
             print(f"turns per sample: sync {sync_turns / (samples * args.repeats):.2f}, "
                   f"streaming {stream_turns / max(stream_samples, 1):.2f} (the same tasks; stale groups dropped are "
                   f"not counted)")
+            if park_s:
+                park_rate = park_samples / args.repeats / statistics.median(park_s)
+                print(f"streaming, parking over {args.long_tail} turns: {park_rate:.2f} samples/s "
+                      f"({park_rate / sync_rate:.2f}x sync; median of {[round(s, 2) for s in park_s]} s)")
             print(f"ratio: {stream_rate / sync_rate:.2f}x; pause/reload/resume cycle median "
                   f"{1000 * statistics.median(cycles):.1f} ms (n={len(cycles)}); stale groups dropped: {dropped}")
         finally:
