@@ -320,26 +320,43 @@ class RolloutStream:
                 reloads (``POST /reload_weights``), or None (only the version moves).
             mode: The pause mode (default: the stream's ``pause_mode``).
             timeout: Seconds allowed for each server call.
+
+        Raises:
+            AgentGymError: A server could not be paused, reloaded or resumed. Every server is
+                resumed all the same; the version moves only when the weights were applied.
         """
         mode = check_choice("mode", mode or self.pause_mode, ("abort", "wait", "keep"))
         started = time.perf_counter()
         new_version = self.version + 1
+        applied = False
         with httpx.Client(timeout=timeout) as client:
-            for server in self.servers:
-                _ok(client.post(_url(server, "/pause"), params={"mode": mode}))
             try:
+                for server in self.servers:
+                    _post(client, server, "/pause", params={"mode": mode})
                 if callable(apply):
                     apply()
                 elif isinstance(apply, str):
                     for server in self.servers:
-                        _ok(client.post(_url(server, "/reload_weights"),
-                                        json={"model_path": apply, "weight_version": new_version}))
+                        _post(client, server, "/reload_weights",
+                              json={"model_path": apply, "weight_version": new_version})
+                applied = True
             finally:
-                self.version = new_version
-                if hasattr(self.policy, "weight_version"):
-                    self.policy.weight_version = new_version
+                if applied:
+                    self.version = new_version
+                    if hasattr(self.policy, "weight_version"):
+                        self.policy.weight_version = new_version
+                # every server is resumed, also after a failure (one whose pause call failed may be
+                # paused all the same): a server left paused would hold its episodes for ever
+                failed = []
                 for server in self.servers:
-                    _ok(client.post(_url(server, "/resume")))
+                    try:
+                        _post(client, server, "/resume")
+                    except AgentGymError as exc:
+                        failed.append(str(exc))
+                self._poke()
+            if failed:
+                raise AgentGymError("update_weights: the weights were applied but these servers could not be "
+                                    "resumed (their episodes fail over or end with a status): " + "; ".join(failed))
         self.stats.updates += 1
         self.stats.update_s.append(time.perf_counter() - started)
         self._poke()
@@ -374,10 +391,15 @@ def _url(server: str, path: str) -> str:
     return (server if "://" in server else f"http://{server}").rstrip("/") + path
 
 
-def _ok(response: httpx.Response) -> None:
+def _post(client: httpx.Client, server: str, path: str, **kwargs: Any) -> None:
+    """POST to a server's RL route; any failure (unreachable, HTTP error) is an ``AgentGymError``."""
+    url = _url(server, path)
+    try:
+        response = client.post(url, **kwargs)
+    except httpx.HTTPError as exc:
+        raise AgentGymError(f"POST {url}: {type(exc).__name__}: {exc}") from exc
     if response.status_code >= 400:
-        raise AgentGymError(f"{response.request.method} {response.request.url}: HTTP {response.status_code} "
-                            f"{response.text[:200]}")
+        raise AgentGymError(f"POST {url}: HTTP {response.status_code} {response.text[:200]}")
 
 
 async def _aclose(policy: Any) -> None:

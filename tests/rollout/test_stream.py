@@ -9,7 +9,7 @@ import gymnasium as gym
 import httpx
 import pytest
 
-from agent_gym.errors import ConfigError
+from agent_gym.errors import AgentGymError, ConfigError
 from agent_gym.policy import SamplingParams, VLLMPolicy
 from agent_gym.rollout.stream import RolloutStream, collect_stream
 
@@ -129,3 +129,19 @@ def test_long_tail_episodes_park_and_resume_once_no_new_group_can_start(fake_ser
         # the resumed turns continue the same token sequence: one segment over the three steps
         (segment,) = trajectory.segments
         assert (segment.first_step, segment.last_step) == (0, 2) and sum(segment.response_masks) > 0
+
+
+def test_a_server_that_cannot_be_paused_leaves_no_other_server_paused(fake_server, qwen_tokenizer):
+    import socket
+
+    with socket.socket() as sock:  # a port nobody listens on: the second server is down
+        sock.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{sock.getsockname()[1]}"
+    policy = VLLMPolicy([fake_server], qwen_tokenizer, SAMPLING)
+    with RolloutStream(ENV_ID, policy, _tasks(2), servers=[fake_server, dead], max_steps=1) as stream:
+        with pytest.raises(AgentGymError, match="ConnectError"):
+            stream.update_weights(None, mode="keep")
+        assert httpx.get(f"http://{fake_server}/is_paused").json()["is_paused"] is False
+        assert stream.version == 0  # nothing was applied
+        groups = list(stream)  # the episodes on the live server went on
+    assert len(groups) == 2
