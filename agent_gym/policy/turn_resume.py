@@ -6,7 +6,8 @@ is not over: :class:`TurnResume` keeps those ids and their logprobs and the poli
 request again with the prompt followed by them and ``max_tokens`` (and ``min_tokens``) reduced
 by their number, on the session's server, until an answer ends the turn another way. The ids of
 every answer are appended as they came, so no id is sampled twice or lost: the turn's ids are
-exactly the concatenation of what the server sampled.
+exactly the concatenation of what the server sampled. A streamed turn continues the same way:
+:class:`ContinuedText` keeps its text deltas seamless across the abort.
 
 Each answer also says which weights sampled it, read from the answer in this order: the
 choice's ``weight_versions`` (one per id, the reference server's), the answer's
@@ -22,7 +23,7 @@ from typing import Any
 from agent_gym.errors import ServerError
 from agent_gym.policy.vllm_protocol import is_context_error, parse_completion_choice
 
-__all__ = ["MAX_EMPTY_ABORTS", "TurnResume", "answer_versions"]
+__all__ = ["MAX_EMPTY_ABORTS", "ContinuedText", "TurnResume", "answer_versions", "choice_versions"]
 
 MAX_EMPTY_ABORTS = 50
 """Aborted answers in a row without a new id after which the turn fails (a server that aborts everything)."""
@@ -38,6 +39,16 @@ def _as_version(value: Any) -> int | None:
     return None
 
 
+def choice_versions(choice: Any, count: int) -> list[int] | None:
+    """The choice's own ``weight_versions`` (one per id) when it holds ``count`` valid ones, else None."""
+    per_id = choice.get("weight_versions") if isinstance(choice, dict) else None
+    if isinstance(per_id, list) and len(per_id) == count:
+        parsed = [_as_version(v) for v in per_id]
+        if all(v is not None for v in parsed):
+            return [int(v) for v in parsed if v is not None]
+    return None
+
+
 def answer_versions(data: Any, count: int, default: int) -> list[int]:
     """The weight version of each of the ``count`` ids of an answer (see the module docs).
 
@@ -49,11 +60,9 @@ def answer_versions(data: Any, count: int, default: int) -> list[int]:
     if isinstance(data, dict):
         choices = data.get("choices")
         choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
-        per_id = choice.get("weight_versions")
-        if isinstance(per_id, list) and len(per_id) == count:
-            parsed = [_as_version(v) for v in per_id]
-            if all(v is not None for v in parsed):
-                return [int(v) for v in parsed if v is not None]
+        per_id = choice_versions(choice, count)
+        if per_id is not None:
+            return per_id
         meta = data.get("meta_info")
         for value in (data.get("weight_version"), meta.get("weight_version") if isinstance(meta, dict) else None):
             version = _as_version(value)
@@ -100,21 +109,34 @@ class TurnResume:
         token_ids, logprobs = parse_completion_choice(choice)
         if token_ids is None:  # ids are needed to continue exactly
             return False
+        self.keep(token_ids, logprobs, answer_versions(data, len(token_ids), self.default_version), server)
+        return True
+
+    def keep(self, token_ids: list[int], logprobs: list[float] | None, versions: list[int], server: str) -> None:
+        """Keep the ids, logprobs and versions of an aborted answer (the turn goes on after them).
+
+        Raises:
+            ServerError: The server keeps aborting without sampling anything.
+        """
         self.aborts += 1
         self._empty_aborts = 0 if token_ids else self._empty_aborts + 1
         if self._empty_aborts > MAX_EMPTY_ABORTS:
             raise ServerError(f"server {server} aborted the turn {self._empty_aborts} times in a row without "
                               "sampling an id", server=server, status=200)
-        self._keep(token_ids, logprobs, data)
-        return True
-
-    def _keep(self, token_ids: list[int], logprobs: list[float] | None, data: Any) -> None:
         self.ids += token_ids
         if self.logprobs is not None and logprobs is not None and len(logprobs) == len(token_ids):
             self.logprobs += logprobs
         else:
             self.logprobs = None
-        self.versions += answer_versions(data, len(token_ids), self.default_version)
+        self.versions += versions
+
+    def whole(
+        self, token_ids: list[int], logprobs: list[float] | None, versions: list[int]
+    ) -> tuple[list[int], list[float] | None, list[int]]:
+        """The turn's ids, logprobs (None unless every answer had them) and versions: the kept ones, then these."""
+        if self.logprobs is None or logprobs is None or len(logprobs) != len(token_ids):
+            return self.ids + token_ids, None, self.versions + versions
+        return self.ids + token_ids, self.logprobs + logprobs, self.versions + versions
 
     def merged(self, choice: dict[str, Any], data: Any) -> tuple[dict[str, Any], list[int] | None]:
         """The final answer's choice with the kept ids in front, and every id's version.
@@ -139,3 +161,38 @@ class TurnResume:
     def budget_spent(self, body_max_tokens: int) -> bool:
         """Whether the kept ids used the whole budget (the turn ends with ``length``)."""
         return len(self.ids) >= body_max_tokens
+
+
+class ContinuedText:
+    """The text deltas of a streamed turn, decoded from its ids once an answer was aborted.
+
+    Until an abort the server's text deltas are passed on (and noted with :meth:`sent_text`).
+    The text that ends an aborted answer may stop inside a character, and the continued answer's
+    text starts without the kept ids, so from the abort on the deltas are cut from the decoding of
+    every id of the turn: they go on from what was sent, an incomplete character waits for its
+    next id, and the deltas concatenate to the decoding of the turn's ids.
+
+    Args:
+        tokenizer: Decodes the ids (special tokens kept, as the server's text in token mode).
+    """
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        self.sent = ""
+
+    def sent_text(self, text: str) -> str:
+        """Note a server delta passed on unchanged; returns it."""
+        self.sent += text
+        return text
+
+    def delta(self, token_ids: list[int], *, final: bool = False) -> str:
+        """The text to send now for the turn's ids so far (``final``: no later id will complete a character)."""
+        text = self.tokenizer.decode(token_ids, skip_special_tokens=False)
+        if not text.startswith(self.sent):  # the decoding of earlier ids changed: wait for the end
+            return ""
+        end = len(text)
+        while not final and end > len(self.sent) and text[end - 1] == "\ufffd":
+            end -= 1
+        delta = text[len(self.sent):end]
+        self.sent += delta
+        return delta

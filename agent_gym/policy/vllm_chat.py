@@ -6,16 +6,30 @@ records; from a server that does not return them the sampled text is re-tokenize
 a tokenizer is given) and the turn is marked ``retokenized``. Prefer
 :class:`~agent_gym.policy.VLLMPolicy` (token-in) for training data: only it controls the exact
 prompt ids of every turn.
+
+An answer aborted by a pause for a weight update (``finish_reason: "abort"``, vLLM's
+``POST /pause?mode=abort``) does not end the turn: the policy sends the messages again with the
+text sampled so far as an open final assistant message (vLLM's assistant prefill,
+``continue_final_message: true`` with ``add_generation_prompt: false``), ``max_tokens`` reduced by
+the ids kept and the seed moved on, until an answer ends the turn another way; the turn's text,
+ids and logprobs are the aborted answers' followed by the last one's. This continues *by text*:
+the server renders the prefix again from the text, so the continued answer is conditioned on
+the re-tokenized text, which may differ from the ids sampled before the abort (the recorded ids
+are still exactly the sampled ones). Without ids in the answers and without a tokenizer to count
+the kept text, an aborted turn ends with ``finish_reason="error"`` (its episode with
+``POLICY_ERROR``).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from agent_gym.parsers import ChatFamily, get_family
 from agent_gym.policy.chat_tokens import normalize_messages
+from agent_gym.policy.turn_resume import TurnResume, answer_versions
 from agent_gym.policy.vllm_base import VLLMPolicyBase
 from agent_gym.policy.vllm_protocol import PromptTooLong, map_finish_reason
 from agent_gym.types import FinishReason, Message, PolicyOutput
@@ -63,6 +77,8 @@ class VLLMChatPolicy(VLLMPolicyBase):
         sent = family.template_messages(msgs, parser) if family.structured else msgs
         previous = self._server_ids.get(session_id)
         seed = self._next_seed(session_id)
+        # An answer aborted by a pause is continued from its text as an open assistant message.
+        head = _ChatHead(self.weight_version)
 
         async def make_body(server: str) -> dict[str, Any]:
             info = await self._info(server, need_len=False)
@@ -72,43 +88,51 @@ class VLLMChatPolicy(VLLMPolicyBase):
                 budget = self._budget(info, len(local_prompt), max(0, response_len))
             body = self._request(
                 info,
-                budget,
-                seed,
-                messages=sent,
+                max(budget - head.count, 1),
+                seed if seed is None or not head.count else seed + head.count,
+                messages=sent if not head.text else [*sent, {"role": "assistant", "content": head.text}],
                 logprobs=True,
                 top_logprobs=self.sampling.logprobs,
                 return_token_ids=True,
                 skip_special_tokens=False,
                 include_stop_str_in_output=True,
             )
+            if head.text:  # vLLM's assistant prefill: the final message stays open and the model continues it
+                body["continue_final_message"] = True
+                body["add_generation_prompt"] = False
+            if head.count and body.get("min_tokens"):
+                body["min_tokens"] = max(int(body["min_tokens"]) - head.count, 0)
+            head.budget = budget
             if tools:
                 body["tools"] = tools
             if self.chat_template_kwargs:
                 body["chat_template_kwargs"] = self.chat_template_kwargs
             return body
 
-        try:
-            data, server = await self.client.post(session_id, "/v1/chat/completions", make_body)
-        except PromptTooLong as exc:
-            return self._truncated(local_prompt, False, start, str(exc))
-        return self._chat_output(session_id, data, local_prompt, previous, server, start)
+        while True:
+            try:
+                data, server = await self.client.post(session_id, "/v1/chat/completions", make_body)
+            except PromptTooLong as exc:
+                if not head.count:
+                    return self._truncated(local_prompt, False, start, str(exc))
+                data, server = head.ended("length"), head.server
+            answer = self._chat_answer(data)
+            if answer.finish != "abort" or (answer.token_ids is None and self.builder is None):
+                break
+            head.keep(answer, data, server)
+            if head.budget is not None and head.count >= head.budget:  # the kept ids used the whole budget
+                data = head.ended("length")
+                break
+        return self._chat_output(session_id, data, head, local_prompt, previous, server, start)
 
-    def _chat_output(
-        self,
-        session_id: str,
-        data: dict[str, Any],
-        local_prompt: list[int] | None,
-        previous: list[int] | None,
-        server: str,
-        start: float,
-    ) -> PolicyOutput:
-        """The turn of a chat answer; the session's ids advance unless the server reported an error."""
+    def _chat_answer(self, data: dict[str, Any]) -> _ChatAnswer:
+        """The text, ids and logprobs of a chat answer's first choice (ids re-tokenized when it has none)."""
         choice = data["choices"][0]
         message = choice.get("message") or {}
         reasoning = message.get("reasoning_content") or message.get("reasoning")
         text = self._chat_family()[0].assistant_text(str(reasoning or ""), str(message.get("content") or ""),
                                                   _structured_calls(message.get("tool_calls")))
-        finish, error = map_finish_reason(choice.get("finish_reason"), chat=True)
+        finish, _ = map_finish_reason(choice.get("finish_reason"), chat=True)
         token_ids = choice.get("token_ids")
         retokenized = token_ids is None
         if token_ids is None and self.builder is not None:
@@ -119,26 +143,103 @@ class VLLMChatPolicy(VLLMPolicyBase):
         content = (choice.get("logprobs") or {}).get("content") if not retokenized else None
         if content is not None and token_ids is not None and len(content) == len(token_ids):
             logprobs = [float(c.get("logprob", 0.0)) for c in content]
-        prompt_ids = data.get("prompt_token_ids") or choice.get("prompt_token_ids") or local_prompt
-        prompt_ids = [int(t) for t in prompt_ids] if prompt_ids is not None else None
+        ids = [int(t) for t in token_ids] if token_ids is not None else None
+        return _ChatAnswer(text, ids, logprobs, choice.get("finish_reason"), retokenized)
+
+    def _chat_output(
+        self,
+        session_id: str,
+        data: dict[str, Any],
+        head: _ChatHead,
+        local_prompt: list[int] | None,
+        previous: list[int] | None,
+        server: str,
+        start: float,
+    ) -> PolicyOutput:
+        """The turn of a chat answer after the aborted ones; the session's ids advance unless it failed."""
+        answer = self._chat_answer(data)
+        finish, error = map_finish_reason(answer.finish, chat=True)
+        text, token_ids, logprobs, versions = answer.text, answer.token_ids, answer.logprobs, None
+        if token_ids is not None:
+            versions = answer_versions(data, len(token_ids), self.weight_version)
+        if head.count:
+            text = head.text + text
+            if token_ids is not None and head.token_ids is not None:
+                token_ids, logprobs, versions = head.resume.whole(token_ids, logprobs, versions or [])
+            else:
+                token_ids = logprobs = versions = None
+        prompt_ids = head.prompt_ids if head.count else _prompt_ids(data)
+        prompt_ids = prompt_ids if prompt_ids is not None else local_prompt
         new_segment = False
         if prompt_ids is not None and token_ids is not None:
             if previous is not None:
                 new_segment = prompt_ids[: len(previous)] != previous
             if error is None:
-                self._server_ids[session_id] = prompt_ids + [int(t) for t in token_ids]
-        return self._output(
+                self._server_ids[session_id] = prompt_ids + token_ids
+        out = self._output(
             start,
             text=text,
             prompt_token_ids=prompt_ids,
-            token_ids=[int(t) for t in token_ids] if token_ids is not None else None,
+            token_ids=token_ids,
             logprobs=logprobs,
             finish_reason=finish,
-            retokenized=retokenized,
+            retokenized=answer.retokenized or head.retokenized,
             new_segment=new_segment,
             server=server,
             error=f"server {server}: {error}" if error is not None else None,
         )
+        if versions is not None and token_ids is not None and len(versions) == len(token_ids):
+            out.weight_versions = versions
+        return out
+
+
+@dataclass
+class _ChatAnswer:
+    """What one chat answer sampled (``finish``: the server's ``finish_reason``)."""
+
+    text: str
+    token_ids: list[int] | None
+    logprobs: list[float] | None
+    finish: Any
+    retokenized: bool
+
+
+class _ChatHead:
+    """The aborted answers of one chat turn: their text (the open assistant message), ids and logprobs."""
+
+    def __init__(self, default_version: int) -> None:
+        self.resume = TurnResume(default_version)
+        self.text = ""
+        self.count = 0  # ids kept (the server's, else the re-tokenized text's)
+        self.token_ids: list[int] | None = []
+        self.prompt_ids: list[int] | None = None  # the first answer's prompt
+        self.retokenized = False
+        self.budget: int | None = None
+        self.server = ""
+
+    def keep(self, answer: _ChatAnswer, data: dict[str, Any], server: str) -> None:
+        """Keep an aborted answer (see :meth:`TurnResume.keep`)."""
+        ids = answer.token_ids or []
+        if not self.count and not self.text:
+            self.prompt_ids = _prompt_ids(data)
+        self.resume.keep(ids, answer.logprobs, answer_versions(data, len(ids), self.resume.default_version), server)
+        self.text += answer.text
+        self.count += len(ids)
+        self.retokenized = self.retokenized or answer.retokenized
+        self.token_ids = None if answer.token_ids is None or self.token_ids is None else self.token_ids + ids
+        self.server = server
+
+    def ended(self, finish: str) -> dict[str, Any]:
+        """An empty answer ending the turn with ``finish`` (after the kept ids)."""
+        return {"choices": [{"message": {"content": ""}, "finish_reason": finish, "token_ids": [],
+                             "logprobs": {"content": []}}]}
+
+
+def _prompt_ids(data: dict[str, Any]) -> list[int] | None:
+    """The prompt ids a chat answer reports (vLLM's ``prompt_token_ids``), if any."""
+    choices = data.get("choices") or [{}]
+    ids = data.get("prompt_token_ids") or (choices[0] or {}).get("prompt_token_ids")
+    return [int(t) for t in ids] if ids is not None else None
 
 
 def _structured_calls(tool_calls: Any) -> list[tuple[str, Mapping[str, Any]]]:

@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 
 from agent_gym.errors import ServerError
 from agent_gym.policy.token_apis import TokenAPI, token_api
-from agent_gym.policy.turn_resume import TurnResume, answer_versions
+from agent_gym.policy.turn_resume import ContinuedText, TurnResume, answer_versions, choice_versions
 from agent_gym.policy.vllm_base import StreamEvent, VLLMPolicyBase
 from agent_gym.policy.vllm_client import StreamInterrupted
 from agent_gym.policy.vllm_protocol import (
@@ -146,6 +146,14 @@ class VLLMPolicy(VLLMPolicyBase):
         chunk arrived; a stream that breaks later ends the turn with ``finish_reason="error"`` (the
         turn is not committed).
 
+        An answer aborted by a pause (``finish_reason: "abort"``) is continued as :meth:`aact`
+        continues it (:mod:`~agent_gym.policy.turn_resume`): the ids streamed so far are kept and
+        the next answer's deltas follow them in the same stream, so the deltas' ids are the turn's
+        ids once each. From the abort on, the text deltas are decoded from the turn's ids (the
+        aborted answer's last text may end inside a character); they still concatenate to the
+        turn's text. A continuation that fails after deltas were handed on ends the turn with
+        ``finish_reason="error"``.
+
         Yields:
             :class:`StreamEvent` deltas (``text``, ``token_ids``, ``logprobs``), then one event
             whose ``output`` is the complete :class:`~agent_gym.types.PolicyOutput`.
@@ -162,61 +170,106 @@ class VLLMPolicy(VLLMPolicyBase):
         start = time.perf_counter()
         tools = self._session_tools(session_id, tools)
         plan, make_body = self._token_request(messages, session_id, tools, stream=True)
+        # An answer aborted by a pause continues as aact's does; the stream goes on with the new answer.
+        resume = TurnResume(self.weight_version)
+        budget = [0]
+        text = ContinuedText(self.tokenizer)
+
+        async def body_for(server: str) -> dict[str, Any]:
+            body = await make_body(server)
+            budget[0] = int(body["max_tokens"])
+            return resume.extend_body(body)
+
+        server: str | None = None
+        handed = False  # whether an event was yielded (after that a failure ends the turn, it is not raised)
         ids: list[int] = []
         lps: list[float] = []
         versions: list[int] = []  # the weight version of each id, as the unstreamed turn records them
         texts: list[str] = []
-        ids_ok = lps_ok = True
-        finish: Any = None
-        stop_reason: Any = None
-        server: str | None = None
-        broken: str | None = None
-        try:
-            async for chunk, server in self.client.post_stream(session_id, "/v1/completions", make_body):
-                choices = chunk.get("choices")
-                if not choices:  # the usage chunk
-                    continue
-                choice = choices[0]
-                if not isinstance(choice, dict):
-                    raise StreamInterrupted(f"server {server} sent a chunk without a choice object",
-                                            server=server, status=200)
-                token_ids, logprobs = parse_completion_choice(choice)
-                text = str(choice.get("text") or "")
-                if token_ids is None:
-                    ids_ok = False
-                elif token_ids:
-                    ids += token_ids
-                    versions += answer_versions(chunk, len(token_ids), self.weight_version)
-                    if logprobs is None:
-                        lps_ok = False
+        while True:
+            ids, lps, versions, texts = [], [], [], []
+            ids_ok = lps_ok = True
+            finish: Any = None
+            stop_reason: Any = None
+            broken: str | None = None
+            try:
+                async for chunk, server in self.client.post_stream(session_id, "/v1/completions", body_for):
+                    choices = chunk.get("choices")
+                    if not choices:  # the usage chunk
+                        continue
+                    choice = choices[0]
+                    if not isinstance(choice, dict):
+                        raise StreamInterrupted(f"server {server} sent a chunk without a choice object",
+                                                server=server, status=200)
+                    token_ids, logprobs = parse_completion_choice(choice)
+                    delta = str(choice.get("text") or "")
+                    texts.append(delta)
+                    if token_ids is None:
+                        ids_ok = False
+                    elif token_ids:
+                        ids += token_ids
+                        versions += answer_versions(chunk, len(token_ids), self.weight_version)
+                        if logprobs is None:
+                            lps_ok = False
+                        else:
+                            lps += logprobs
+                    if choice.get("finish_reason") is not None:
+                        finish, stop_reason = choice["finish_reason"], choice.get("stop_reason")
+                        versions = choice_versions(choice, len(ids)) or versions  # the server's, when it says
+                    if finish == "abort" and ids_ok:
+                        delta = ""  # an aborted answer's last text may end inside a character
+                    elif resume.ids and ids_ok:
+                        delta = text.delta(resume.ids + ids, final=finish is not None)
                     else:
-                        lps += logprobs
-                texts.append(text)
-                if choice.get("finish_reason") is not None:
-                    finish, stop_reason = choice["finish_reason"], choice.get("stop_reason")
-                if text or token_ids:
-                    yield StreamEvent(text=text, token_ids=token_ids or [], logprobs=logprobs if token_ids else None)
-        except PromptTooLong as exc:
-            yield StreamEvent(output=self._truncated(plan.prompt_ids, plan.new_segment, start, str(exc)))
-            return
-        except ServerError as exc:
-            if server is None:  # nothing was handed on: the caller sees the failure as aact would
-                raise
-            broken = str(exc)
-        if broken is None and finish is None:
-            broken = f"server {server}: the stream ended without a finish_reason"
+                        text.sent_text(delta)
+                    if delta or token_ids:
+                        handed = True
+                        yield StreamEvent(text=delta, token_ids=token_ids or [],
+                                          logprobs=logprobs if token_ids else None)
+            except PromptTooLong as exc:
+                if not handed and not resume.ids:
+                    yield StreamEvent(output=self._truncated(plan.prompt_ids, plan.new_segment, start, str(exc)))
+                    return
+                broken = str(exc)
+            except ServerError as exc:
+                if not handed:  # nothing was handed on: the caller sees the failure as aact would
+                    raise
+                broken = str(exc)
+            if broken is None and finish is None:
+                broken = f"server {server}: the stream ended without a finish_reason"
+            if broken is None and finish == "abort" and ids_ok:
+                assert server is not None  # a finish_reason arrived, so a chunk did
+                try:
+                    resume.keep(ids, lps if lps_ok and len(lps) == len(ids) else None, versions, server)
+                except ServerError as exc:  # it keeps aborting without sampling
+                    if not handed:
+                        raise
+                    ids, lps, versions, texts, broken = [], [], [], [], str(exc)
+                    break
+                if not resume.budget_spent(budget[0]):
+                    continue
+                ids, lps, versions, texts, finish, stop_reason = [], [], [], [], "length", None
+            break
         if broken is not None:
-            token_ids = ids if ids_ok else self.tokenizer.encode("".join(texts), add_special_tokens=False)
-            logprobs = lps if ids_ok and lps_ok and len(lps) == len(ids) else None
+            if ids_ok:
+                token_ids, logprobs, _ = resume.whole(ids, lps if lps_ok else None, versions)
+            else:
+                token_ids = resume.ids + self.tokenizer.encode("".join(texts), add_special_tokens=False)
+                logprobs = None
             error = broken if broken.startswith("server ") else f"server {server}: {broken}"
             yield StreamEvent(output=self._commit_turn(plan, token_ids, logprobs, FinishReason.ERROR, start,
                                                        retokenized=not ids_ok, server=server, error=error))
             return
-        assert server is not None  # a finish_reason arrived, so a chunk did
+        assert server is not None
         whole: dict[str, Any] = {"text": "".join(texts), "finish_reason": finish, "stop_reason": stop_reason,
-                                 "token_ids": ids if ids_ok else None}
-        if lps_ok and self.sampling.logprobs is not None:
-            whole["logprobs"] = {"token_logprobs": lps}
+                                 "token_ids": None}
+        if ids_ok:
+            token_ids, logprobs, versions = resume.whole(ids, lps if lps_ok else None, versions)
+            whole["token_ids"] = token_ids
+            if logprobs is not None and self.sampling.logprobs is not None:
+                whole["logprobs"] = {"token_logprobs": logprobs}
+        elif resume.ids:  # a server without ids finished the turn: its text is re-tokenized after the kept ids
+            whole["text"] = self.tokenizer.decode(resume.ids, skip_special_tokens=False) + whole["text"]
         out = self._token_output(plan, whole, server, start)
         if out.token_ids is not None and len(versions) == len(out.token_ids):
             out.weight_versions = versions

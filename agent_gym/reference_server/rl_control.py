@@ -12,6 +12,11 @@ server (or with ``create_app(..., dev_mode=True)``):
 * ``POST /reload_weights`` with ``{"model_path", "weight_version"?}`` loads a checkpoint
   directory's weights (the server must be paused) and sets the version (default: one more);
   ``GET /weight_version`` answers ``{"weight_version"}``.
+* ``GET /debug/sample_answers`` (a testing aid) lists the last samples the backend answered, of
+  every endpoint, streamed or not (oldest first): ``{"prompt_tokens", "prompt_tail" (the last
+  32 prompt ids), "token_ids", "finish_reason", "weight_versions"}`` each, an aborted answer
+  being one entry, so a test can check that a client's turns hold every sampled id exactly once.
+  ``GET /weight_version`` also answers ``stats`` and ``in_flight`` (samples running now).
 
 Every answer says which weights sampled it: the generate endpoints' answers carry
 ``weight_version`` (SGLang's ``meta_info.weight_version``; vLLM's generate answer, top level)
@@ -31,6 +36,7 @@ import asyncio
 import dataclasses
 import os
 import threading
+from collections import deque
 from typing import Any
 
 import orjson
@@ -40,10 +46,13 @@ from fastapi.responses import Response
 from agent_gym.reference_server.backends import GenRequest, SeqResult
 from agent_gym.reference_server.protocol import BadRequest
 
-__all__ = ["PAUSE_MODES", "PausableBackend", "dev_mode_enabled", "register_rl_routes"]
+__all__ = ["PAUSE_MODES", "RECORDED_SAMPLES", "PausableBackend", "dev_mode_enabled", "register_rl_routes"]
 
 PAUSE_MODES = ("abort", "wait", "keep")
 """The ``mode`` values of ``POST /pause`` (vLLM's)."""
+
+RECORDED_SAMPLES = 1024
+"""How many answered samples ``GET /debug/sample_answers`` keeps."""
 
 
 def dev_mode_enabled() -> bool:
@@ -103,6 +112,8 @@ class PausableBackend:
         self._idle = asyncio.Event()
         self._idle.set()
         self.stats = {"aborted": 0, "frozen": 0, "pauses": 0, "reloads": 0}
+        #: The last samples answered (see the module docs), oldest first.
+        self.answers: deque[dict[str, Any]] = deque(maxlen=RECORDED_SAMPLES)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -117,6 +128,13 @@ class PausableBackend:
         return list(await asyncio.gather(*(self._sample(single, i) for i, single in enumerate(singles))))
 
     async def _sample(self, req: GenRequest, index: int) -> SeqResult:
+        result = await self._run_sample(req, index)
+        self.answers.append({"prompt_tokens": len(req.prompt_ids), "prompt_tail": list(req.prompt_ids[-32:]),
+                             "token_ids": list(result.token_ids), "finish_reason": result.finish_reason,
+                             "weight_versions": result.weight_versions})
+        return result
+
+    async def _run_sample(self, req: GenRequest, index: int) -> SeqResult:
         ids: list[int] = []
         logprobs: list[float] = []
         tops: list[list[tuple[int, float]]] = []
@@ -164,6 +182,11 @@ class PausableBackend:
                 text = self.inner.tokenizer.decode(ids, skip_special_tokens=req.skip_special_tokens)
                 return SeqResult(ids, logprobs, tops, text, "length", None, versions)
 
+    @property
+    def in_flight(self) -> int:
+        """Samples generating now (frozen and waiting ones not counted)."""
+        return len(self._flights)
+
     def _text(self, req: GenRequest, head: list[int], result: SeqResult) -> str:
         """The whole sample's text: the head sampled before a freeze and the rest."""
         if not head:
@@ -206,7 +229,7 @@ def _json(body: Any) -> Response:
 
 
 def register_rl_routes(app: FastAPI, backend: PausableBackend) -> None:
-    """Add ``/pause``, ``/resume``, ``/is_paused``, ``/reload_weights`` and ``/weight_version`` to ``app``."""
+    """Add vLLM's RL routes and ``/weight_version``, ``/debug/sample_answers`` to ``app`` (see the module docs)."""
 
     @app.post("/pause")
     async def pause(mode: str = "abort", clear_cache: bool = True) -> Response:
@@ -239,4 +262,9 @@ def register_rl_routes(app: FastAPI, backend: PausableBackend) -> None:
 
     @app.get("/weight_version")
     async def weight_version() -> Response:
-        return _json({"weight_version": backend.weight_version, "stats": dict(backend.stats)})
+        return _json({"weight_version": backend.weight_version, "stats": dict(backend.stats),
+                      "in_flight": backend.in_flight})
+
+    @app.get("/debug/sample_answers")
+    async def sample_answers() -> Response:
+        return _json(list(backend.answers))

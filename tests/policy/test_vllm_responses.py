@@ -62,8 +62,8 @@ def test_failed_models_lookup_backs_off(reference_server, qwen_tokenizer, monkey
     assert all("model" not in body for body in posts)
 
 
-def _rewrite_finish_reason(monkeypatch, value):
-    """Make every completion answer carry ``finish_reason=value``."""
+def _rewrite_finish_reason(monkeypatch, value, *, drop_ids=False):
+    """Make every completion answer carry ``finish_reason=value`` (and no ids with ``drop_ids``)."""
     post = HttpTransport.post_json
 
     async def rewrite(self, url, body, **kwargs):
@@ -73,6 +73,8 @@ def _rewrite_finish_reason(monkeypatch, value):
         data = resp.json()
         for choice in data["choices"]:
             choice["finish_reason"] = value
+            if drop_ids:
+                choice.pop("token_ids", None)
         return HttpReply(200, json.dumps(data).encode(), resp.headers)
 
     monkeypatch.setattr(HttpTransport, "post_json", rewrite)
@@ -89,7 +91,7 @@ def _rewrite_finish_reason(monkeypatch, value):
     ],
 )
 def test_finish_reason_mapping(reference_server, qwen_tokenizer, monkeypatch, mode, value, expected, message):
-    if mode == "tokens" and value == "abort":  # the token policy continues an aborted turn (see turn_resume)
+    if value == "abort":  # both policies continue an aborted turn (see turn_resume): here until the budget is spent
         expected, message = "length", None
     _rewrite_finish_reason(monkeypatch, value)
     with POLICIES[mode]([reference_server], qwen_tokenizer, SamplingParams(max_tokens=4)) as policy:
@@ -109,11 +111,11 @@ def test_aborted_turn_ends_the_episode_with_policy_error(reference_server, qwen_
     from agent_gym.types import EpisodeStatus
     from agent_gym.wrappers import TrajectoryWrapper
 
-    _rewrite_finish_reason(monkeypatch, "abort")
+    _rewrite_finish_reason(monkeypatch, "abort", drop_ids=True)
     env = TrajectoryWrapper(gym.make("agent_gym/ToolUse-v0", max_steps=3))
     obs, info = env.reset(seed=0)
-    # the chat policy cannot continue an aborted turn (the token policy does: test_rl_pause.py)
-    with POLICIES["chat"]([reference_server], qwen_tokenizer, SamplingParams(max_tokens=4)) as policy:
+    # a chat policy without a tokenizer, served no ids, cannot count what an aborted answer kept: the turn fails
+    with POLICIES["chat"]([reference_server], None, SamplingParams(max_tokens=4)) as policy:
         out = policy.act(obs, session_id=info["episode_id"], tools=info["policy_tools"])
     _, _, terminated, truncated, info = env.step(out)
     env.close()
