@@ -75,6 +75,9 @@ class _Lineage:
     policy_session: str
     first: dict[str, Any]
     last: list[dict[str, str]] = field(default_factory=list)
+    awaiting_tools: bool = False  # its last reply called tools whose results no request has carried yet
+    last_step: int = -1  # the session step of its last turn
+    reply_unsure: bool = False  # its last reply may not have reached the client (gone, or a stream)
 
 
 class GatewaySession:
@@ -151,26 +154,53 @@ class GatewaySession:
     def lineage_for(self, messages: Sequence[dict[str, str]]) -> _Lineage:
         """The agent (lineage) a request comes from, split by prefix.
 
-        The lineage whose last turn (its messages and the sampled reply) the request extends
-        (the longest such); else the lineage that began with the same first message (the
-        agent rewrote its history: a new segment of that lineage); else a new lineage. The
-        first lineage is the session's own (its turns use the session id); the others,
-        named ``agent-1``, ``agent-2``..., get their own policy session and segments.
+        In order: (1) the lineage whose last turn (its messages and the sampled reply) the
+        request extends (the longest such; of equal ones, the one that took the latest turn);
+        (2) a lineage with the same first message whose last reply the request carries (the
+        agent rewrote its history around it: a new segment of that lineage); (3) a request of
+        system and user messages only (an agent's first request) while a lineage with the same
+        first message awaits the results of the tools its last reply called: a new agent, the
+        subagent that call started (it may share its parent's system prompt and even its first
+        user message); (4) the first lineage with the same first message (rewritten history,
+        dropped turns, a retried turn whose reply may have been lost); (5) else a new lineage. The first
+        lineage is the session's own (its turns use the session id); the others, named
+        ``agent-1``, ``agent-2``..., get their own policy session and segments.
+        See ``docs/subagents.md`` for what the rule cannot tell apart.
         """
         best: _Lineage | None = None
         for lineage in self._lineages:
             n = len(lineage.last)
-            if n <= len(messages) and list(messages[:n]) == lineage.last and (best is None or n > len(best.last)):
-                best = lineage
-        if best is None:
-            head = dict(messages[0]) if messages else {}
-            best = next((lineage for lineage in self._lineages if lineage.first == head), None)
-        if best is None:
-            k = len(self._lineages)
-            best = _Lineage("" if k == 0 else f"agent-{k}", self.id if k == 0 else f"{self.id}.agent-{k}",
-                            dict(messages[0]) if messages else {})
-            self._lineages.append(best)
+            if n > len(messages) or list(messages[:n]) != lineage.last or best is not None and (
+                    n < len(best.last) or n == len(best.last) and lineage.last_step < best.last_step):
+                continue
+            best = lineage
+        if best is not None:
+            return best
+        head = dict(messages[0]) if messages else {}
+        mates = [lineage for lineage in self._lineages if lineage.first == head]
+        replies = {m["content"] for m in messages if m["role"] == "assistant"}
+        carried = [lineage for lineage in mates if lineage.last and lineage.last[-1]["content"] in replies]
+        if carried:
+            return carried[-1]
+        if mates and not self._starts_an_agent(messages, mates):
+            return mates[0]
+        k = len(self._lineages)
+        best = _Lineage("" if k == 0 else f"agent-{k}", self.id if k == 0 else f"{self.id}.agent-{k}", head)
+        self._lineages.append(best)
         return best
+
+    @staticmethod
+    def _starts_an_agent(messages: Sequence[dict[str, str]], mates: Sequence[_Lineage]) -> bool:
+        """Rule (3) of :meth:`lineage_for`: an agent's first request while a mate awaits its tools' results.
+
+        A verbatim repeat of a mate's last request whose reply may not have reached the client
+        (the client went away, or the reply was streamed: a stream's client may go away after the
+        turn was recorded) is that mate retrying, not a new agent.
+        """
+        if not all(m["role"] in ("system", "user") for m in messages):
+            return False
+        return any(lineage.awaiting_tools and not (lineage.reply_unsure and list(messages) == lineage.last[:-1])
+                   for lineage in mates)
 
     @property
     def policy_sessions(self) -> builtins.list[str]:
@@ -338,6 +368,8 @@ class GatewaySession:
             }
             if lineage is not None:
                 lineage.last = [dict(m) for m in messages] + [{"role": "assistant", "content": output.text}]
+                lineage.awaiting_tools, lineage.last_step = bool(parsed.tool_calls), step_index
+                lineage.reply_unsure = disconnected or stream
                 if lineage.name:
                     info["lineage"] = lineage.name
             new_segment = bool(info["new_segment"])
