@@ -303,6 +303,30 @@ def _later_segment_sums(column: Any) -> Any:
     return _per_row(column, sums)
 
 
+def _role_rewards(column: Any, n: int, where: str) -> list[dict[str, float]]:
+    """Per-row best ``role_reward`` of each role from a ``segments`` column (empty dicts without the fields)."""
+    import pyarrow.compute as pc
+
+    out: list[dict[str, float]] = [{} for _ in range(n)]
+    chunks = column.chunks if hasattr(column, "chunks") else [column]
+    start = 0
+    for chunk in chunks:
+        segments = pc.list_flatten(chunk)
+        kinds = segments.type
+        if len(segments) and kinds.get_field_index("role_reward") >= 0 and kinds.get_field_index("role") >= 0:
+            rows = pc.list_parent_indices(chunk).to_pylist()
+            roles = segments.field("role").to_pylist()
+            values = segments.field("role_reward").to_pylist()
+            for row, role, value in zip(rows, roles, values, strict=True):
+                if value is not None:
+                    found = out[start + row]
+                    number = _number(f"{where} (row {start + row})", "segments.role_reward", value)
+                    key = str(role or "")
+                    found[key] = max(number, found.get(key, number))
+        start += len(chunk)
+    return out
+
+
 def _parquet_batch(batch: Any, path: Path, label: str, first_row: int, episodes: list[EpisodeStats]) -> None:
     """Append the episodes of one record batch of a Parquet trajectory file."""
     names = set(batch.schema.names)
@@ -316,8 +340,10 @@ def _parquet_batch(batch: Any, path: Path, label: str, first_row: int, episodes:
     groups = batch.column("group_id").to_pylist() if "group_id" in names else [None] * n
     rollouts = batch.column("rollout_id").to_pylist() if "rollout_id" in names else [None] * n
     tokens = _column_sums(batch.column("response_masks")) if "response_masks" in names else [0] * n
+    role_rewards: list[dict[str, float]] = [{} for _ in range(n)]
     if "segments" in names:
         tokens = tokens + _later_segment_sums(batch.column("segments"))
+        role_rewards = _role_rewards(batch.column("segments"), n, f"{path} from row {first_row}")
     tasks = batch.column("task").to_pylist() if "task" in names else [None] * n
     env_ids = batch.column("env_id").to_pylist() if "env_id" in names else [None] * n
     steps = batch.column("steps").to_pylist()
@@ -347,6 +373,7 @@ def _parquet_batch(batch: Any, path: Path, label: str, first_row: int, episodes:
             llm_time=number(metric.get("llm_time"), i),
             reward_time=number(metric.get("reward_time"), i),
             tokens_sampled=int(tokens[i]),
+            role_rewards=role_rewards[i],
         )
         _fill_steps(stats, step_list)
         episodes.append(stats)

@@ -100,12 +100,19 @@ def test_slime_samples_group_by_task_and_role():
     assert centred == pytest.approx([0.5, 0.5, 0.5, -0.5, -0.5, -0.5])
 
 
-def test_the_report_shows_success_per_role():
+@pytest.mark.parametrize("source", ["batch", "jsonl", "parquet"])
+def test_the_report_shows_success_per_role(source, tmp_path):
+    from agent_gym.export import write_jsonl, write_parquet
     from agent_gym.report.file_summary import FileSummary
-    from agent_gym.report.load import stats_from_trajectories
+    from agent_gym.report.load import load_file, stats_from_trajectories
 
     episodes = [_episode("r1", "t", 1.0, [0.0, 1.0]), _episode("r2", "t", 0.0, [0.0, 0.0])]
-    summary = FileSummary("batch", stats_from_trajectories(episodes, "batch"))
+    if source == "batch":
+        summary = FileSummary("batch", stats_from_trajectories(episodes, "batch"))
+    else:
+        path = tmp_path / f"episodes.{source}"
+        (write_jsonl if source == "jsonl" else write_parquet)(episodes, path)
+        summary = FileSummary(source, load_file(path).episodes)
     roles = summary.role_success()
     assert list(roles) == ["judge", "solver"]
     assert roles["judge"]["success_rate"] == 0.5 and roles["judge"]["episodes"] == 2
