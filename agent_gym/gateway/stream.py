@@ -1,16 +1,14 @@
-"""Streaming pieces of a turn as its text arrives: reasoning, content and tool calls.
+"""Streaming pieces of a turn as its text arrives: reasoning, content and tool calls, as server-sent events.
 
-:class:`StreamSplitter` reads the sampled text delta by delta and cuts it into what a
-client sees: ``("reasoning", text)`` inside ``<think>`` blocks, ``("content", text)``
-outside any block, and ``("call", name, arguments)`` once a ``<tool_call>`` block has
-closed (parsed by the session's tool-call parser). Text that may be the start of a tag (a
-partial ``<tool_call>`` at the end of what arrived) or of an end marker (the text of a stop
-id, which is not part of the turn) is held back until the next delta decides it. Content is
-stripped at both ends, as the unstreamed answer's content is, so a client that joins the
-deltas gets the same message text.
+:class:`~agent_gym.gateway.splitter.StreamSplitter` (re-exported here) reads the sampled text
+delta by delta and cuts it into what a client sees: ``("reasoning", text)``,
+``("content", text)`` and ``("call", name, arguments)`` once a call is complete (parsed by
+the session's tool-call parser), in the model's own format (hermes ``<tool_call>``,
+Mistral's ``[TOOL_CALLS]``, harmony's channels, ...). Text that may be the start of a call
+or of an end marker is held back until the next delta decides it.
 
-:func:`openai_stream_events` and :func:`anthropic_stream_events` turn those pieces into the
-server-sent events of each dialect.
+:class:`OpenAIStream` and :class:`AnthropicStream` turn those pieces into the server-sent
+events of each dialect.
 """
 
 from __future__ import annotations
@@ -18,128 +16,13 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Sequence
 from typing import Any
 
 from agent_gym.gateway.convert import sse
+from agent_gym.gateway.splitter import Piece, StreamSplitter
 from agent_gym.types import FinishReason
 
 __all__ = ["AnthropicStream", "OpenAIStream", "StreamSplitter"]
-
-Piece = tuple[Any, ...]
-
-
-class StreamSplitter:
-    """Cut streamed assistant text into reasoning, content and tool calls (see the module docs).
-
-    Args:
-        parser: The tool-call parser (``think_tag`` / ``tool_call_tag`` attributes, ``parse``).
-        end_markers: Texts that end the turn without being part of it (stop ids' texts).
-    """
-
-    def __init__(self, parser: Any, end_markers: Sequence[str] = ()) -> None:
-        think = getattr(parser, "think_tag", "think")
-        call = getattr(parser, "tool_call_tag", "tool_call")
-        self.parser = parser
-        self.think_open, self.think_close = f"<{think}>", f"</{think}>"
-        self.call_open, self.call_close = f"<{call}>", f"</{call}>"
-        self.markers = [m for m in end_markers if m]
-        self.mode = "content"
-        self.buf = ""
-        self.done = ""  # raw text already cut
-        self.call_text = ""
-        self.calls = 0
-        self._started = False
-        self._space = ""
-
-    def feed(self, text: str) -> list[Piece]:
-        """Add a text delta; return the pieces it completes."""
-        self.buf += text
-        return self._run(final=False)
-
-    def finish(self, full_text: str) -> list[Piece]:
-        """End the turn whose whole text is ``full_text``; return the remaining pieces."""
-        self.buf = full_text[len(self.done):] if full_text.startswith(self.done) else ""
-        out = self._run(final=True)
-        if self.mode == "call":  # an unclosed block: parsed as the unstreamed parse does
-            out += self._call_pieces(self.call_open + self.call_text, closed=False)
-            self.mode = "content"
-        return out
-
-    # ------------------------------------------------------------------ internals
-    def _targets(self) -> list[str]:
-        if self.mode == "content":
-            return [self.think_open, self.call_open]
-        return [self.think_close] if self.mode == "think" else [self.call_close]
-
-    def _run(self, final: bool) -> list[Piece]:
-        out: list[Piece] = []
-        while True:
-            best: tuple[int, str] | None = None
-            for tag in self._targets():
-                i = self.buf.find(tag)
-                if i >= 0 and (best is None or i < best[0]):
-                    best = (i, tag)
-            if best is not None:
-                i, tag = best
-                self._emit(out, self.buf[:i])
-                self._consume(i + len(tag))
-                if tag == self.think_open:
-                    self.mode = "think"
-                elif tag == self.call_open:
-                    self.mode, self.call_text = "call", ""
-                elif tag == self.think_close:
-                    self.mode = "content"
-                else:
-                    out += self._call_pieces(self.call_open + self.call_text + self.call_close, closed=True)
-                    self.mode = "content"
-                continue
-            hold = 0 if final else self._partial(self.buf)
-            self._emit(out, self.buf[: len(self.buf) - hold])
-            self._consume(len(self.buf) - hold)
-            return out
-
-    def _partial(self, text: str) -> int:
-        """Length of the longest suffix of ``text`` that may begin a tag or an end marker."""
-        hold = 0
-        for tag in self._targets() + self.markers:
-            for k in range(min(len(tag), len(text)), hold, -1):
-                if text.endswith(tag[:k]):
-                    hold = k
-                    break
-        return hold
-
-    def _consume(self, n: int) -> None:
-        self.done += self.buf[:n]
-        self.buf = self.buf[n:]
-
-    def _emit(self, out: list[Piece], text: str) -> None:
-        if not text:
-            return
-        if self.mode == "call":
-            self.call_text += text
-        elif self.mode == "think":
-            out.append(("reasoning", text))
-        else:
-            text = self._space + text
-            if not self._started:
-                text = text.lstrip()
-            core = text.rstrip()
-            self._space = text[len(core):]
-            if core:
-                self._started = True
-                out.append(("content", core))
-
-    def _call_pieces(self, block: str, *, closed: bool) -> list[Piece]:
-        parsed = self.parser.parse(block)
-        if parsed.tool_calls:
-            self.calls += len(parsed.tool_calls)
-            return [("call", c.name, dict(c.arguments)) for c in parsed.tool_calls]
-        out: list[Piece] = []
-        mode, self.mode = self.mode, "content"
-        self._emit(out, block)  # not a well-formed call: the client sees the text, as unstreamed
-        self.mode = mode
-        return out
 
 
 def _openai_finish(finish: str, calls: int) -> str:

@@ -67,6 +67,9 @@ class ScriptEngine:
             self.records.append((list(req.prompt_ids), list(ids), list(logprobs)))
         stop = ids[-1] if finish == "stop" and ids and ids[-1] in set(req.stop_token_ids) else None
         tops = [[(t, lp)] for t, lp in zip(ids, logprobs, strict=True)]
+        if req.on_token is not None:  # a streamed request: the ids one by one, as the engine samples them
+            for k, (t, lp) in enumerate(zip(ids, logprobs, strict=True)):
+                req.on_token(0, t, lp, tops[k])
         decoded = self.tokenizer.decode(ids, skip_special_tokens=False)
         return [SeqResult(ids, logprobs, tops, decoded, finish, stop)]
 
