@@ -47,7 +47,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["episode_reward", "grpo_advantages", "main", "plot_comparison", "policy_gradient_step", "run", "run_async",
-           "start_dev_server", "task_rounds", "tis_policy_gradient_step", "worst_family", "write_comparison"]
+           "run_solver_judge", "start_dev_server", "task_rounds", "tis_policy_gradient_step", "worst_family",
+           "write_comparison"]
 
 #: What an episode earns: ``answer`` is the answer's correctness alone (``res_reward``, 0 or 1);
 #: ``total`` is the environment's whole return (``trajectory_reward``: the answer plus +0.1 per
@@ -239,6 +240,97 @@ def run(
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "rewards.json").write_text(json.dumps(record, indent=2) + "\n")
         plot_rewards(record, out_dir / "rewards.png")
+    return record
+
+
+# ---------------------------------------------------------------------------------------------- solver-judge
+def run_solver_judge(
+    *,
+    iterations: int = 4,
+    tasks_per_iteration: int = 2,
+    group_size: int = 2,
+    n_solvers: int = 2,
+    lr: float = 1e-4,
+    seed: int = 0,
+    max_tokens: int = 48,
+    out: str | Path | None = None,
+    model_path: str | None = None,
+    log: Any = None,
+) -> dict[str, Any]:
+    """GRPO on :class:`~agent_gym.subagents.SolverJudgeEnv` episodes (``--env solver-judge``).
+
+    Each iteration collects ``tasks_per_iteration`` x ``group_size`` episodes (``n_solvers``
+    solvers and a judge, one shared policy), makes one training record per segment
+    (``split_segments``), gives each the role's reward (``reward_assignment="role"``) and its
+    advantage within its (task, role) group (each agent counted once), and takes one clipped
+    policy-gradient step over every agent's ids.
+
+    Returns:
+        The record: per iteration the mean role reward per role, the loss and the ratio check.
+
+    Raises:
+        RuntimeError: If the first update's importance ratio is not 1 within 1e-3.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from agent_gym import collect
+    from agent_gym.envs.tool_use.tasks import shared_builtin_tasks
+    from agent_gym.integrations.contract import group_advantages, training_segments
+    from agent_gym.models import default_model_path
+    from agent_gym.policy import SamplingParams, TransformersPolicy
+    from agent_gym.segments import split_segments
+    from agent_gym.subagents import SolverJudgeEnv
+
+    say = log or (lambda *a: print(*a, flush=True))
+    torch.manual_seed(seed)
+    path = str(model_path or default_model_path())
+    sampling = SamplingParams(temperature=1.0, top_k=-1, top_p=1.0, min_p=0.0, max_tokens=max_tokens, seed=seed)
+    policy = TransformersPolicy(path, sampling=sampling, logprobs_mode="raw_logprobs")
+    trainer = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    trainer.load_state_dict(policy.model.state_dict())
+    optimizer = torch.optim.AdamW(trainer.parameters(), lr=lr, weight_decay=0.0)
+    pool = list(shared_builtin_tasks())
+    rng = random.Random(seed)
+    record: dict[str, Any] = {"env": "solver-judge", "n_solvers": n_solvers, "iterations": [],
+                              "first_ratio_error": None}
+    started = time.perf_counter()
+    try:
+        for it in range(iterations):
+            tasks = rng.sample(pool, tasks_per_iteration)
+            episodes = collect(lambda tasks=tasks: SolverJudgeEnv(policy, tasks=tasks, n_solvers=n_solvers,
+                                                                  solver_max_steps=3),
+                               policy, tasks=tasks, samples_per_task=group_size, n_parallel=8, seed=seed * 1000 + it,
+                               progress=False)
+            segments = [s for e in episodes for s in training_segments(e, reward_assignment="role")]
+            advantages = group_advantages((s.group_key, s.advantage_id, s.reward, s.masked) for s in segments)
+            records = split_segments(episodes)  # one record per segment, in the order of training_segments
+            usable = [(r, advantages[s.advantage_id]) for r, s in zip(records, segments, strict=True)
+                      if r.response_logprobs is not None and float(r.response_masks.sum()) > 0]
+            stats = policy_gradient_step(trainer, optimizer, [r for r, _ in usable], [a for _, a in usable])
+            if it == 0:
+                record["first_ratio_error"] = stats["max_ratio_error"]
+                if stats["max_ratio_error"] > 1e-3:
+                    raise RuntimeError(f"importance ratio at the first update: expected 1 within 1e-3, got an "
+                                       f"error of {stats['max_ratio_error']:.2e}")
+            policy.update_weights(trainer.state_dict())
+            by_role: dict[str, list[float]] = {}
+            for s in segments:
+                by_role.setdefault(s.role, []).append(s.reward)
+            role_reward = {role: sum(v) / len(v) for role, v in sorted(by_role.items())}
+            row = {"iteration": it, "episodes": len(episodes), "segments": len(segments), "trained": len(usable),
+                   "role_reward": role_reward, "loss": stats["loss"], "max_ratio_error": stats["max_ratio_error"],
+                   "statuses": sorted({e.status for e in episodes})}
+            record["iterations"].append(row)
+            say(f"iter {it:3d}  " + "  ".join(f"{r} {v:.2f}" for r, v in role_reward.items())
+                + f"  loss {stats['loss']:+.4f}  |ratio-1| max {stats['max_ratio_error']:.1e}")
+    finally:
+        policy.close()
+    record["seconds"] = round(time.perf_counter() - started, 1)
+    if out is not None:
+        out_dir = Path(out)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "rewards.json").write_text(json.dumps(record, indent=2) + "\n")
     return record
 
 
@@ -599,7 +691,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--model", default=None, help="model directory (default: the embedded model)")
     parser.add_argument("--out", default=None, help="directory for rewards.json and rewards.png")
     _add_async_arguments(parser)
+    parser.add_argument("--env", choices=("tool-use", "solver-judge"), default="tool-use",
+                        help="solver-judge: train every role of SolverJudgeEnv episodes (uses --iterations, --tasks, "
+                             "--group-size, --solvers, --seed, --model, --out)")
+    parser.add_argument("--solvers", type=int, default=2, help="solvers per solver-judge episode")
     args = parser.parse_args(argv)
+    if args.env == "solver-judge":
+        run_solver_judge(iterations=args.iterations, tasks_per_iteration=args.tasks, group_size=args.group_size,
+                         n_solvers=args.solvers, seed=args.seed, out=args.out, model_path=args.model)
+        return 0
     if args.compare:
         records = {name: json.loads(Path(f).read_text()) for name, f in zip(("sync", "async"), args.compare,
                                                                            strict=True)}
