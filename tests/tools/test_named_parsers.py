@@ -97,6 +97,70 @@ def test_pythonic_literals_only():
     assert "not closed" in p.parse("[f(a='x'").errors[0]
 
 
+def test_pythonic_json_route_agrees_with_the_syntax_tree():
+    """The JSON route answers the common one-quote form, and only where Python's parser reads the same."""
+    import ast
+    import json
+    import random
+
+    from agent_gym.parsers.pythonic_fast import read_as_json, read_call_list
+
+    rng = random.Random(5)
+    atoms = [0, -7, 2.5, -0.25, True, False, None, "", "a b", "(x) = [y]", "é", "tab\there", "True", "k=v, f(x)"]
+
+    def value(depth=0):
+        pick = rng.random()
+        if depth < 3 and pick < 0.2:
+            return [value(depth + 1) for _ in range(rng.randint(0, 3))]
+        if depth < 3 and pick < 0.35:
+            return {rng.choice(["a", "b c", "None"]): value(depth + 1) for _ in range(rng.randint(0, 3))}
+        return rng.choice(atoms)
+
+    def literal(v, quote):
+        if isinstance(v, str):
+            return quote + v + quote
+        if isinstance(v, list):
+            return "[" + ", ".join(literal(x, quote) for x in v) + "]"
+        if isinstance(v, dict):
+            return "{" + ", ".join(f"{literal(k, quote)}: {literal(x, quote)}" for k, x in v.items()) + "}"
+        return repr(v)
+
+    for _ in range(300):
+        quote = rng.choice(["'", '"'])
+        calls = [(rng.choice(["f", "mod.g", "h_2"]), {f"k{i}": value() for i in range(rng.randint(0, 3))})
+                 for _ in range(rng.randint(1, 3))]
+        text = "[" + ", ".join(f"{n}(" + ", ".join(f"{k}={literal(v, quote)}" for k, v in a.items()) + ")"
+                               for n, a in calls) + "]"
+        fast = read_as_json(text, 0)
+        assert fast is not None, text
+        tree = ast.parse(text, mode="eval").body
+        expected = [{kw.arg: ast.literal_eval(kw.value) for kw in node.keywords} for node in tree.elts]
+        expected = json.loads(json.dumps(expected))  # dict keys as JSON has them
+        assert [args for _, args, _ in fast[0]] == expected and fast[1] == len(text)
+        assert [raw for _, _, raw in fast[0]] == [ast.get_source_segment(text, node) for node in tree.elts]
+    # what JSON would read but Python reads otherwise (or not at all) is never answered by the JSON route
+    tricky = ["[f(a=1, a=2)]", "[f(a=g(b=1))]", "[f(a=[g(b=1)])]", "[f(a={b=1})]", "[f(1)]", "[f('a': 1, b={c=2})]",
+              "[f(a=[{'b': 1)}]", '[f(a=g()), ["h", {}]]', "[f(a=NaN)]", "[f(a=Infinity)]", "[if(a=1)]",
+              "[f(class=1)]", "[f(a=(1))]", "[f(a=True1)]", "[f(a=1,)]", "[f(a=1.5.2)]", "[True(a=1)]", "[f(a=b)]",
+              "[f(True=1)]", "[f(a.b=1)]", "[f(a=1) g(b=2)]", "[f(a=1),]", "[f(a='x' 'y')]", '[f(a=1), "x"]',
+              "[f(a=None.x)]", "[mod.None(a=1)]", "[f(a=1)] and [g(b=2)]", "[f(a=1)]]", "[[f(a=1)]]",
+              "[f(a='x\ny')]", "[f(a=1)\n]", "[f(a=-1), g(b=+1)]", "[f(a=1 == 1)]", "[f(a={1: 2})]"]
+    for text in tricky:
+        answer = read_as_json(text, 0)
+        if answer is not None:
+            tree = ast.parse(text, mode="eval").body
+            assert [{kw.arg: ast.literal_eval(kw.value) for kw in node.keywords} for node in tree.elts] == [
+                args for _, args, _ in answer[0]], text
+        try:
+            ast.parse(text[: text.rfind("]") + 1], mode="eval")
+        except SyntaxError:  # Python cannot read it: the JSON route must not have answered
+            assert answer is None, text
+    assert read_as_json("[f(a=1, a=2)]", 0) is None and read_as_json("[f(a=g(b=1))]", 0) is None
+    assert read_as_json("[f(a={b=1})]", 0) is None and read_as_json("[f('a': 1, b={c=2})]", 0) is None
+    assert read_as_json("[f(a=[{'b': 1)}]", 0) is None and read_as_json('[f(a=g()), ["h", {}]]', 0) is None
+    assert read_call_list("[f(a=1, a=2)]", 0) is None
+
+
 def test_harmony_messages_reasoning_and_calls():
     text = ("<|channel|>analysis<|message|>think<|end|><|start|>assistant<|channel|>commentary<|message|>Calling.<|end|>"
             '<|start|>assistant to=functions.f<|channel|>commentary <|constrain|>json<|message|>{"a": 1}')
