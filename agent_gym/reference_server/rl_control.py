@@ -16,7 +16,8 @@ server (or with ``create_app(..., dev_mode=True)``):
   every endpoint, streamed or not (oldest first): ``{"prompt_tokens", "prompt_tail" (the last
   32 prompt ids), "token_ids", "finish_reason", "weight_versions"}`` each, an aborted answer
   being one entry, so a test can check that a client's turns hold every sampled id exactly once.
-  ``GET /weight_version`` also answers ``stats`` and ``in_flight`` (samples running now).
+  ``GET /weight_version`` also answers ``stats`` and ``in_flight``: the ids drawn so far by each
+  sample running now.
 
 Every answer says which weights sampled it: the generate endpoints' answers carry
 ``weight_version`` (SGLang's ``meta_info.weight_version``; vLLM's generate answer, top level)
@@ -182,10 +183,9 @@ class PausableBackend:
                 text = self.inner.tokenizer.decode(ids, skip_special_tokens=req.skip_special_tokens)
                 return SeqResult(ids, logprobs, tops, text, "length", None, versions)
 
-    @property
-    def in_flight(self) -> int:
-        """Samples generating now (frozen and waiting ones not counted)."""
-        return len(self._flights)
+    def in_flight(self) -> list[int]:
+        """How many ids each sample generating now has drawn (frozen and waiting ones not counted)."""
+        return [len(flight.ids) for flight in list(self._flights)]
 
     def _text(self, req: GenRequest, head: list[int], result: SeqResult) -> str:
         """The whole sample's text: the head sampled before a freeze and the rest."""
@@ -263,7 +263,7 @@ def register_rl_routes(app: FastAPI, backend: PausableBackend) -> None:
     @app.get("/weight_version")
     async def weight_version() -> Response:
         return _json({"weight_version": backend.weight_version, "stats": dict(backend.stats),
-                      "in_flight": backend.in_flight})
+                      "in_flight": backend.in_flight()})
 
     @app.get("/debug/sample_answers")
     async def sample_answers() -> Response:
