@@ -168,6 +168,7 @@ class _SubEpisode:
         self.lock = threading.Lock()
         self.closed = False
         self.steps = 0
+        self.sampled = 0  # ids sampled by its policy and by its own subagents'
         self.status: EpisodeStatus | None = None
         self.reason = ""
 
@@ -213,10 +214,11 @@ class _SubEpisode:
                 if self.closed:  # ended from outside (its deadline) while this turn ran
                     return
                 if isinstance(action, PolicyOutput):
-                    self.builder.add_output(self.steps, action)
+                    self.sampled += self.builder.add_output(self.steps, action).get("num_sampled_tokens", 0)
                 for run in info.get("agent_segments") or []:  # its own subagents (nested delegation)
                     spawned = bool(run.get("spawned", True))
                     self.builder.add_child(run["segments"], spawn_step=self.steps, spawned=spawned)
+                    self.sampled += sum(int(s.response_masks.sum()) for s in run["segments"])
                 self.steps += 1
             if "tools" in info:
                 tools = None if in_prompt else list(info["tools"] or [])
@@ -286,7 +288,6 @@ def run_subagent(
         pass
     status = episode.status or EpisodeStatus.TIMEOUT
     segments = episode.segments()
-    sampled = sum(int(s.response_masks.sum()) for s in segments)
     base: Any = env.unwrapped
     answer = base.final_answer if status == EpisodeStatus.ENV_DONE else None
     error = None
@@ -294,4 +295,4 @@ def run_subagent(
         error = f"subagent {spec.role!r} ended with {status.value} without an answer" + (
             f" ({episode.reason})" if episode.reason else "")
     return SubagentRun(answer=answer, segments=segments, status=status.value, steps=episode.steps, error=error,
-                       sampled_tokens=sampled, reusable=not left_running)
+                       sampled_tokens=episode.sampled, reusable=not left_running)
