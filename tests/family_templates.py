@@ -439,3 +439,33 @@ def family_tokenizer(family: str) -> Any:
         tokenizer.bos_token = bos
     tokenizer.chat_template = template
     return tokenizer
+
+
+#: family -> the name of the model's own chat template that the ``trl`` package ships (chat_templates/NAME.jinja)
+REAL_TEMPLATES: dict[str, str] = {
+    "openai": "gptoss",  # gpt-oss
+    "llama3_json": "llama3_1",  # Llama 3.1 (Llama 3.2's template writes the same JSON calls)
+    "deepseek_v3": "deepseekv3",
+    "gemma3": "gemma3",
+}
+
+
+def real_template(name: str) -> str | None:
+    """The source of a model's own chat template shipped by ``trl`` (None when trl is not installed)."""
+    try:
+        from importlib.resources import files
+
+        return (files("trl") / "chat_templates" / f"{name}.jinja").read_text(encoding="utf-8")
+    except (ImportError, FileNotFoundError, ModuleNotFoundError):
+        return None
+
+
+@cache
+def real_family_tokenizer(family: str, name: str | None = None) -> Any:
+    """The family's tokenizer (its role markers as special tokens) with the model's own template from ``trl``."""
+    template = real_template(name or REAL_TEMPLATES[family])
+    if template is None:
+        return None
+    tokenizer = copy.deepcopy(family_tokenizer(family))
+    tokenizer.chat_template = template
+    return tokenizer

@@ -7,7 +7,7 @@ before it answers, and refuses what the template refuses (the server's 400).
 from __future__ import annotations
 
 import pytest
-from family_templates import family_tokenizer
+from family_templates import family_tokenizer, real_family_tokenizer
 
 from agent_gym.memory import MemoryConfig, MemorySummary
 
@@ -124,3 +124,22 @@ def test_summary_counters_reach_the_step_info(mode):
         assert server.refused == 0 and counters[-1]["failed_summaries"] == 0
         assert counters[-1]["summaries"] >= 1 and any(c["summarized"] for c in counters)
     assert steps[-1].to_dict()["info"]["memory"] == counters[-1]  # exported with the step
+
+
+@pytest.mark.parametrize("mode", ["messages", "auto"])
+def test_real_gemma3_template(mode):
+    """Gemma 3's own template (from trl) refuses the raw range; the auto request passes and the prompt shrinks."""
+    pytest.importorskip("trl")
+    tokenizer = real_family_tokenizer("gemma3")
+    server = TemplateServer(tokenizer)
+    config = MemoryConfig(use_summary=True, max_prompt_length=400, max_summary_length=40, before_raw_message=2,
+                          end_raw_message=-3)
+    memory = MemorySummary(config, chat_client=server, tokenizer=tokenizer, max_retries=0, retry_backoff=0.0,
+                           summary_request=mode)
+    msgs = conversation(8)
+    memory.add(msgs)
+    view = memory.get_prompt_messages()
+    if mode == "messages":
+        assert server.refused == 1 and memory.failed_summaries == 1 and not memory.summaries
+    else:
+        assert server.refused == 0 and memory.summaries and len(view) < len(msgs)
