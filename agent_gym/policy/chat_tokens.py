@@ -76,11 +76,13 @@ def template_supports_tools(tokenizer: Any) -> bool:
     return isinstance(template, str) and "tools" in template
 
 
-def _describe_tools(schemas: list[dict[str, Any]]) -> str:
-    """Plain-text tool description for templates without tool support (the env's own wording)."""
+def _describe_tools(schemas: list[dict[str, Any]], parser: Any = None) -> str:
+    """Plain-text tool description for templates without tool support (the env's wording, the parser's format)."""
+    from agent_gym.parsers.instructions import call_example, uses_hermes_format
     from agent_gym.tools import describe_tools
 
-    return describe_tools(schemas)
+    example = None if parser is None or uses_hermes_format(parser) else call_example(parser)
+    return describe_tools(schemas, call_format=example)
 
 
 def normalize_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -283,7 +285,7 @@ class ChatTokenBuilder:
             if self.supports_tools:
                 kwargs["tools"] = tools
             else:
-                description = _describe_tools(tools)
+                description = _describe_tools(tools, self.parser)
                 if msgs and msgs[0].get("role") == "system":
                     head = str(msgs[0].get("content") or "")
                     msgs = [{**msgs[0], "content": f"{head}\n\n{description}" if head else description}, *msgs[1:]]

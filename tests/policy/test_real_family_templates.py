@@ -52,6 +52,9 @@ def test_real_template_episode_is_token_exact_in_one_segment(family):
     check_exact(trajectory, engine.records)
     assert SHAPES[family] in tokenizer.decode(engine.records[-1][0], skip_special_tokens=False)
     assert "43" in rendered  # the whole conversation re-renders with the real template's rules
+    if family == "deepseek_v3":  # no tools in this template: they are described in the system prompt, in its format
+        first = tokenizer.decode(engine.records[0][0], skip_special_tokens=False)
+        assert "To call a tool, write:" in first and "<tool_call>" not in first
     if family == "openai":
         assert trajectory.steps[0].thought == "I need 6 * 7 first."
         assert "<|channel|>final<|message|><answer>43</answer>" in rendered
