@@ -8,8 +8,10 @@ so the token assembly does its full work):
 * delegating: the parent delegates twice, then answers; each subagent calls ``calculator``
   once, then answers (3 parent turns + 2 x 2 subagent turns), through ``DelegateWrapper``.
 
-The figure is process CPU time (every thread: the subagents run on threads of their own) per
-turn, median over rounds, the two kinds interleaved in one process. The export part times
+The figure is process CPU time (every thread: in the ``thread`` kind the subagents run on
+threads of their own) per turn, median over rounds; the kinds (single, delegating with the
+sub-episodes inline, delegating with them on threads) take turns in blocks of a few episodes in
+one process, so each sees the same load. The export part times
 ``to_slime_samples`` and ``write_jsonl`` per segment over the delegating episodes.
 
 Run::
@@ -73,42 +75,58 @@ def episode(env: Any, policy: ScriptedTokens, episode_id: str) -> Any:
             return info["trajectory"]
 
 
-def run(kind: str, episodes: int) -> tuple[float, list[Any]]:
-    """CPU seconds per turn over ``episodes`` episodes of ``kind``, and the trajectories."""
-    if kind == "single":
-        policy = ScriptedTokens({"parent": [CALC] * 6 + [ANSWER]})
-        env: Any = TrajectoryWrapper(ToolUseEnv(tasks=[TASK], max_steps=10))
-    else:
-        policy = ScriptedTokens({"parent": [DELEGATE, DELEGATE, ANSWER], "child": [CALC, ANSWER]})
-        deadline = kind.split("-")[1]  # delegating-inline / delegating-thread
-        env = TrajectoryWrapper(DelegateWrapper(ToolUseEnv(tasks=[TASK], max_steps=10), policy, role="helper",
-                                                tools=list(ToolUseEnv(tasks=[TASK]).tools.values()),
-                                                deadline=deadline))
-    trajectories = []
-    started = time.process_time()
-    for i in range(episodes):
-        trajectories.append(episode(env, policy, f"{kind}-{i}"))
-    seconds = time.process_time() - started
-    turns = episodes * 7  # both kinds: 7 policy turns per episode
-    return seconds / turns, trajectories
+class Kind:
+    """One kind of episode, its env and policy made once and reused across blocks."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.count = 0
+        if kind == "single":
+            self.policy = ScriptedTokens({"parent": [CALC] * 6 + [ANSWER]})
+            self.env: Any = TrajectoryWrapper(ToolUseEnv(tasks=[TASK], max_steps=10))
+        else:
+            self.policy = ScriptedTokens({"parent": [DELEGATE, DELEGATE, ANSWER], "child": [CALC, ANSWER]})
+            deadline = kind.split("-")[1]  # delegating-inline / delegating-thread
+            self.env = TrajectoryWrapper(DelegateWrapper(
+                ToolUseEnv(tasks=[TASK], max_steps=10), self.policy, role="helper",
+                tools=list(ToolUseEnv(tasks=[TASK]).tools.values()), deadline=deadline))
+
+    def block(self, episodes: int, keep: list[Any] | None = None) -> float:
+        """Process CPU seconds of ``episodes`` episodes (their trajectories appended to ``keep``)."""
+        started = time.process_time()
+        for _ in range(episodes):
+            self.count += 1
+            trajectory = episode(self.env, self.policy, f"{self.kind}-{self.count}")
+            if keep is not None:
+                keep.append(trajectory)
+        return time.process_time() - started
+
+
+TURNS = 7  # policy turns per episode, every kind
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--episodes", type=int, default=40)
+    parser.add_argument("--episodes", type=int, default=40, help="episodes per kind and round")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--block", type=int, default=5, help="episodes of one kind before the next kind's")
     args = parser.parse_args()
-    kinds = ("single", "delegating-inline", "delegating-thread")
-    for kind in kinds:
-        run(kind, 3)  # warm-up (imports, schemas)
-    per_turn: dict[str, list[float]] = {kind: [] for kind in kinds}
+    kinds = {name: Kind(name) for name in ("single", "delegating-inline", "delegating-thread")}
+    for kind in kinds.values():
+        kind.block(3)  # warm-up (imports, schemas)
+    per_turn: dict[str, list[float]] = {name: [] for name in kinds}
     exports: dict[str, list[float]] = {"slime": [], "jsonl": []}
     for _ in range(args.rounds):
-        for kind in per_turn:
-            seconds, result = run(kind, args.episodes)
-            per_turn[kind].append(seconds)
-            if kind == "delegating-inline":
-                trajectories = result
+        seconds = dict.fromkeys(kinds, 0.0)
+        trajectories: list[Any] = []
+        done = 0
+        while done < args.episodes:  # the kinds take turns in small blocks: each sees the same load
+            n = min(args.block, args.episodes - done)
+            for name, kind in kinds.items():
+                seconds[name] += kind.block(n, trajectories if name == "delegating-inline" else None)
+            done += n
+        for name in kinds:
+            per_turn[name].append(seconds[name] / (args.episodes * TURNS))
         segments = sum(len(t.segments) for t in trajectories)
         assert segments == 3 * args.episodes, segments
         started = time.perf_counter()
@@ -120,10 +138,10 @@ def main() -> None:
             exports["jsonl"].append((time.perf_counter() - started) / segments)
     single = statistics.median(per_turn["single"])
     print(f"client CPU per turn (median of {args.rounds} rounds): single {single * 1e3:.3f} ms")
-    for kind in kinds[1:]:
-        ratios = [d / s for d, s in zip(per_turn[kind], per_turn["single"], strict=True)]  # paired by round
-        print(f"  {kind}: {statistics.median(per_turn[kind]) * 1e3:.3f} ms, "
-              f"ratio {statistics.median(per_turn[kind]) / single:.3f}x (median paired ratio "
+    for name in list(kinds)[1:]:
+        ratios = [d / s for d, s in zip(per_turn[name], per_turn["single"], strict=True)]  # paired by round
+        print(f"  {name}: {statistics.median(per_turn[name]) * 1e3:.3f} ms, "
+              f"ratio {statistics.median(per_turn[name]) / single:.3f}x (median paired ratio "
               f"{statistics.median(ratios):.3f}x)")
     for name, values in exports.items():
         print(f"export per segment ({name}): {statistics.median(values) * 1e6:.1f} us")
