@@ -140,9 +140,10 @@ class StreamSplitter:
                 continue
             if self.mode == "header":
                 i = self.buf.find(MESSAGE)
-                if i == -1:
-                    self.header += self.buf
-                    self._consume(len(self.buf))
+                if i == -1:  # the header goes on (kept in the buffer: <|message|> may arrive in pieces)
+                    if final:
+                        self.header += self.buf
+                        self._consume(len(self.buf))
                     return out
                 self.header += self.buf[: i + len(MESSAGE)]
                 self._consume(i + len(MESSAGE))
