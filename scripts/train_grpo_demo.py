@@ -644,7 +644,7 @@ def plot_comparison(records: dict[str, dict[str, Any]], path: str | Path) -> Pat
     family = next(iter(records.values()))["family"]
     ax.set_xlabel("iteration (one policy-gradient step)")
     ax.set_ylabel("mean reward (correct answers)")
-    ax.set_title(f"GRPO on ToolUse-v0 ({family}): synchronous vs asynchronous")
+    ax.set_title(f"GRPO on ToolUse-v0 ({family}): synchronous and asynchronous")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -701,8 +701,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                          n_solvers=args.solvers, seed=args.seed, out=args.out, model_path=args.model)
         return 0
     if args.compare:
-        records = {name: json.loads(Path(f).read_text()) for name, f in zip(("sync", "async"), args.compare,
-                                                                           strict=True)}
+        records = {}
+        for item in args.compare:
+            name, _, file = item.rpartition("=")
+            records[name or Path(file).parent.name] = json.loads(Path(file).read_text())
         print(write_comparison(records, args.out or "."))
         return 0
     if args.run_async:
@@ -734,8 +736,9 @@ def _add_async_arguments(parser: argparse.ArgumentParser) -> None:
                        help="most versions a sample may lag (default: unbounded)")
     group.add_argument("--pause-mode", choices=("abort", "wait", "keep"), default="abort",
                        help="how the server pauses for a weight reload (default abort)")
-    group.add_argument("--compare", nargs=2, metavar=("SYNC_JSON", "ASYNC_JSON"), default=None,
-                       help="plot two runs' rewards.json on one axes: --out/rewards.png and --out/rewards.csv")
+    group.add_argument("--compare", nargs="+", metavar="[NAME=]RUN_JSON", default=None,
+                       help="plot runs' rewards.json files on one axes (NAME defaults to the file's folder): "
+                            "--out/rewards.png and --out/rewards.csv")
     group.add_argument("--tis-clip", type=float, default=TIS_CLIP,
                        help=f"TIS truncation C of the importance ratio (default {TIS_CLIP:g})")
 
