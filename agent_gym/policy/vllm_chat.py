@@ -123,7 +123,7 @@ class VLLMChatPolicy(VLLMPolicyBase):
             if head.budget is not None and head.count >= head.budget:  # the kept ids used the whole budget
                 data = head.ended("length")
                 break
-        return self._chat_output(session_id, data, head, local_prompt, previous, server, start)
+        return self._chat_output(session_id, data, local_prompt, previous, server, start, head)
 
     def _chat_answer(self, data: dict[str, Any]) -> _ChatAnswer:
         """The text, ids and logprobs of a chat answer's first choice (ids re-tokenized when it has none)."""
@@ -150,13 +150,14 @@ class VLLMChatPolicy(VLLMPolicyBase):
         self,
         session_id: str,
         data: dict[str, Any],
-        head: _ChatHead,
         local_prompt: list[int] | None,
         previous: list[int] | None,
         server: str,
         start: float,
+        head: _ChatHead | None = None,
     ) -> PolicyOutput:
-        """The turn of a chat answer after the aborted ones; the session's ids advance unless it failed."""
+        """The turn of a chat answer after the aborted ones (``head``); the session's ids advance unless it failed."""
+        head = head if head is not None else _ChatHead(self.weight_version)
         answer = self._chat_answer(data)
         finish, error = map_finish_reason(answer.finish, chat=True)
         text, token_ids, logprobs, versions = answer.text, answer.token_ids, answer.logprobs, None

@@ -3,6 +3,7 @@ to the other server or end with a status, nothing hangs, every task comes back."
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import httpx
@@ -16,6 +17,7 @@ ENV_ID = "agent_gym/ToolUse-v0"
 SAMPLING = SamplingParams(temperature=1.0, top_k=-1, max_tokens=16, logprobs=0)
 # 12 ids at 20 ms each: a pause almost always finds turns in the middle of their sampling
 FAKE = {"fake_tokens": 12, "fake_token_latency_ms": 20}
+SLOW = {"fake_tokens": 40, "fake_token_latency_ms": 25}  # a streamed turn of 1 s
 OPTIONS = ClientOptions(max_retries=3, backoff=0.05, max_backoff=0.2, timeout=120, unhealthy_seconds=600)
 ENDED = {"ENV_DONE", "MAX_STEPS", "TRUNCATION"}
 
@@ -26,7 +28,7 @@ def dev_servers(start_servers):
     mp = pytest.MonkeyPatch()
     mp.setenv("VLLM_SERVER_DEV_MODE", "1")
     try:
-        keep, *victims = start_servers(FAKE, FAKE, FAKE, FAKE)
+        keep, *victims = start_servers(FAKE, FAKE, FAKE, SLOW)
     finally:
         mp.undo()
     yield keep, victims
@@ -34,10 +36,10 @@ def dev_servers(start_servers):
         server.stop()
 
 
-def _tasks(n):
+def _tasks(n, seed=2):
     from agent_gym.envs.tool_use.tasks import generate_tasks
 
-    return generate_tasks(per_family=3, seed=2)[:n]
+    return generate_tasks(per_family=4, seed=seed)[:n]
 
 
 def _continued_elsewhere(server, token: int) -> int:
@@ -57,46 +59,91 @@ def _drain(stream, handed):
         handed.append(group)
 
 
-@pytest.mark.parametrize("when", ["paused", "resumed"])
-def test_a_server_killed_during_a_pause_or_after_the_resume_fails_over(dev_servers, qwen_tokenizer, when):
+def _check_all_back(handed, tasks, samples, allowed):
+    assert sorted(g.task["id"] for g in handed) == sorted(t["id"] for t in tasks)  # every task came back
+    statuses = [t.status for g in handed for t in g.trajectories]
+    assert len(statuses) == samples * len(tasks) and set(statuses) <= allowed
+    return statuses
+
+
+def test_a_server_killed_while_paused_fails_over_or_ends_with_a_status(dev_servers, qwen_tokenizer):
+    """Two streams share the server that dies: one has another server to fail over to, one has only it."""
     a, victims = dev_servers
-    b = victims[0 if when == "paused" else 1]
+    b = victims[0]
+    policy = VLLMPolicy([a, b], qwen_tokenizer, SAMPLING, client_options=OPTIONS)
+    lone_options = ClientOptions(max_retries=1, backoff=0.05, max_backoff=0.1, timeout=120)
+    lone_policy = VLLMPolicy([b], qwen_tokenizer, SAMPLING, client_options=lone_options)
+    tasks, lone_tasks = _tasks(10), _tasks(12, seed=3)
+    handed, lone_handed = [], []
+    with (RolloutStream(ENV_ID, policy, tasks, samples_per_task=2, concurrency=8, max_steps=3) as stream,
+          RolloutStream(ENV_ID, lone_policy, lone_tasks, samples_per_task=2, concurrency=4, max_steps=3) as lone):
+        handed.append(stream.get(timeout=600))
+        lone_handed.append(lone.get(timeout=600))
+        # the trainer's weight loader runs while both servers are paused: b dies then
+        with pytest.raises(AgentGymError, match="could not be resumed"):
+            stream.update_weights(lambda: (time.sleep(0.3), b.kill()), mode="abort")
+        stream.servers.remove(b)  # the trainer stops pausing the dead server; the updates go on
+        handed += stream.take(2)
+        stream.update_weights(None, mode="abort")
+        _drain(stream, handed)
+        _drain(lone, lone_handed)
+    assert not stream.alive and not lone.alive
+    _check_all_back(handed, tasks, 2, ENDED)  # every episode failed over to a
+    # turns b aborted at the pause were continued on a, after the ids b sampled
+    assert _continued_elsewhere(a, qwen_tokenizer.encode(" ok", add_special_tokens=False)[0]) > 0
+    # without another server, the episodes running at the kill (and all later ones) end with a status
+    assert "POLICY_ERROR" in _check_all_back(lone_handed, lone_tasks, 2, ENDED | {"POLICY_ERROR"})
+
+
+def test_a_server_killed_right_after_the_resume_fails_over(dev_servers, qwen_tokenizer):
+    a, victims = dev_servers
+    b = victims[1]
     policy = VLLMPolicy([a, b], qwen_tokenizer, SAMPLING, client_options=OPTIONS)
     tasks = _tasks(10)
     handed = []
     with RolloutStream(ENV_ID, policy, tasks, samples_per_task=2, concurrency=8, max_steps=3) as stream:
         handed.append(stream.get(timeout=600))
-        if when == "paused":  # the trainer's weight loader runs while both servers are paused: b dies then
-            with pytest.raises(AgentGymError, match="could not be resumed"):
-                stream.update_weights(lambda: (time.sleep(0.3), b.kill()), mode="abort")
-        else:
-            stream.update_weights(None, mode="keep")
-            b.kill()  # frozen turns resumed on b a moment ago lose their server
-        stream.servers.remove(b)  # the trainer stops pausing the dead server; the updates go on
+        stream.update_weights(None, mode="keep")
+        b.kill()  # frozen turns resumed on b a moment ago lose their server
+        stream.servers.remove(b)
         handed += stream.take(2)
         stream.update_weights(None, mode="abort")
         _drain(stream, handed)
     assert not stream.alive
-    assert sorted(g.task["id"] for g in handed) == sorted(t["id"] for t in tasks)  # every task came back
-    statuses = [t.status for g in handed for t in g.trajectories]
-    assert len(statuses) == 20 and set(statuses) <= ENDED  # every episode failed over to a
-    if when == "paused":  # turns b aborted at the pause were continued on a, after the ids b sampled
-        assert _continued_elsewhere(a, qwen_tokenizer.encode(" ok", add_special_tokens=False)[0]) > 0
+    _check_all_back(handed, tasks, 2, ENDED)
 
 
-def test_the_only_server_killed_while_paused_ends_the_episodes_with_a_status(dev_servers, qwen_tokenizer):
-    a = dev_servers[1][2]
-    options = ClientOptions(max_retries=1, backoff=0.05, max_backoff=0.1, timeout=120)
-    policy = VLLMPolicy([a], qwen_tokenizer, SAMPLING, client_options=options)
-    tasks = _tasks(6)
-    handed = []
-    with RolloutStream(ENV_ID, policy, tasks, samples_per_task=2, concurrency=6, max_steps=3) as stream:
-        handed.append(stream.get(timeout=600))
-        with pytest.raises(AgentGymError, match="could not be resumed"):
-            stream.update_weights(a.kill, mode="abort")
-        _drain(stream, handed)
-    assert not stream.alive
-    assert sorted(g.task["id"] for g in handed) == sorted(t["id"] for t in tasks)
-    statuses = [t.status for g in handed for t in g.trajectories]
-    assert len(statuses) == 12 and set(statuses) <= ENDED | {"POLICY_ERROR"}
-    assert "POLICY_ERROR" in statuses  # the episodes running at the kill (and all later ones) ended with a status
+def test_a_streamed_turn_aborted_on_a_server_that_dies_continues_on_another(dev_servers, qwen_tokenizer):
+    a, victims = dev_servers
+    slow = victims[2]
+    policy = VLLMPolicy([slow, a], qwen_tokenizer, SamplingParams(temperature=1.0, max_tokens=48, logprobs=0),
+                        client_options=OPTIONS)
+    policy.client.router.pick("failover", exclude=[a])  # the session starts on the server that will die
+    before = len(httpx.get(f"http://{a}/debug/sample_answers", timeout=60).json())
+
+    def pause_and_kill():
+        assert httpx.post(f"http://{slow}/pause", params={"mode": "abort"}, timeout=60).status_code == 200
+        slow.kill()
+
+    async def main():
+        events, out = [], None
+        async for event in policy.astream([{"role": "user", "content": "hi"}], session_id="failover"):
+            if event.output is not None:
+                out = event.output
+                break
+            events.append(event)
+            if len(events) == 1:
+                await asyncio.to_thread(pause_and_kill)
+        await policy.aclose()
+        return events, out
+
+    events, out = asyncio.run(main())
+    assert out.error is None and out.finish_reason == "stop" and out.server == a
+    # one stream, each id once: the ids the dead server sampled, then a's answer to prompt + those ids
+    assert [t for e in events for t in e.token_ids] == out.token_ids
+    continued = httpx.get(f"http://{a}/debug/sample_answers", timeout=60).json()[before:]
+    assert len(continued) == 1
+    kept = len(out.token_ids) - len(continued[0]["token_ids"])
+    assert 0 < kept < 40 and out.token_ids[kept:] == continued[0]["token_ids"]
+    assert continued[0]["prompt_tokens"] == len(out.prompt_token_ids) + kept
+    assert continued[0]["prompt_tail"] == (out.prompt_token_ids + out.token_ids[:kept])[-32:]
