@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_gym.errors import RequestError
+from agent_gym.parsers import TOOL_PARSERS, get_family
 from agent_gym.types import FinishReason
 
 __all__ = [
@@ -83,15 +84,28 @@ def signature(content: str, calls: Sequence[tuple[str, Any]]) -> str:
     return json.dumps([content.strip(), [[str(n), _canonical_args(a)] for n, a in calls]], ensure_ascii=False)
 
 
-def render_assistant(content: str, calls: Sequence[tuple[str, Any]]) -> str:
-    """Hermes-format text of an assistant message the gateway did not produce."""
-    parts = [content.strip()] if content.strip() else []
+def render_assistant(content: str, calls: Sequence[tuple[str, Any]], parser: Any = None) -> str:
+    """Text of an assistant message the gateway did not produce, in the session's model format.
+
+    Args:
+        content: The message's visible text.
+        calls: Its tool calls as ``(name, arguments)``.
+        parser: The session's tool-call parser: a named family's (``mistral``, ``openai``, ...)
+            writes the calls as that model would; hermes (or None) writes ``<tool_call>`` blocks.
+    """
+    decoded = []
     for name, arguments in calls:
         if isinstance(arguments, str):
             try:
                 arguments = json.loads(arguments)
             except ValueError:
                 pass
+        decoded.append((name, arguments))
+    family = getattr(parser, "name", None)
+    if isinstance(family, str) and family in TOOL_PARSERS and family != "hermes":
+        return get_family(family).assistant_text("", content.strip(), decoded)
+    parts = [content.strip()] if content.strip() else []
+    for name, arguments in decoded:
         body = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
         parts.append(f"<tool_call>\n{body}\n</tool_call>")
     return "\n".join(parts)

@@ -132,7 +132,7 @@ class GatewaySession:
             raw = self.recorded_text(msg["content"], calls)
             if raw is None:
                 rewritten = True
-                raw = render_assistant(msg["content"], calls)
+                raw = render_assistant(msg["content"], calls, self.parser)
             out.append({"role": "assistant", "content": raw})
         return out, rewritten
 
