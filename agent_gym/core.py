@@ -20,13 +20,7 @@ from agent_gym.episode_tools import EpisodeToolsMixin
 from agent_gym.errors import ConfigError
 from agent_gym.grading import normalize_text
 from agent_gym.parsers import make_parser
-from agent_gym.parsers.instructions import (
-    adapt_prompt,
-    call_example,
-    no_action_error,
-    nudge_text,
-    uses_hermes_format,
-)
+from agent_gym.parsers.instructions import adapt_prompt, call_example, no_action_error, nudge_text, uses_hermes_format
 from agent_gym.rewards import RewardConfig
 from agent_gym.spaces import DEFAULT_ROLES, AssistantMessageSpace, ConversationSpace
 from agent_gym.tasks import checked_task_list, choose_task, copy_task, validate_task
