@@ -72,6 +72,8 @@ class EpisodeStats:
         role_rewards: The reward of each role with one (``Segment.role_reward``: multi-agent
             episodes; the best of the role's segments, e.g. of several solvers); {} for
             single-agent episodes.
+        summaries: Memory summaries written (the steps' ``info["memory"]``; 0 without memory).
+        failed_summaries: Memory summary calls that failed (refused by the template, server errors).
     """
 
     source: str
@@ -92,6 +94,8 @@ class EpisodeStats:
     errors: dict[str, int] = field(default_factory=dict)
     failing_tools: dict[str, int] = field(default_factory=dict)
     role_rewards: dict[str, float] = field(default_factory=dict)
+    summaries: int = 0
+    failed_summaries: int = 0
 
     @property
     def success(self) -> bool:
@@ -183,6 +187,12 @@ def _fill_steps(stats: EpisodeStats, steps: Any) -> None:
         calls = info.get("tool_calls")
         if isinstance(calls, list):
             stats.tool_calls += len(calls)
+        memory = info.get("memory")
+        if isinstance(memory, dict):  # running counters: the latest step holds the episode's
+            for name in ("summaries", "failed_summaries"):
+                value = memory.get(name)
+                if isinstance(value, int) and not isinstance(value, bool):
+                    setattr(stats, name, max(getattr(stats, name), value))
         for kind, tool in step_errors(info):
             stats.errors[kind] = stats.errors.get(kind, 0) + 1
             if tool is not None:

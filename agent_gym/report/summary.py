@@ -137,7 +137,17 @@ class Report:
         rows = [["tool calls / episode",
                  *(f"{sum(e.tool_calls for e in f.episodes) / max(len(f.episodes), 1):.2f}" for f in self.files)]]
         rows += [[name, *(str(counts.get(name, 0)) for counts in kinds)] for name in names]
+        if any(e.summaries or e.failed_summaries for f in self.files for e in f.episodes):
+            rows.append(["memory summaries", *(str(sum(e.summaries for e in f.episodes)) for f in self.files)])
+            rows.append(["failed summary calls",
+                         *(str(sum(e.failed_summaries for e in f.episodes)) for f in self.files)])
         return ["error observations", *(f.label for f in self.files)], rows
+
+    def role_rows(self) -> tuple[list[str], list[list[str]]]:
+        """Success per role of multi-agent episodes (no rows when no episode has roles)."""
+        rows = [[f.label, role, str(int(r["episodes"])), f"{r['success_rate']:.1%}", f"{r['mean_reward']:.4f}"]
+                for f in self.files for role, r in f.role_success().items()]
+        return ["file", "role", "episodes", "success", "mean reward"], rows
 
     def failing_tool_rows(self, top: int = 10) -> tuple[list[str], list[list[str]]]:
         """The most common failing tools per file."""
@@ -167,6 +177,7 @@ class Report:
             (f"By env and {self.by}" if self.by else "By env", self.group_rows()),
             ("Tool use", self.error_rows()),
             ("Most common failing tools", self.failing_tool_rows()),
+            ("By role", self.role_rows()),
             ("Time", self.time_rows()),
         ]
         parts = []

@@ -117,3 +117,7 @@ def test_the_report_shows_success_per_role(source, tmp_path):
     assert list(roles) == ["judge", "solver"]
     assert roles["judge"]["success_rate"] == 0.5 and roles["judge"]["episodes"] == 2
     assert roles["solver"]["successes"] == 1  # a role succeeds in an episode when one of its agents did
+    from agent_gym.report.summary import Report
+
+    text = Report([summary]).to_text()
+    assert "By role" in text and "judge" in text.split("By role")[1]
