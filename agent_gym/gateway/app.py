@@ -16,9 +16,10 @@ token-in :class:`~agent_gym.policy.VLLMPolicy` (session affinity, retries, failo
 
 Streaming is real upstream streaming: a ``"stream": true`` request is sampled by
 :meth:`~agent_gym.policy.VLLMPolicy.astream` (a streamed token-in ``/v1/completions``), and
-its text is forwarded as it arrives (:mod:`agent_gym.gateway.stream`): OpenAI ``content``
+its text is forwarded as it arrives (:mod:`agent_gym.gateway.splitter`): OpenAI ``content``
 and ``reasoning_content`` deltas, Anthropic ``text_delta`` events; a tool call is held back
-from the moment its ``<tool_call>`` tag may begin and sent when its block closes (OpenAI
+from the moment the session's call marker may begin (``<tool_call>`` for hermes, the model
+family's own marker otherwise) and sent once parsed (OpenAI
 ``tool_calls`` deltas, Anthropic ``tool_use`` blocks with ``input_json_delta``). The recorded
 step and ids are those of the unstreamed path. A failure before anything was sent is an HTTP
 error as without streaming; a stream that breaks later ends with an error event. Answers carry
