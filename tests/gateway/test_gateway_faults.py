@@ -191,7 +191,13 @@ def test_client_disconnect_mid_stream_keeps_the_session_consistent(gateway, exac
     with httpx.stream("POST", f"{s.openai_base_url}/chat/completions", json=body) as r:
         assert r.status_code == 200
         next(r.iter_lines())  # one event, then the client goes away
-    # The turn was sampled and recorded whole; the client retries the same request.
+    # The turn is sampled and recorded whole (in the background, once the client is gone);
+    # then the client retries the same request.
+    session = gw.store.get(s.session_id)
+    deadline = time.monotonic() + 120
+    while len(session.steps) < 1:
+        assert time.monotonic() < deadline, "the abandoned streamed turn was never recorded"
+        time.sleep(0.05)
     client = openai.OpenAI(base_url=s.openai_base_url, api_key=s.api_key)
     reply = client.chat.completions.with_raw_response.create(model="m", messages=[USER])
     assert reply.headers["x-agent-gym-new-segment"] == "true"
