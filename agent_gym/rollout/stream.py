@@ -106,7 +106,9 @@ class RolloutStream:
             goes to a new group, and it resumes from where it stopped once a slot is free that
             no new group can take (tasks exhausted or the staleness window closed); the
             episodes parked now are :attr:`parked`.
-        collect_kwargs: Passed to ``collect_async`` for every group (``max_steps``,
+        collect_kwargs: Passed to ``collect_async`` for every group (``max_steps``, ``seed``: the
+            k-th group started runs with ``seed + k``, so groups of one task handed in twice get
+            their own episode ids and sampling seeds,
             ``episode_timeout``, ``env_kwargs``, ...).
     """
 
@@ -139,6 +141,7 @@ class RolloutStream:
         self.concurrency = concurrency
         self.max_staleness = max_staleness
         self.groups_per_update = groups_per_update
+        self.base_seed = check_int("seed", collect_kwargs.pop("seed", 0))
         self.collect_kwargs = {"progress": False, **collect_kwargs}
         self._waiting: list[asyncio.Future] = []  # parked episodes, oldest first
         self.gate: LongTailGate | None = None
@@ -196,8 +199,8 @@ class RolloutStream:
                     except StopIteration:
                         self._exhausted = True
                         break
+                    job = asyncio.ensure_future(self._group(task, self.base_seed + self.stats.started))
                     self.stats.started += 1
-                    job = asyncio.ensure_future(self._group(task))
                     self._running.add(job)
                     job.add_done_callback(self._job_done)
                 if self._exhausted and not self._running:
@@ -251,11 +254,12 @@ class RolloutStream:
         if self._wake is not None:
             self._wake.set()
 
-    async def _group(self, task: Any) -> None:
+    async def _group(self, task: Any, seed: int) -> None:
         start, version = time.perf_counter(), self.version
         try:
             trajectories = await collect_async(self.env, self.policy, tasks=[task],
-                                               samples_per_task=self.samples_per_task, **self.collect_kwargs)
+                                               samples_per_task=self.samples_per_task, seed=seed,
+                                               **self.collect_kwargs)
         except Exception as exc:  # noqa: BLE001 - the consumer sees it (episodes' own failures are statuses)
             self._out.put(exc)
             return

@@ -145,3 +145,11 @@ def test_a_server_that_cannot_be_paused_leaves_no_other_server_paused(fake_serve
         assert stream.version == 0  # nothing was applied
         groups = list(stream)  # the episodes on the live server went on
     assert len(groups) == 2
+
+
+def test_a_task_handed_in_twice_gets_its_own_episode_ids(fake_server, qwen_tokenizer):
+    policy = VLLMPolicy([fake_server], qwen_tokenizer, SAMPLING)
+    task = _tasks(1)[0]
+    groups = list(collect_stream(ENV_ID, policy, [task, task], samples_per_task=2, concurrency=4, max_steps=1))
+    ids = [t.rollout_id for g in groups for t in g.trajectories]
+    assert len(ids) == 4 and len(set(ids)) == 4  # no two episodes share a policy session
