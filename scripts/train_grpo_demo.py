@@ -696,6 +696,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "--group-size, --solvers, --seed, --model, --out)")
     parser.add_argument("--solvers", type=int, default=2, help="solvers per solver-judge episode")
     args = parser.parse_args(argv)
+    if args.env == "solver-judge" and (args.run_async or args.compare):
+        parser.error("--env solver-judge trains synchronously: it takes neither --async nor --compare")
     if args.env == "solver-judge":
         run_solver_judge(iterations=args.iterations, tasks_per_iteration=args.tasks, group_size=args.group_size,
                          n_solvers=args.solvers, seed=args.seed, out=args.out, model_path=args.model)
