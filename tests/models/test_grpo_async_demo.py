@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "train_grpo_demo.py"
+ASYNC_SCRIPT = SCRIPT.with_name("grpo_async_demo.py")
 
 
 @pytest.fixture(scope="module")
@@ -20,11 +21,19 @@ def demo():
     return module
 
 
-def test_task_rounds_follow_the_synchronous_draws(demo):
+@pytest.fixture(scope="module")
+def async_demo():
+    spec = importlib.util.spec_from_file_location("grpo_async_demo_test", ASYNC_SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_task_rounds_follow_the_synchronous_draws(async_demo):
     import random
 
     pool = [{"id": f"t{i}"} for i in range(6)]
-    rounds = demo.task_rounds(pool, 3, seed=4)
+    rounds = async_demo.task_rounds(pool, 3, seed=4)
     rng = random.Random(4)
     for r in range(3):
         expected = [f"{t['id']}~{r}" for t in rng.sample(pool, 3)]
@@ -32,7 +41,7 @@ def test_task_rounds_follow_the_synchronous_draws(demo):
 
 
 @pytest.mark.timeout(600)
-def test_short_async_grpo_run(demo, tmp_path):
+def test_short_async_grpo_run(demo, async_demo, tmp_path):
     record = demo.main(["--async", "--family", "lookup", "--iterations", "2", "--tasks", "2", "--group-size", "2",
                         "--pool", "4", "--lr", "1e-3", "--reward", "total", "--max-staleness", "1",
                         "--out", str(tmp_path)])
@@ -40,7 +49,7 @@ def test_short_async_grpo_run(demo, tmp_path):
     saved = json.loads((tmp_path / "rewards.json").read_text())
     rows = saved["iterations"]
     assert [r["iteration"] for r in rows] == [0, 1] and all(r["episodes"] == 4 for r in rows)
-    assert saved["loss"] == "tis" and saved["tis_clip"] == demo.TIS_CLIP
+    assert saved["loss"] == "tis" and saved["tis_clip"] == async_demo.TIS_CLIP
     # ids sampled under the trainer's own weights re-score to a ratio of 1, before and after a reload
     assert saved["first_ratio_error"] < 1e-3
     assert all(r["current_max_ratio_error"] < 1e-3 for r in rows)
