@@ -186,12 +186,12 @@ class LocalRunner:
                     trajectory = wrapper.finish(status)
                 return trajectory
 
-    def _gate(self) -> LongTailGate | None:
-        """The long-tail gate of a run: the one given, or a new one for the options' budget."""
+    def _gate(self, on_park: Callable[[Any], None] | None = None) -> tuple[LongTailGate | None, bool]:
+        """The long-tail gate of a run and whether the run owns it (a new one for the options' budget)."""
         long_tail = self.options.long_tail
         if long_tail is None or isinstance(long_tail, LongTailGate):
-            return long_tail
-        return LongTailGate(long_tail)
+            return long_tail, False
+        return LongTailGate(long_tail, on_park=on_park), True
 
     async def run_episode(self, spec: EpisodeSpec, slot: int = 0, gate: LongTailGate | None = None) -> StepTrajectory:
         """Run one episode on worker slot ``slot``; never raises for env/policy failures.
@@ -205,8 +205,10 @@ class LocalRunner:
         Returns:
             The episode's trajectory, with ``idx``, ``group_id`` and ``task`` set.
         """
-        if gate is None and (gate := self._gate()) is not None and gate is not self.options.long_tail:
-            gate.release_all()
+        if gate is None:
+            gate, owned = self._gate()
+            if gate is not None and owned:
+                gate.release_all()  # alone, a parked episode has no other to give its slot to
         state = _Episode(gate)
         try:
             state.wrapper = await self._wrapper(slot)
@@ -260,8 +262,6 @@ class LocalRunner:
         workers = min(self.n_parallel, len(specs))
         slots = itertools.count(workers)
         extra: list[asyncio.Future] = []
-        gate = self._gate()
-        own_gate = gate is not None and gate is not self.options.long_tail
 
         def on_park(_: Any) -> None:
             # a parked episode's slot goes to a new worker while episodes wait to start;
@@ -272,8 +272,7 @@ class LocalRunner:
             else:
                 extra.append(asyncio.ensure_future(worker(next(slots))))
 
-        if gate is not None and own_gate:
-            gate = LongTailGate(gate.long_tail, on_park=on_park)
+        gate, _ = self._gate(on_park)
 
         async def worker(slot: int) -> None:
             while True:

@@ -199,8 +199,3 @@ class LongTailGate:
         if self._released is None:
             self._released = asyncio.Event()
         self._released.set()
-
-    @property
-    def parked_count(self) -> int:
-        """Episodes parked right now."""
-        return len(self.parked)

@@ -10,6 +10,16 @@ import pytest
 from agent_gym.gateway import Gateway
 
 
+def _take_turn(url, messages, tool_result):
+    """One agent request: append the reply (and a tool result per call) to ``messages``; the new-segment flag."""
+    reply = httpx.post(url, json={"model": "m", "messages": messages}, timeout=60)
+    assert reply.status_code == 200, reply.text
+    message = reply.json()["choices"][0]["message"]
+    messages.append(message)
+    for call in message.get("tool_calls") or []:
+        messages.append({"role": "tool", "tool_call_id": call["id"], "content": tool_result})
+    return reply.headers["x-agent-gym-new-segment"]
+
 def test_interleaved_agents_form_two_lineages(scripted_upstream, qwen_tokenizer, exact):
     address, engine = scripted_upstream(qwen_tokenizer, max_model_len=1024)
     first = len(engine.records)
@@ -25,13 +35,7 @@ def test_interleaved_agents_form_two_lineages(scripted_upstream, qwen_tokenizer,
         url = f"{session.openai_base_url}/chat/completions"
         for _ in range(2):
             for messages in agents.values():  # the two agents take turns in the one session
-                reply = httpx.post(url, json={"model": "m", "messages": messages}, timeout=60)
-                assert reply.status_code == 200, reply.text
-                flags.append(reply.headers["x-agent-gym-new-segment"])
-                message = reply.json()["choices"][0]["message"]
-                messages.append(message)
-                for call in message.get("tool_calls") or []:
-                    messages.append({"role": "tool", "tool_call_id": call["id"], "content": "RESULT=42"})
+                flags.append(_take_turn(url, messages, "RESULT=42"))
         trajectory = session.current()
     assert flags == ["false"] * 4
     main, helper = trajectory.segments
@@ -59,13 +63,7 @@ def test_a_subagent_with_its_parents_system_prompt_is_its_own_lineage(scripted_u
         session = gw.session()
         url = f"{session.openai_base_url}/chat/completions"
         for _, messages, result in order:
-            reply = httpx.post(url, json={"model": "m", "messages": messages}, timeout=60)
-            assert reply.status_code == 200, reply.text
-            flags.append(reply.headers["x-agent-gym-new-segment"])
-            message = reply.json()["choices"][0]["message"]
-            messages.append(message)
-            for call in message.get("tool_calls") or []:
-                messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+            flags.append(_take_turn(url, messages, result))
         trajectory = session.current()
     assert flags == ["false"] * 4
     assert [s.info.get("lineage", "") for s in trajectory.steps] == ["", "agent-1", "agent-1", ""]

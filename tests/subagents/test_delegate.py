@@ -48,16 +48,21 @@ class ScriptedPolicy:
         self.closed.append(session_id)
 
 
-def run_episode(policy, **spec):
-    env = TrajectoryWrapper(DelegateWrapper(ToolUseEnv(tasks=[TASK]), policy, **spec))
+def play(env, policy, expect_tool=None):
+    """Step a wrapped env with ``policy`` to the end; the last observation and the trajectory."""
     obs, info = env.reset(options={"task": TASK, "episode_id": "ep"})
     tools = info["policy_tools"]
-    assert "delegate" in [t["function"]["name"] for t in tools]
+    if expect_tool is not None:
+        assert expect_tool in [t["function"]["name"] for t in tools]
     while True:
         obs, _, terminated, truncated, info = env.step(policy.act(obs, session_id="ep", tools=tools))
         tools = info["policy_tools"]
         if terminated or truncated:
             return obs, info["trajectory"]
+
+
+def run_episode(policy, **spec):
+    return play(TrajectoryWrapper(DelegateWrapper(ToolUseEnv(tasks=[TASK]), policy, **spec)), policy, "delegate")
 
 
 def tool_messages(obs):

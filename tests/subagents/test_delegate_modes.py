@@ -16,6 +16,8 @@ from agent_gym.tools import FunctionTool
 from agent_gym.types import PolicyOutput
 from agent_gym.wrappers.trajectory import TrajectoryWrapper
 
+from .test_delegate import play, tool_messages
+
 TASK = {"id": "t-1", "question": "What is 2 + 3?", "ground_truth": "5"}
 DELEGATE = '<tool_call>{"name": "delegate", "arguments": {"task": "add 2 and 3"}}</tool_call>'
 HANG = '<tool_call>{"name": "stuck", "arguments": {}}</tool_call>'
@@ -50,18 +52,7 @@ class TokenScript:
         self.ids.pop(session_id, None)
 
 
-def run_episode(env, policy):
-    obs, info = env.reset(options={"task": TASK, "episode_id": "ep"})
-    tools = info["policy_tools"]
-    while True:
-        obs, _, terminated, truncated, info = env.step(policy.act(obs, session_id="ep", tools=tools))
-        tools = info["policy_tools"]
-        if terminated or truncated:
-            return obs, info["trajectory"]
-
-
-def tool_messages(obs):
-    return [m["content"] for m in obs if m["role"] == "tool"]
+run_episode = play  # the env is built by each test here
 
 
 class AsyncScript(AsyncPolicyBase):
