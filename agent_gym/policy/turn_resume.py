@@ -9,15 +9,17 @@ every answer are appended as they came, so no id is sampled twice or lost: the t
 exactly the concatenation of what the server sampled. A streamed turn continues the same way:
 :class:`ContinuedText` keeps its text deltas seamless across the abort.
 
-Each answer also says which weights sampled it, read from the answer in this order: the
-choice's ``weight_versions`` (one per id, the reference server's), the answer's
-``weight_version`` (vLLM generate answers of the reference server) or SGLang's
-``meta_info.weight_version`` when numeric, else the policy's own counter
-(``policy.weight_version``, set by the trainer; -1 when never set).
+Each answer may say which weights sampled it, read from the answer in this order: the
+choice's ``weight_versions`` (vLLM's ``/inference/v1/generate`` spans ``[{"version", "start",
+"end"}]``, labels set with ``POST /update_weight_version``), the answer's ``weight_version`` or
+SGLang's ``meta_info.weight_version`` when numeric, else the policy's own counter
+(``policy.weight_version``, set by the trainer or :meth:`RolloutStream.update_weights`; -1 when
+never set). vLLM's ``/v1/completions`` and chat answers name no version: their ids get the counter.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from agent_gym.errors import ServerError
@@ -39,10 +41,27 @@ def _as_version(value: Any) -> int | None:
     return None
 
 
-def choice_versions(choice: Any, count: int) -> list[int] | None:
-    """The choice's own ``weight_versions`` (one per id) when it holds ``count`` valid ones, else None."""
+def choice_versions(choice: Any, count: int, default: int | None = None) -> list[int] | None:
+    """The choice's own ``weight_versions`` as one version per id, when they cover ``count`` ids, else None.
+
+    Two shapes are read: vLLM's spans ``[{"version", "start", "end"}]`` over the output ids (the
+    ``/inference/v1/generate`` answers; a label that is not an int, such as vLLM's initial
+    ``"default"``, becomes ``default``, or makes the spans unusable without one) and one int per id.
+    """
     per_id = choice.get("weight_versions") if isinstance(choice, dict) else None
-    if isinstance(per_id, list) and len(per_id) == count:
+    if not isinstance(per_id, list):
+        return None
+    if per_id and all(isinstance(span, dict) for span in per_id):
+        out: list[int] = []
+        for span in per_id:
+            version = _as_version(span.get("version"))
+            version = default if version is None else version
+            start, end = span.get("start"), span.get("end")
+            if version is None or not isinstance(start, int) or not isinstance(end, int) or start != len(out):
+                return None
+            out += [version] * max(end - start, 0)
+        return out if len(out) == count else None
+    if len(per_id) == count:
         parsed = [_as_version(v) for v in per_id]
         if all(v is not None for v in parsed):
             return [int(v) for v in parsed if v is not None]
@@ -60,7 +79,7 @@ def answer_versions(data: Any, count: int, default: int) -> list[int]:
     if isinstance(data, dict):
         choices = data.get("choices")
         choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
-        per_id = choice_versions(choice, count)
+        per_id = choice_versions(choice, count, default)
         if per_id is not None:
             return per_id
         meta = data.get("meta_info")
@@ -75,16 +94,24 @@ class TurnResume:
     """The ids, logprobs and versions of one turn across aborted answers.
 
     Args:
-        default_version: The version of ids whose answer names none.
+        default_version: The version of ids whose answer names none, or a callable giving it (read
+            as each answer arrives: the policy's counter, which a weight update moves before it
+            resumes the servers, so an aborted answer keeps the old version and its continuation
+            gets the new one).
     """
 
-    def __init__(self, default_version: int) -> None:
-        self.default_version = default_version
+    def __init__(self, default_version: int | Callable[[], int]) -> None:
+        self._default = default_version
         self.ids: list[int] = []
         self.logprobs: list[float] | None = []
         self.versions: list[int] = []
         self.aborts = 0
         self._empty_aborts = 0
+
+    @property
+    def default_version(self) -> int:
+        """The version of ids whose answer names none, now."""
+        return int(self._default() if callable(self._default) else self._default)
 
     def extend_body(self, body: dict[str, Any]) -> dict[str, Any]:
         """Continue ``body`` (a ``/v1/completions`` body) after the ids kept so far: prompt, budget, seed."""

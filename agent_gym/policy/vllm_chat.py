@@ -23,7 +23,7 @@ the kept text, an aborted turn ends with ``finish_reason="error"`` (its episode 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -78,7 +78,7 @@ class VLLMChatPolicy(VLLMPolicyBase):
         previous = self._server_ids.get(session_id)
         seed = self._next_seed(session_id)
         # An answer aborted by a pause is continued from its text as an open assistant message.
-        head = _ChatHead(self.weight_version)
+        head = _ChatHead(lambda: self.weight_version)
 
         async def make_body(server: str) -> dict[str, Any]:
             info = await self._info(server, need_len=False)
@@ -157,7 +157,7 @@ class VLLMChatPolicy(VLLMPolicyBase):
         head: _ChatHead | None = None,
     ) -> PolicyOutput:
         """The turn of a chat answer after the aborted ones (``head``); the session's ids advance unless it failed."""
-        head = head if head is not None else _ChatHead(self.weight_version)
+        head = head if head is not None else _ChatHead(lambda: self.weight_version)
         answer = self._chat_answer(data)
         finish, error = map_finish_reason(answer.finish, chat=True)
         text, token_ids, logprobs, versions = answer.text, answer.token_ids, answer.logprobs, None
@@ -208,7 +208,7 @@ class _ChatAnswer:
 class _ChatHead:
     """The aborted answers of one chat turn: their text (the open assistant message), ids and logprobs."""
 
-    def __init__(self, default_version: int) -> None:
+    def __init__(self, default_version: int | Callable[[], int]) -> None:
         self.resume = TurnResume(default_version)
         self.text = ""
         self.count = 0  # ids kept (the server's, else the re-tokenized text's)

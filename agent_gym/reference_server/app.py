@@ -291,7 +291,6 @@ def create_app(
                         "prompt_logprobs": None,
                         "prompt_token_ids": list(g.prompt_ids) if req.return_token_ids else None,
                         "token_ids": list(s.token_ids) if req.return_token_ids else None,
-                        **({} if s.weight_versions is None else {"weight_versions": s.weight_versions}),
                     }
                 )
         return _json(
@@ -344,7 +343,6 @@ def create_app(
                     "finish_reason": s.finish_reason,
                     "stop_reason": s.stop_reason,
                     "token_ids": list(s.token_ids) if req.return_token_ids else None,
-                    **({} if s.weight_versions is None else {"weight_versions": s.weight_versions}),
                 }
             )
         completion_tokens = sum(len(s.token_ids) for s in samples)

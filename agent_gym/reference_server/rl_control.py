@@ -9,20 +9,26 @@ server (or with ``create_app(..., dev_mode=True)``):
   ``POST /resume``, on the weights loaded meanwhile, and answer once with every id. While
   paused, new requests wait. Answers ``{"status": "paused", "mode"}`` once no request runs.
 * ``POST /resume`` lets generation go on; ``GET /is_paused`` answers ``{"is_paused"}``.
-* ``POST /reload_weights`` with ``{"model_path", "weight_version"?}`` loads a checkpoint
-  directory's weights (the server must be paused) and sets the version (default: one more);
-  ``GET /weight_version`` answers ``{"weight_version"}``.
+* ``POST /collective_rpc`` with ``{"method": "reload_weights", "kwargs": {"weights_path": DIR}}``
+  loads a checkpoint directory's weights in place (vLLM's way of reloading from disk; a server
+  that is not paused finishes its running requests first) and answers ``{"results": [null]}``;
+  another method, or a path that cannot be loaded, answers 500 (``InternalServerError``, "Call
+  to collective_rpc method failed: ..."), a body without ``method`` 400, as vLLM does.
+* ``POST /update_weight_version`` with ``{"new_version": "3"}`` labels the weights (answers
+  ``{"success": true, "new_version"}``); ``GET /weight_info`` answers ``{"weight_version"}``
+  (``"default"`` until a label is set). Reloading does not move the label: the client sets it.
 * ``GET /debug/sample_answers`` (a testing aid) lists the last samples the backend answered, of
   every endpoint, streamed or not (oldest first): ``{"prompt_tokens", "prompt_tail" (the last
   32 prompt ids), "token_ids", "finish_reason", "weight_versions"}`` each, an aborted answer
   being one entry, so a test can check that a client's turns hold every sampled id exactly once.
-  ``GET /weight_version`` also answers ``stats`` and ``in_flight``: the ids drawn so far by each
-  sample running now.
+  ``GET /debug/stats`` answers ``stats`` (pauses, aborted, frozen, reloads) and ``in_flight``:
+  the ids drawn so far by each sample running now.
 
-Every answer says which weights sampled it: the generate endpoints' answers carry
-``weight_version`` (SGLang's ``meta_info.weight_version``; vLLM's generate answer, top level)
-and each choice ``weight_versions``, the version of each sampled id (an extension of the
-reference server: a request frozen by ``keep`` spans two versions).
+Answers say which weights sampled them where vLLM's do: a ``/inference/v1/generate`` choice
+carries ``weight_versions``, contiguous spans ``[{"version", "start", "end"}]`` over its output
+ids (a request frozen by ``keep`` spans two labels); ``/v1/completions`` and chat answers carry
+none (a client labels their ids with the version it set); SGLang's ``/generate`` carries
+``meta_info.weight_version``.
 
 :class:`PausableBackend` wraps the generation backend and implements the pause: each request's
 samples run as *flights* whose ids are collected as they are drawn; a pause cancels the
@@ -47,7 +53,8 @@ from fastapi.responses import Response
 from agent_gym.reference_server.backends import GenRequest, SeqResult
 from agent_gym.reference_server.protocol import BadRequest
 
-__all__ = ["PAUSE_MODES", "RECORDED_SAMPLES", "PausableBackend", "dev_mode_enabled", "register_rl_routes"]
+__all__ = ["PAUSE_MODES", "RECORDED_SAMPLES", "PausableBackend", "dev_mode_enabled", "register_rl_routes",
+           "version_spans"]
 
 PAUSE_MODES = ("abort", "wait", "keep")
 """The ``mode`` values of ``POST /pause`` (vLLM's)."""
@@ -105,6 +112,10 @@ class PausableBackend:
     def __init__(self, backend: Any, *, weight_version: int = 0) -> None:
         self.inner = backend
         self.weight_version = int(weight_version)
+        #: The label ``GET /weight_info`` reports (vLLM's is ``"default"`` until one is set).
+        self.version_label = "default"
+        #: The label of each weight number the ids are recorded with (see :meth:`set_version_label`).
+        self.labels: dict[int, str] = {self.weight_version: "default"}
         self.paused = False
         self.mode: str | None = None
         self._resumed = asyncio.Event()
@@ -211,30 +222,71 @@ class PausableBackend:
         self.paused, self.mode = False, None
         self._resumed.set()
 
-    async def reload_weights(self, model_path: str, weight_version: int | None = None) -> int:
-        """Load ``model_path``'s weights (paused only) and set the version; returns it."""
-        if not self.paused:
-            raise BadRequest("pause the server (POST /pause) before reloading weights", param="model_path")
+    async def reload_weights(self, model_path: str) -> None:
+        """Load ``model_path``'s weights in place; a server that is not paused drains its requests first."""
         reload = getattr(self.inner, "reload_weights", None)
         if reload is None:
-            raise BadRequest("this backend cannot reload weights", param="model_path")
-        await reload(model_path)
-        self.weight_version = self.weight_version + 1 if weight_version is None else int(weight_version)
+            raise BadRequest("this backend cannot reload weights", status=500, kind="InternalServerError")
+        was_paused = self.paused
+        if not was_paused:
+            await self.pause("wait")
+        try:
+            await reload(model_path)
+        finally:
+            if not was_paused:
+                self.resume()
         self.stats["reloads"] += 1
-        return self.weight_version
+
+    def set_version_label(self, label: str) -> None:
+        """Label the weights (``/update_weight_version``).
+
+        New ids are numbered with the label when it is an int >= 0, else with the next number;
+        :attr:`labels` maps the numbers back to labels (the spans of the generate answers).
+        """
+        self.version_label = label
+        self.weight_version = int(label) if label.isdigit() else self.weight_version + 1
+        self.labels[self.weight_version] = label
+
+
+def version_spans(versions: list[int], labels: dict[int, str]) -> list[dict[str, Any]]:
+    """VLLM's ``weight_versions`` of a choice: ``[{"version", "start", "end"}]``, contiguous spans of output ids.
+
+    Example:
+        >>> version_spans([0, 0, 3], {0: "default"})
+        [{'version': 'default', 'start': 0, 'end': 2}, {'version': '3', 'start': 2, 'end': 3}]
+    """
+    spans: list[dict[str, Any]] = []
+    for index, number in enumerate(versions):
+        label = labels.get(number, str(number))
+        if spans and spans[-1]["version"] == label:
+            spans[-1]["end"] = index + 1
+        else:
+            spans.append({"version": label, "start": index, "end": index + 1})
+    return spans
 
 
 def _json(body: Any) -> Response:
     return Response(content=orjson.dumps(body), media_type="application/json")
 
 
+async def _json_body(request: Request) -> dict[str, Any]:
+    """The request's JSON object (400 otherwise, as vLLM answers)."""
+    try:
+        body = orjson.loads(await request.body())
+    except orjson.JSONDecodeError as exc:
+        raise BadRequest(f"JSON decode error: {exc}") from None
+    if not isinstance(body, dict):
+        raise BadRequest("Request body must be a JSON object")
+    return body
+
+
 def register_rl_routes(app: FastAPI, backend: PausableBackend) -> None:
-    """Add vLLM's RL routes and ``/weight_version``, ``/debug/sample_answers`` to ``app`` (see the module docs)."""
+    """Add vLLM's RL routes and the ``/debug`` aids to ``app`` (see the module docs)."""
 
     @app.post("/pause")
     async def pause(mode: str = "abort", clear_cache: bool = True) -> Response:
         await backend.pause(mode)
-        return _json({"status": "paused", "mode": mode})
+        return _json({"status": "paused"})
 
     @app.post("/resume")
     async def resume() -> Response:
@@ -245,23 +297,42 @@ def register_rl_routes(app: FastAPI, backend: PausableBackend) -> None:
     async def is_paused() -> Response:
         return _json({"is_paused": backend.paused})
 
-    @app.post("/reload_weights")
-    async def reload_weights(request: Request) -> Response:
+    @app.post("/collective_rpc")
+    async def collective_rpc(request: Request) -> Response:
+        body = await _json_body(request)
+        method = body.get("method")
+        if method is None:
+            raise BadRequest("Missing 'method' in request body")
+        kwargs = body.get("kwargs") or {}
+        path = kwargs.get("weights_path") if isinstance(kwargs, dict) else None
+        if method != "reload_weights" or not isinstance(path, str) or not path:
+            what = (f"unknown method {method!r}" if method != "reload_weights"
+                    else "reload_weights needs kwargs.weights_path (a checkpoint directory)")
+            raise BadRequest(f"Call to collective_rpc method failed: {what}", status=500, kind="InternalServerError")
         try:
-            body = orjson.loads(await request.body())
-        except orjson.JSONDecodeError as exc:
-            raise BadRequest(f"the request body is not valid JSON: {exc}") from None
-        path = body.get("model_path") if isinstance(body, dict) else None
-        if not isinstance(path, str) or not path:
-            raise BadRequest("model_path: expected a checkpoint directory", param="model_path")
-        version = body.get("weight_version")
-        if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 0):
-            raise BadRequest("weight_version: expected an int >= 0", param="weight_version")
-        new = await backend.reload_weights(path, version)
-        return _json({"status": "ok", "weight_version": new})
+            await backend.reload_weights(path)
+        except BadRequest:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the engine's answer to a checkpoint it cannot load
+            raise BadRequest(f"Call to collective_rpc method failed: {type(exc).__name__}: {exc}", status=500,
+                             kind="InternalServerError") from None
+        return _json({"results": [None]})
 
-    @app.get("/weight_version")
-    async def weight_version() -> Response:
+    @app.post("/update_weight_version")
+    async def update_weight_version(request: Request) -> Response:
+        body = await _json_body(request)
+        label = body.get("new_version")
+        if not isinstance(label, str):
+            raise BadRequest("new_version: expected a string", param="body.new_version")
+        backend.set_version_label(label)
+        return _json({"success": True, "new_version": label})
+
+    @app.get("/weight_info")
+    async def weight_info() -> Response:
+        return _json({"weight_version": backend.version_label})
+
+    @app.get("/debug/stats")
+    async def debug_stats() -> Response:
         return _json({"weight_version": backend.weight_version, "stats": dict(backend.stats),
                       "in_flight": backend.in_flight()})
 

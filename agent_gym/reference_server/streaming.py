@@ -13,8 +13,6 @@ Each choice holds, as in vLLM:
   in the first chunk of each choice.
 * ``logprobs``: ``text_offset`` / ``token_logprobs`` / ``tokens`` / ``top_logprobs`` of this
   chunk's ids (when ``logprobs`` is set), offsets counted from the start of the output.
-* ``weight_versions`` in the last chunk of a choice, in dev mode only (see
-  :mod:`~agent_gym.reference_server.rl_control`): the weight version of each id of the choice.
 
 A generation error after the stream started is sent as ``data: {"error": {...}}`` before
 ``[DONE]``. Backends call ``GenRequest.on_token`` as they sample; a backend that does not is
@@ -156,11 +154,9 @@ async def stream_completions(
         tasks.append(task)
 
     def chunk(index: int, text: str, ids: list[int], lps: list[float], tops: list[list[tuple[int, float]]],
-              finish: str | None = None, stop_reason: Any = None, versions: list[int] | None = None) -> bytes:
+              finish: str | None = None, stop_reason: Any = None) -> bytes:
         choice: dict[str, Any] = {"index": index, "text": text, "logprobs": None, "finish_reason": finish,
                                   "stop_reason": stop_reason}
-        if versions is not None:
-            choice["weight_versions"] = versions
         if logprobs is not None and ids:
             choice["logprobs"] = logprobs(ids, lps, tops, offsets[index])
         if return_token_ids:
@@ -206,7 +202,7 @@ async def stream_completions(
                     yield token_chunk(index, s.token_ids[k], s.logprobs[k], top)
                 completion_tokens += len(s.token_ids)
                 rest = deltas[index].finish(s.text)
-                yield chunk(index, rest, [], [], [], s.finish_reason, s.stop_reason, s.weight_versions)
+                yield chunk(index, rest, [], [], [], s.finish_reason, s.stop_reason)
         if include_usage:
             prompt_tokens = sum(len(g.prompt_ids) for g in gens)
             yield _event({"id": cid, "object": "text_completion", "created": created, "model": model,

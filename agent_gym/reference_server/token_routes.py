@@ -3,8 +3,9 @@
 * ``POST /inference/v1/generate`` (vLLM): ``{"token_ids", "sampling_params", "model"?}``
   answers ``{"request_id", "model", "created", "choices": [{"index", "token_ids",
   "finish_reason", "logprobs": {"content": [{"token_id", "logprob", "rank", "top_logprobs"}]}
-  | null}], "usage", "prompt_logprobs": null}``. ``sampling_params`` uses vLLM's names;
-  without ``max_tokens`` the rest of the context is the budget; without ``logprobs`` no
+  | null, "weight_versions"?}], "usage", "prompt_logprobs": null}``, ``weight_versions`` (dev mode)
+  being vLLM's spans ``[{"version", "start", "end"}]`` of the labels that sampled the ids.
+  ``sampling_params`` uses vLLM's names; without ``max_tokens`` the rest of the context is the budget; without ``logprobs`` no
   logprobs come back (vLLM's rules).
 * ``POST /generate`` (SGLang): ``{"input_ids" | "text", "sampling_params", "return_logprob",
   "top_logprobs_num"}`` with SGLang's sampling names (``max_new_tokens`` default 128,
@@ -34,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agent_gym.reference_server.backends import SeqResult
 from agent_gym.reference_server.protocol import BadRequest, CompletionRequest, context_error, to_gen_request
+from agent_gym.reference_server.rl_control import version_spans
 
 __all__ = ["RECORDED_ANSWERS", "SGLangGenerateRequest", "VLLMGenerateRequest", "register_token_routes",
            "sglang_context_error", "sglang_to_vllm_sampling"]
@@ -170,8 +172,8 @@ def register_token_routes(app: FastAPI, backend: Any, *, model_name: str, faults
                 ]
             choices.append({"index": i, "token_ids": list(s.token_ids), "finish_reason": s.finish_reason,
                             "logprobs": None if content is None else {"content": content}})
-            if s.weight_versions is not None:  # dev mode (see rl_control)
-                choices[-1]["weight_versions"] = s.weight_versions
+            if s.weight_versions is not None:  # dev mode (see rl_control): vLLM's spans over the output ids
+                choices[-1]["weight_versions"] = version_spans(s.weight_versions, getattr(backend, "labels", {}))
         completion = sum(len(s.token_ids) for s in samples)
         answer = {
             "request_id": body.request_id or f"gen-{uuid.uuid4().hex}",
@@ -182,8 +184,6 @@ def register_token_routes(app: FastAPI, backend: Any, *, model_name: str, faults
                       "total_tokens": len(gen.prompt_ids) + completion},
             "prompt_logprobs": None,
         }
-        if samples and samples[0].weight_versions is not None:
-            answer["weight_version"] = max(v for s in samples for v in (s.weight_versions or [-1]))
         answers.append({"path": "/inference/v1/generate", "answer": answer})
         return _json(answer)
 

@@ -9,7 +9,7 @@ back the others.
 :meth:`RolloutStream.update_weights` is the trainer's weight update while episodes keep
 running: it pauses the servers (vLLM's ``POST /pause?mode=abort|wait|keep``; in ``abort`` mode
 the policy continues each aborted turn token-exactly after the resume), applies the new
-weights (a callable, or a checkpoint path every server reloads with ``POST /reload_weights``),
+weights (a callable, or a checkpoint path every server reloads with vLLM's ``POST /collective_rpc``),
 bumps the version (``stream.version``, also set as the policy's ``weight_version``) and resumes.
 
 ``max_staleness`` bounds how many versions old a handed-out sample may be (its oldest sampled
@@ -317,17 +317,26 @@ class RolloutStream:
 
     def update_weights(self, apply: Callable[[], Any] | str | None = None, *, mode: str | None = None,
                        timeout: float = 600.0) -> int:
-        """Pause the servers, apply new weights, bump the version and resume; returns the new version.
+        """Pause the servers, apply new weights, label them with the new version and resume; returns it.
+
+        The calls are vLLM's (dev mode, ``VLLM_SERVER_DEV_MODE=1``): ``POST /pause?mode=...``,
+        then for a checkpoint directory ``POST /collective_rpc`` with method ``reload_weights``
+        and ``kwargs.weights_path`` on every server, then ``POST /update_weight_version`` with the
+        new version (a string) and ``GET /weight_info`` to check every server reports it, then
+        ``POST /resume``. The reference server answers the same routes.
 
         Args:
-            apply: A callable that loads the new weights, or a checkpoint directory every server
-                reloads (``POST /reload_weights``), or None (only the version moves).
+            apply: A callable that loads the new weights (e.g. a trainer pushing them through
+                vLLM's weight-transfer routes), or a checkpoint directory every server reloads
+                from its own disk, or None (only the version moves).
             mode: The pause mode (default: the stream's ``pause_mode``).
             timeout: Seconds allowed for each server call.
 
         Raises:
-            AgentGymError: A server could not be paused, reloaded or resumed. Every server is
-                resumed all the same; the version moves only when the weights were applied.
+            AgentGymError: A server could not be paused, reloaded, labelled or resumed (a server
+                without dev mode answers 404: the message says to start it with
+                ``VLLM_SERVER_DEV_MODE=1``). Every server is resumed all the same; the version
+                moves only when the weights were applied.
         """
         mode = check_choice("mode", mode or self.pause_mode, ("abort", "wait", "keep"))
         started = time.perf_counter()
@@ -341,9 +350,15 @@ class RolloutStream:
                     apply()
                 elif isinstance(apply, str):
                     for server in self.servers:
-                        _post(client, server, "/reload_weights",
-                              json={"model_path": apply, "weight_version": new_version})
+                        _post(client, server, "/collective_rpc",
+                              json={"method": "reload_weights", "kwargs": {"weights_path": apply}})
                 applied = True
+                for server in self.servers:
+                    _post(client, server, "/update_weight_version", json={"new_version": str(new_version)})
+                    reported = _get(client, server, "/weight_info").get("weight_version")
+                    if str(reported) != str(new_version):
+                        raise AgentGymError(f"update_weights: {server} reports weight version {reported!r} after "
+                                            f"it was set to {new_version}")
             finally:
                 if applied:
                     self.version = new_version
@@ -395,6 +410,14 @@ def _url(server: str, path: str) -> str:
     return (server if "://" in server else f"http://{server}").rstrip("/") + path
 
 
+def _check_answer(method: str, url: str, response: httpx.Response) -> None:
+    if response.status_code == 404:
+        raise AgentGymError(f"{method} {url}: HTTP 404: the server has no such route; vLLM serves its RL routes "
+                            "(pause, resume, weight updates) only with VLLM_SERVER_DEV_MODE=1")
+    if response.status_code >= 400:
+        raise AgentGymError(f"{method} {url}: HTTP {response.status_code} {response.text[:300]}")
+
+
 def _post(client: httpx.Client, server: str, path: str, **kwargs: Any) -> None:
     """POST to a server's RL route; any failure (unreachable, HTTP error) is an ``AgentGymError``."""
     url = _url(server, path)
@@ -402,8 +425,24 @@ def _post(client: httpx.Client, server: str, path: str, **kwargs: Any) -> None:
         response = client.post(url, **kwargs)
     except httpx.HTTPError as exc:
         raise AgentGymError(f"POST {url}: {type(exc).__name__}: {exc}") from exc
-    if response.status_code >= 400:
-        raise AgentGymError(f"POST {url}: HTTP {response.status_code} {response.text[:200]}")
+    _check_answer("POST", url, response)
+
+
+def _get(client: httpx.Client, server: str, path: str) -> dict[str, Any]:
+    """GET a server's JSON object; any failure is an ``AgentGymError``."""
+    url = _url(server, path)
+    try:
+        response = client.get(url)
+    except httpx.HTTPError as exc:
+        raise AgentGymError(f"GET {url}: {type(exc).__name__}: {exc}") from exc
+    _check_answer("GET", url, response)
+    try:
+        body = response.json()
+    except ValueError as exc:
+        raise AgentGymError(f"GET {url}: not JSON: {response.text[:200]}") from exc
+    if not isinstance(body, dict):
+        raise AgentGymError(f"GET {url}: expected a JSON object, got {response.text[:200]}")
+    return body
 
 
 async def _aclose(policy: Any) -> None:

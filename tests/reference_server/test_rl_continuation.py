@@ -1,7 +1,8 @@
 """Turns aborted by a pause continue: streamed (VLLMPolicy.astream), chat (VLLMChatPolicy), through the gateway.
 
 One tiny-model reference server in dev mode serves every test of the module; each test pauses it
-in ``abort`` mode while a turn samples, reloads the weights (the version moves on) and resumes,
+in ``abort`` mode while a turn samples, reloads the weights and labels them with the next version
+(vLLM's ``/collective_rpc`` and ``/update_weight_version``), moves the policy's counter and resumes,
 then checks the turn against what the server recorded it sampled (``/debug/sample_answers``).
 """
 
@@ -34,24 +35,35 @@ def dev_server(start_server):
 
 
 class Trainer:
-    """The weight update a trainer makes while turns run: pause (abort), reload, resume a little later."""
+    """The weight update a trainer makes while turns run, with vLLM's routes: pause (abort), reload
+    (``/collective_rpc``), label (``/update_weight_version``), move the policies' counters, resume a little later."""
 
-    def __init__(self, server: str, model_dir: str) -> None:
+    def __init__(self, server: str, model_dir: str, *policies) -> None:
         self.url = f"http://{server}"
         self.model_dir = model_dir
+        self.policies = policies
+        self.version = self.state()["weight_version"]
+        for policy in policies:
+            policy.weight_version = self.version
 
     def records(self) -> list[dict]:
         return httpx.get(f"{self.url}/debug/sample_answers", timeout=60).json()
 
     def state(self) -> dict:
-        return httpx.get(f"{self.url}/weight_version", timeout=60).json()
+        return httpx.get(f"{self.url}/debug/stats", timeout=60).json()
 
     def update(self) -> int:
         with httpx.Client(base_url=self.url, timeout=120) as client:
             assert client.post("/pause", params={"mode": "abort"}).json()["status"] == "paused"
-            version = client.post("/reload_weights", json={"model_path": self.model_dir}).json()["weight_version"]
+            rpc = {"method": "reload_weights", "kwargs": {"weights_path": self.model_dir}}
+            assert client.post("/collective_rpc", json=rpc).json() == {"results": [None]}
+            self.version += 1
+            client.post("/update_weight_version", json={"new_version": str(self.version)}).raise_for_status()
+            assert client.get("/weight_info").json() == {"weight_version": str(self.version)}
+            for policy in self.policies:
+                policy.weight_version = self.version
             threading.Timer(0.3, lambda: httpx.post(f"{self.url}/resume", timeout=60)).start()
-        return version
+        return self.version
 
     def update_when_sampling(self) -> int:
         """Wait until a running sample drew a few ids, then update (the pause aborts it)."""
@@ -97,8 +109,8 @@ def _streamed_turn(policy, trainer, session):
 
 
 def test_a_streamed_turn_aborted_by_a_pause_continues_token_exactly(dev_server, qwen_tokenizer, tiny_model_dir):
-    trainer = Trainer(dev_server, str(tiny_model_dir))
     policy = VLLMPolicy([dev_server], qwen_tokenizer, SAMPLING, client_options=ClientOptions(timeout=600))
+    trainer = Trainer(dev_server, str(tiny_model_dir), policy)
     for attempt in range(ATTEMPTS):
         before = len(trainer.records())
         events, out = _streamed_turn(policy, trainer, f"stream-{attempt}")
@@ -118,8 +130,8 @@ def test_a_streamed_turn_aborted_by_a_pause_continues_token_exactly(dev_server, 
 
 
 def test_a_chat_turn_aborted_by_a_pause_continues_from_its_text(dev_server, qwen_tokenizer, tiny_model_dir):
-    trainer = Trainer(dev_server, str(tiny_model_dir))
     policy = VLLMChatPolicy([dev_server], qwen_tokenizer, SAMPLING, client_options=ClientOptions(timeout=600))
+    trainer = Trainer(dev_server, str(tiny_model_dir), policy)
     for attempt in range(ATTEMPTS):
         before = len(trainer.records())
         result: list = []
@@ -184,8 +196,8 @@ def test_a_gateway_turn_aborted_by_a_pause_continues_token_exactly(dev_server, q
                                                                    stream):
     from agent_gym.gateway import Gateway
 
-    trainer = Trainer(dev_server, str(tiny_model_dir))
     with Gateway([dev_server], qwen_tokenizer, sampling=SAMPLING) as gw:
+        trainer = Trainer(dev_server, str(tiny_model_dir), gw.policy)
         for _ in range(ATTEMPTS):
             before = len(trainer.records())
             content, finish, trajectory = _gateway_turn(gw, trainer, stream)

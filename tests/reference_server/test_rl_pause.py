@@ -10,8 +10,9 @@ import httpx
 import pytest
 
 from agent_gym.policy import SamplingParams, VLLMPolicy
+from agent_gym.policy.turn_resume import choice_versions
 from agent_gym.reference_server.backends import FakeBackend, GenRequest
-from agent_gym.reference_server.rl_control import PausableBackend
+from agent_gym.reference_server.rl_control import PausableBackend, version_spans
 from agent_gym.rollout import collect
 
 ENV_ID = "agent_gym/ToolUse-v0"
@@ -39,6 +40,7 @@ def test_pause_modes_on_a_fake_backend(qwen_tokenizer):
         await asyncio.sleep(0.05)
         assert not waiting.done()
         await backend.reload_weights("checkpoint-1")
+        backend.set_version_label("1")
         backend.resume()
         assert (await waiting).weight_versions == [1] * 30
         # keep: the request is frozen, continues on the new weights, and answers once with every id
@@ -46,6 +48,7 @@ def test_pause_modes_on_a_fake_backend(qwen_tokenizer):
         await asyncio.sleep(0.05)
         await backend.pause("keep")
         await backend.reload_weights("checkpoint-2")
+        backend.set_version_label("2")
         backend.resume()
         kept = await task
         assert kept.finish_reason == "stop" and len(kept.token_ids) == 30
@@ -62,17 +65,26 @@ def test_pause_modes_on_a_fake_backend(qwen_tokenizer):
     asyncio.run(main())
 
 
-def test_reload_needs_a_pause_and_bad_modes_are_rejected(qwen_tokenizer):
+def test_reload_without_a_pause_drains_first_and_bad_modes_are_rejected(qwen_tokenizer):
     from agent_gym.reference_server.protocol import BadRequest
 
     async def main():
         backend = PausableBackend(FakeBackend(qwen_tokenizer, num_tokens=3))
-        with pytest.raises(BadRequest, match="pause the server"):
-            await backend.reload_weights("x")
+        await backend.reload_weights("x")  # as vLLM's collective_rpc: no pause needed, the server is left running
+        assert not backend.paused and backend.stats["reloads"] == 1
+        assert backend.version_label == "default" and backend.weight_version == 0  # the label is the client's
+        backend.set_version_label("step-7")  # a label that is no int: ids get the next number
+        assert backend.weight_version == 1 and backend.labels == {0: "default", 1: "step-7"}
         with pytest.raises(BadRequest, match="mode: expected one of"):
             await backend.pause("later")
 
     asyncio.run(main())
+
+
+def test_version_spans_are_vllms():
+    assert version_spans([], {0: "default"}) == []
+    assert version_spans([0, 0, 2, 2, 2], {0: "default"}) == [
+        {"version": "default", "start": 0, "end": 2}, {"version": "2", "start": 2, "end": 5}]
 
 
 def _chains(turns, answers):
@@ -92,7 +104,7 @@ def _chains(turns, answers):
                     break
             assert match is not None, f"turn ids {ids[pos:]} at {pos} are not what the server sampled"
             choice = unused.pop(match)["choices"][0]
-            assert versions[pos:pos + len(choice["token_ids"])] == choice["weight_versions"]
+            assert versions[pos:pos + len(choice["token_ids"])] == choice_versions(choice, len(choice["token_ids"]))
             pos += len(choice["token_ids"])
     return [a for a in unused.values() if a["choices"][0]["token_ids"]]
 
@@ -102,6 +114,7 @@ def test_sixteen_episodes_through_pauses_stay_token_exact(start_server, qwen_tok
     monkeypatch.setenv("VLLM_SERVER_DEV_MODE", "1")
     server = str(start_server(max_model_len=4096))
     policy = VLLMPolicy([server], qwen_tokenizer, SAMPLING, api="vllm_generate")
+    policy.weight_version = 0  # the server's first weights ("default" in its spans)
     turns: list[tuple[list[int], list[int], list[int]]] = []
     answers: dict[str, dict] = {}
 
@@ -132,13 +145,16 @@ def test_sixteen_episodes_through_pauses_stay_token_exact(start_server, qwen_tok
             assert client.post("/pause", params={"mode": mode}).json()["status"] == "paused"
             assert client.get("/is_paused").json() == {"is_paused": True}
             harvest()
-            version = client.post("/reload_weights", json={"model_path": str(tiny_model_dir)}).json()
-            assert version["weight_version"] == cycles + 1
+            rpc = {"method": "reload_weights", "kwargs": {"weights_path": str(tiny_model_dir)}}
+            assert client.post("/collective_rpc", json=rpc).json() == {"results": [None]}
+            assert client.post("/update_weight_version", json={"new_version": str(cycles + 1)}).json() == {
+                "success": True, "new_version": str(cycles + 1)}
+            assert client.get("/weight_info").json() == {"weight_version": str(cycles + 1)}
             client.post("/resume")
             cycles += 1
         worker.join(timeout=600)
         harvest()
-        stats = client.get("/weight_version").json()["stats"]
+        stats = client.get("/debug/stats").json()["stats"]
     assert not worker.is_alive() and len(result[0]) == 16 and cycles >= 2
     assert {t.status for t in result[0]} <= {"ENV_DONE", "MAX_STEPS", "TRUNCATION"}
     assert len(answers) < 256 or pytest.skip("more answers than the server keeps")

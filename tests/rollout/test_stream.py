@@ -52,7 +52,7 @@ def test_groups_come_back_through_weight_updates_within_the_staleness_bound(fake
         for trajectory in group.trajectories:
             assert trajectory.weight_version_start >= 0  # the server's versions were recorded
     assert stream.version == stream.stats.updates and stream.stats.updates >= 4
-    assert httpx.get(f"http://{fake_server}/weight_version").json()["weight_version"] == stream.version
+    assert httpx.get(f"http://{fake_server}/weight_info").json()["weight_version"] == str(stream.version)
     assert not stream.alive
 
 
