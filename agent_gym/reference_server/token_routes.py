@@ -5,8 +5,8 @@
   "finish_reason", "logprobs": {"content": [{"token_id", "logprob", "rank", "top_logprobs"}]}
   | null, "weight_versions"?}], "usage", "prompt_logprobs": null}``, ``weight_versions`` (dev mode)
   being vLLM's spans ``[{"version", "start", "end"}]`` of the labels that sampled the ids.
-  ``sampling_params`` uses vLLM's names; without ``max_tokens`` the rest of the context is the budget; without ``logprobs`` no
-  logprobs come back (vLLM's rules).
+  ``sampling_params`` uses vLLM's names; without ``max_tokens`` the rest of the context is the
+  budget; without ``logprobs`` no logprobs come back (vLLM's rules).
 * ``POST /generate`` (SGLang): ``{"input_ids" | "text", "sampling_params", "return_logprob",
   "top_logprobs_num"}`` with SGLang's sampling names (``max_new_tokens`` default 128,
   ``min_new_tokens``, ``no_stop_trim``, ``sampling_seed``, ...) answers ``{"text",
