@@ -54,6 +54,13 @@ class VLLMChatPolicy(VLLMPolicyBase):
     parsers) come back as text in the family's format, which the env's parser reads.
     :meth:`astream` yields the whole turn as one delta.
 
+    Tools go with ``tool_choice: "none"`` by default: the server renders them into the prompt
+    through the chat template and returns the model's text as it is, tool calls included, which
+    the env's parser reads. A plain ``vllm serve`` refuses tools with ``"auto"`` (HTTP 400, "auto
+    tool choice requires --enable-auto-tool-choice and --tool-call-parser"); pass
+    ``tool_choice="auto"`` only for a server started with those flags, whose parsed ``tool_calls``
+    then come back as text in the family's format.
+
     Example:
         >>> policy = VLLMChatPolicy(["127.0.0.1:8000"], sampling=SamplingParams(max_tokens=64))  # doctest: +SKIP
         >>> out = policy.act([{"role": "user", "content": "hi"}], session_id="ep-0")  # doctest: +SKIP
@@ -61,6 +68,13 @@ class VLLMChatPolicy(VLLMPolicyBase):
 
     mode: ClassVar[str] = "chat"
     needs_chat_template: ClassVar[bool] = False
+
+    def __init__(self, *args: Any, tool_choice: str = "none", **kwargs: Any) -> None:
+        if tool_choice not in ("none", "auto"):
+            raise ValueError(f"tool_choice: expected 'none' or 'auto', got {tool_choice!r}")
+        self.tool_choice = tool_choice
+        super().__init__(*args, **kwargs)
+        self._remember_config(**self._config, tool_choice=tool_choice)
 
     def _chat_family(self) -> tuple[ChatFamily, Any]:
         """The model family and its parser: the tokenizer's (given or read from its template), else the names given."""
@@ -105,6 +119,7 @@ class VLLMChatPolicy(VLLMPolicyBase):
             head.budget = budget
             if tools:
                 body["tools"] = tools
+                body["tool_choice"] = self.tool_choice
             if self.chat_template_kwargs:
                 body["chat_template_kwargs"] = self.chat_template_kwargs
             return body

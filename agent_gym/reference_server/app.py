@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import threading
 import time
 import uuid
@@ -30,6 +31,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ValidationError
 
+from agent_gym.parsers import make_parser
 from agent_gym.reference_server.backends import SeqResult
 from agent_gym.reference_server.protocol import (
     BadRequest,
@@ -135,8 +137,25 @@ class _TokenText:
         return s
 
 
+def _assistant_message(text: str, parser: Any) -> dict[str, Any]:
+    """The answer's message; with a tool-call parser, the calls are taken out of the text (as vLLM's parsers do)."""
+    if parser is None:
+        return {"role": "assistant", "content": text, "reasoning_content": None, "tool_calls": []}
+    parsed = parser.parse(text)
+    if not parsed.tool_calls:
+        return {"role": "assistant", "content": text, "reasoning_content": None, "tool_calls": []}
+    calls = [{"id": call.id or f"chatcmpl-tool-{uuid.uuid4().hex[:16]}", "type": "function",
+              "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)}}
+             for call in parsed.tool_calls]
+    # the content is the text before the first call (its opening marker dropped), None when empty
+    first = text.find(parsed.tool_calls[0].raw) if parsed.tool_calls[0].raw else -1
+    content = re.sub(r"\s*<[^<>\s]*>\s*$", "", text[:first]).strip() if first >= 0 else ""
+    return {"role": "assistant", "content": content or None, "reasoning_content": None, "tool_calls": calls}
+
+
 def create_app(
-    backend: Any, *, served_model_name: str | None = None, faults: Faults | None = None, dev_mode: bool | None = None
+    backend: Any, *, served_model_name: str | None = None, faults: Faults | None = None, dev_mode: bool | None = None,
+    tool_call_parser: str | None = None,
 ) -> FastAPI:
     """Build the FastAPI app serving ``backend``.
 
@@ -147,6 +166,11 @@ def create_app(
         served_model_name: Name reported by ``/v1/models`` and in responses (default: the
             backend's model path). Requests may name any model; the field is informational.
         faults: Fault injection for tests; ``None`` disables it.
+        tool_call_parser: vLLM's ``--enable-auto-tool-choice --tool-call-parser NAME``: chat
+            requests with tools and ``tool_choice`` ``"auto"`` (the default when tools are given)
+            get the calls parsed out of the text into ``message.tool_calls``. Without it such a
+            request is refused with vLLM's 400; ``tool_choice: "none"`` renders the tools and
+            returns the text as it is either way.
         dev_mode: Serve vLLM's RL routes (pause, resume, weight reload; see
             :mod:`agent_gym.reference_server.rl_control`); None reads ``VLLM_SERVER_DEV_MODE``.
 
@@ -164,6 +188,7 @@ def create_app(
     created = int(time.time())
     token_text = _TokenText(tok)
     faults = faults or Faults()
+    tool_parser = make_parser(tool_call_parser) if tool_call_parser else None
 
     @app.exception_handler(BadRequest)
     async def _bad_request(_: Request, exc: BadRequest) -> JSONResponse:
@@ -319,6 +344,12 @@ def create_app(
         if req.stream:
             raise BadRequest("stream=true is supported by /v1/completions only in this reference server.",
                              param="stream")
+        auto_tools = bool(req.tools) and req.tool_choice in (None, "auto")
+        if req.tools and req.tool_choice not in (None, "auto", "none"):
+            raise BadRequest("tool_choice: only 'auto' and 'none' are served by this reference server",
+                             param="tool_choice")
+        if auto_tools and tool_parser is None:
+            raise BadRequest('"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set')
         ids = chat_prompt(
             req.messages, req.tools, req.chat_template_kwargs, req.add_generation_prompt, req.continue_final_message
         )
@@ -336,7 +367,7 @@ def create_app(
             choices.append(
                 {
                     "index": i,
-                    "message": {"role": "assistant", "content": s.text, "reasoning_content": None, "tool_calls": []},
+                    "message": _assistant_message(s.text, tool_parser if auto_tools else None),
                     "logprobs": _chat_logprobs(s, token_text, req.return_tokens_as_token_ids, top)
                     if req.logprobs
                     else None,

@@ -45,6 +45,14 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
         help="logprobs returned, as vLLM's flag: raw_logprobs (default) is the log-softmax of the model's logits "
         "before temperature, penalties and top-k/top-p/min-p; processed_logprobs is the log-softmax after them",
     )
+    parser.add_argument(
+        "--enable-auto-tool-choice", action="store_true",
+        help="as vLLM's flag: chat requests with tools and tool_choice 'auto' are served (needs --tool-call-parser)",
+    )
+    parser.add_argument(
+        "--tool-call-parser", default=None, metavar="NAME",
+        help="as vLLM's flag: the parser that takes tool calls out of the answers' text (hermes, llama3_json, ...)",
+    )
     parser.add_argument("--log-level", default="warning", help="uvicorn log level (default warning)")
     test = parser.add_argument_group("testing aids (fake answers and fault injection; never in real use)")
     test.add_argument(
@@ -136,7 +144,10 @@ def build_app(args: argparse.Namespace) -> Any:
             logprobs_mode=args.logprobs_mode,
             prefix_cache_bytes=int(args.prefix_cache_mb * 2**20),
         )
-    return create_app(backend, served_model_name=args.served_model_name, faults=faults)
+    if args.enable_auto_tool_choice and not args.tool_call_parser:
+        raise SystemExit("--enable-auto-tool-choice requires --tool-call-parser")
+    parser_name = args.tool_call_parser if args.enable_auto_tool_choice else None
+    return create_app(backend, served_model_name=args.served_model_name, faults=faults, tool_call_parser=parser_name)
 
 
 def serve(args: argparse.Namespace) -> int:

@@ -33,6 +33,7 @@ def test_chat_tools_and_template_kwargs_reach_the_template(reference_server, qwe
         max_tokens=1,
         return_token_ids=True,
         tools=TOOLS,
+        tool_choice="none",
         chat_template_kwargs={"enable_thinking": False},
     ).json()
     prompt = qwen_tokenizer.decode(body["prompt_token_ids"])
@@ -66,3 +67,26 @@ def test_chat_errors(reference_server):
     long_messages = [{"role": "user", "content": "hello " * 5000}]
     r = chat(reference_server, messages=long_messages)
     assert r.status_code == 400 and "maximum context length" in r.json()["error"]["message"]
+
+
+def test_tools_with_auto_choice_need_a_tool_parser_as_in_vllm(reference_server):
+    for choice in ({}, {"tool_choice": "auto"}):
+        r = chat(reference_server, max_tokens=1, tools=TOOLS, **choice)
+        assert r.status_code == 400
+        assert r.json()["error"]["message"] == (
+            '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set')
+
+
+def test_a_tool_parser_server_returns_the_calls_as_tool_calls(start_server):
+    server = start_server(fake_tokens=3, enable_auto_tool_choice=True, tool_call_parser="hermes")
+    from agent_gym.parsers import make_parser
+    from agent_gym.reference_server.app import _assistant_message
+
+    message = _assistant_message('Sure. <tool_call>\n{"name": "add", "arguments": {"a": 1}}\n</tool_call>',
+                                 make_parser("hermes"))
+    assert message["content"] == "Sure." and message["tool_calls"][0]["function"] == {
+        "name": "add", "arguments": '{"a": 1}'}
+    assert message["tool_calls"][0]["type"] == "function"
+    r = chat(server, max_tokens=3, tools=TOOLS)  # auto: served; plain text (no call) stays content
+    assert r.status_code == 200, r.text
+    assert r.json()["choices"][0]["message"]["tool_calls"] == []
