@@ -44,7 +44,8 @@ def memory_from_config(
         config: The settings; each memory gets its own copy.
         chat_client: Summarizer for ``MemorySummary`` (default ``config.oai_client``).
         tokenizer: Tokenizer used to count tokens (default: ``train_model_tokenizer_path`` or chars / 4).
-        **summary_options: ``summary_timeout``, ``max_retries``, ``retry_backoff`` of ``MemorySummary``.
+        **summary_options: ``summary_timeout``, ``max_retries``, ``retry_backoff``,
+            ``summary_request`` and ``summary_cut`` of ``MemorySummary``.
 
     Returns:
         A ``MemorySummary`` when ``config.use_summary`` is set, else a

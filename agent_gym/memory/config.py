@@ -116,6 +116,14 @@ class MemoryConfig(BaseModel):
             tokens, loaded lazily with ``transformers.AutoTokenizer``; empty
             means no tokenizer (a message counts ``ceil(chars / 4)`` tokens).
 
+    Note:
+        Where a summary ends and how the prompt view keeps the role order that strict
+        chat templates (Gemma 3, Mistral) require are set per memory, not here:
+        ``MemorySummary(summary_cut=...)`` (``"auto"`` by default: the reference cut,
+        unless the memory's tokenizer's chat template refuses the view it gives; then
+        the cut and the view keep the conversation's user/assistant order). See
+        :mod:`agent_gym.memory.summary`.
+
     Raises:
         pydantic.ValidationError: On a wrong type, an out-of-range value, an
             unknown field, or a violated cross-field rule; the error names the field.

@@ -30,10 +30,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["SUMMARY_REQUEST_MODES", "alternates", "build_request", "fallback_request", "transcript_request"]
+__all__ = [
+    "SUMMARY_REQUEST_MODES",
+    "alternates",
+    "build_request",
+    "fallback_request",
+    "template_accepts",
+    "template_error",
+    "transcript_request",
+]
 
 SUMMARY_REQUEST_MODES = ("auto", "messages", "transcript")
-"""The values of ``MemoryConfig.summary_request``."""
+"""The values of ``MemorySummary(summary_request=...)``."""
 
 CONTEXT_PREFIX = "[Summary of the earlier conversation]:\n\n"
 _TRANSCRIPT_HEAD = "Conversation to summarize:\n\n"
@@ -61,15 +69,24 @@ def _messages_request(prompt: str, previous: str, messages: Sequence[Mapping[str
     return request
 
 
-def _template_accepts(tokenizer: Any, request: list[dict[str, str]]) -> bool | None:
-    """Whether the tokenizer's chat template renders ``request`` (None: no template to ask)."""
+def template_error(tokenizer: Any, messages: Sequence[Mapping[str, Any]]) -> str | None:
+    """Why the tokenizer's chat template refuses ``messages`` ("" if it renders them; None: no template to ask).
+
+    The messages are rendered as a prompt (with the generation prompt), as a server or a policy would.
+    """
     if tokenizer is None or not getattr(tokenizer, "chat_template", None):
         return None
     try:
-        tokenizer.apply_chat_template(request, tokenize=False, add_generation_prompt=True)
-    except Exception:  # noqa: BLE001 - any template error means the server would refuse it too
-        return False
-    return True
+        tokenizer.apply_chat_template([dict(m) for m in messages], tokenize=False, add_generation_prompt=True)
+    except Exception as exc:  # noqa: BLE001 - any template error means the server would refuse it too
+        return f"{type(exc).__name__}: {exc}" or type(exc).__name__
+    return ""
+
+
+def template_accepts(tokenizer: Any, messages: Sequence[Mapping[str, Any]]) -> bool | None:
+    """Whether the tokenizer's chat template renders ``messages`` (None: no template to ask)."""
+    error = template_error(tokenizer, messages)
+    return None if error is None else not error
 
 
 def build_request(
@@ -89,7 +106,7 @@ def build_request(
     request = _messages_request(prompt, previous, messages)
     if mode == "messages" or alternates(request):
         return request
-    if _template_accepts(tokenizer, request) is False:
+    if template_accepts(tokenizer, request) is False:
         return transcript_request(prompt, previous, messages)
     return request
 

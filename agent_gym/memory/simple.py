@@ -330,9 +330,7 @@ class MemorySimple:
             rewritten = self._apply_filter() and had_view
         else:
             old = self._view
-            head_end, body_start = bounds
-            effective = self._messages[:head_end] + self._messages[body_start:]
-            view = self._format(effective)
+            view = self._format(self._effective_messages())
             self._view = view
             self._filter_end = 0
             self._view_tokens = sum(self._counter.count(m["content"]) for m in view)

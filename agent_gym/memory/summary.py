@@ -25,6 +25,25 @@ Semantics (the reference memory API):
   ``before_raw_message=0`` a leading system message is outside the head, so a
   summary drops it from the view (a warning says so once): use
   ``before_raw_message >= 1`` to keep task instructions and tool descriptions.
+* Role order (``summary_cut``): strict chat templates (Gemma 3, Mistral: "Conversation roles
+  must alternate user/assistant/...") refuse a view whose head is followed by a message of the
+  wrong role, e.g. the task (user) then a kept user message. With ``summary_cut="aligned"``
+  the cut keeps the conversation's own role order: the *anchor* is the first message after the
+  head (after a leading system message when the head is empty), and the range ends before a
+  message with the anchor's role (the last such end within the budget; else the nearest one
+  before the tail, summarized in several requests, each with the summary so far as context).
+  When no such message exists (a tool-use episode has one user message), the view shows the
+  anchor again between the head and the kept messages (e.g. ``before_raw_message=1``: system
+  with the summary, the task, then the kept turns); the range then preferably ends before a
+  message with the role that followed the anchor. So a template that renders the whole
+  conversation renders the view too. ``"greedy"`` is the reference semantics above (the range
+  ends where the budget does). ``"auto"`` (the default) is ``"greedy"`` unless the memory's
+  tokenizer has a chat template that refuses the greedy view (then ``"aligned"``); give the
+  memory the policy's tokenizer (or ``train_model_tokenizer_path``) for that check, or force
+  ``"aligned"``. A view that the template still refuses (its conversation has turns the
+  template cannot render at all, e.g. ``tool`` turns for Gemma 3) is logged once as a warning;
+  the policy's render then fails, and the rollout ends that episode with ``POLICY_ERROR``
+  naming the template error.
 
 The summarizer is an OpenAI-compatible chat endpoint (``openai`` client, or a
 ``host:port`` / URL string) or any callable following ``Summarizer``. A failing,
@@ -44,11 +63,27 @@ from typing import Any, Protocol, runtime_checkable
 from agent_gym.checks import check_choice, check_float, check_int, check_timeout
 from agent_gym.errors import ConfigError, SummaryTimeoutError
 from agent_gym.memory.config import MemoryConfig
-from agent_gym.memory.requests import CONTEXT_PREFIX, SUMMARY_REQUEST_MODES, build_request, fallback_request
+from agent_gym.memory.requests import (
+    CONTEXT_PREFIX,
+    SUMMARY_REQUEST_MODES,
+    build_request,
+    fallback_request,
+    template_error,
+)
 from agent_gym.memory.simple import MemorySimple
 from agent_gym.memory.text import ViewMessage, clean_summary, format_summary_block
 
-__all__ = ["ChatClientSummarizer", "MemorySummary", "SummaryTimeoutError", "Summarizer", "make_summarizer"]
+__all__ = [
+    "SUMMARY_CUTS",
+    "ChatClientSummarizer",
+    "MemorySummary",
+    "SummaryTimeoutError",
+    "Summarizer",
+    "make_summarizer",
+]
+
+#: The values of ``MemorySummary(summary_cut=...)`` (see the module docstring).
+SUMMARY_CUTS: tuple[str, ...] = ("auto", "greedy", "aligned")
 
 logger = logging.getLogger("agent_gym.memory")
 
@@ -188,6 +223,12 @@ class MemorySummary(MemorySimple):
             tokenizer's chat template accepts them, else the transcript; without a template
             to ask, the retries of a failed request use the transcript). See
             :mod:`agent_gym.memory.requests`.
+        summary_cut: Where a summary ends and how the view joins the head to the messages
+            kept after it: ``"greedy"`` (the reference semantics: where the budget ends, the
+            view as it falls), ``"aligned"`` (the role order of the conversation is kept, for
+            strict templates) or ``"auto"`` (the default: ``"aligned"`` where the memory's
+            tokenizer's chat template refuses the greedy view, else ``"greedy"``). See the
+            module docstring.
 
     Raises:
         ConfigError: If ``use_summary`` is set and there is no summarizer, or a
@@ -205,12 +246,17 @@ class MemorySummary(MemorySimple):
         max_retries: int = 2,
         retry_backoff: float = 1.0,
         summary_request: str = "auto",
+        summary_cut: str = "auto",
     ) -> None:
         summary_timeout = check_timeout("summary_timeout", summary_timeout)
         check_int("max_retries", max_retries, low=0)
         check_float("retry_backoff", retry_backoff, low=0.0)
         check_choice("summary_request", summary_request, SUMMARY_REQUEST_MODES)
+        check_choice("summary_cut", summary_cut, SUMMARY_CUTS)
         self.summary_request = summary_request
+        self.summary_cut = summary_cut
+        self._bridge_cache: tuple[tuple[Any, ...], int | None] | None = None
+        self._warned_template = False
         self.chat_client = chat_client
         self.summary_timeout = summary_timeout
         self.max_retries = max_retries
@@ -262,8 +308,11 @@ class MemorySummary(MemorySimple):
     # -------------------------------------------------------- effective view
 
     def _bounds(self, n: int) -> tuple[int, int]:
+        return self._bounds_with(n, self._last_summary)
+
+    def _bounds_with(self, n: int, s: int) -> tuple[int, int]:
+        """``_bounds`` for ``n`` stored messages whose last summary is at index ``s`` (-1: none)."""
         b = self._config.before_raw_message
-        s = self._last_summary
         if s < 0 or s >= n:
             return 0, 0
         body_start = max(b, s)
@@ -287,7 +336,96 @@ class MemorySummary(MemorySimple):
         return out
 
     def _can_extend(self, new: list[ViewMessage]) -> bool:
-        return self._view_n > 0 and all(m["role"] != "summary" for m in new)
+        if not (self._view_n > 0 and all(m["role"] != "summary" for m in new)):
+            return False
+        head_end, body_start = self._view_bounds
+        if self.summary_cut == "greedy" or (head_end, body_start) == (0, 0):
+            return True
+        # The join is decided from the first message kept after the summary: a view that
+        # kept none decides it again with the new messages.
+        return any(m["role"] != "summary" for m in self._messages[body_start : self._view_n])
+
+    def _effective_messages(self) -> list[dict[str, Any]]:
+        n = len(self._messages)
+        head_end, body_start = self._bounds(n)
+        bridge = self._bridge(n)
+        msgs = self._messages
+        middle = [msgs[bridge]] if bridge is not None else []
+        return msgs[:head_end] + middle + msgs[body_start:]
+
+    # ------------------------------------------------------------ role order
+
+    def _anchor(self, head_end: int, stop: int) -> int | None:
+        """The first conversation message from ``head_end`` on (not a summary, nor a leading system message)."""
+        msgs = self._messages
+        i = head_end
+        if i == 0 and msgs and msgs[0]["role"] == "system":
+            i = 1
+        while i < stop and msgs[i]["role"] == "summary":
+            i += 1
+        return i if i < stop else None
+
+    def _join(self, cut: int, anchor: int | None) -> int:
+        """How well a cut before ``messages[cut]`` keeps the role order after the head.
+
+        Returns:
+            2 when ``messages[cut]`` has the anchor's role (the join is one the conversation
+            already has) or nothing is kept after the cut; 1 when it has the role of the
+            message after the anchor (the join is that one once the view repeats the anchor);
+            0 otherwise.
+        """
+        msgs = self._messages
+        if anchor is None or cut >= len(msgs):
+            return 2
+        role = msgs[cut]["role"]
+        if role == msgs[anchor]["role"]:
+            return 2
+        after = self._anchor(anchor + 1, len(msgs))
+        return 1 if after is not None and role == msgs[after]["role"] else 0
+
+    def _template_refuses(self, messages: list[dict[str, Any]]) -> str | None:
+        """The template error of the view of ``messages`` (None: it renders, or no template to ask)."""
+        error = template_error(self._counter.tokenizer, self._format(messages))
+        return error or None
+
+    def _bridge(self, n: int) -> int | None:
+        """The index of the message the view repeats after the head to keep the role order, or None.
+
+        When the first message kept after the last summary does not have the role of the
+        first message the summary replaced (the anchor), the view shows the anchor again
+        between the head and the kept messages, so that the join is the conversation's own.
+        """
+        if self.summary_cut == "greedy":
+            return None
+        head_end, body_start = self._bounds(n)
+        if (head_end, body_start) == (0, 0):
+            return None
+        msgs = self._messages
+        first = next((i for i in range(body_start, n) if msgs[i]["role"] != "summary"), None)
+        key = (head_end, body_start, first, self.summary_cut, id(self._counter.tokenizer))
+        if self._bridge_cache is not None and self._bridge_cache[0] == key:
+            return self._bridge_cache[1]
+        bridge = self._anchor(head_end, body_start)
+        if bridge is not None:
+            if first is None:  # nothing kept: the head must hold a conversation message itself
+                if any(m["role"] not in ("system", "summary") for m in msgs[:head_end]):
+                    bridge = None
+            elif msgs[first]["role"] == msgs[bridge]["role"]:
+                bridge = None
+        if bridge is not None and self.summary_cut == "auto":
+            if self._template_refuses(msgs[:head_end] + msgs[body_start:n]) is None:
+                bridge = None
+            else:
+                error = self._template_refuses(msgs[:head_end] + [msgs[bridge]] + msgs[body_start:n])
+                if error is not None and not self._warned_template:
+                    self._warned_template = True
+                    logger.warning(
+                        "The prompt view does not render with the tokenizer's chat template even with the role "
+                        "order kept (%s); the conversation itself has messages the template refuses.",
+                        error,
+                    )
+        self._bridge_cache = (key, bridge)
+        return bridge
 
     # ------------------------------------------------------------ summarizing
 
@@ -302,6 +440,9 @@ class MemorySummary(MemorySimple):
             total = self._cum[n]
         else:
             total = self._cum[head_end] + self._range_tokens(body_start, n)
+            bridge = self._bridge(n)
+            if bridge is not None:
+                total += self._range_tokens(bridge, bridge + 1)
         if total <= cfg.max_prompt_length:
             return
         logger.info(
@@ -335,11 +476,8 @@ class MemorySummary(MemorySimple):
                 break
             total += t
             end += 1
-        if end > start:
-            summary = self._request_summary(summarizer, prompt, previous, msgs[start:end])
-        else:
-            summary = self._summarize_chunks(summarizer, prompt, previous, msgs[start])
-            end = start + 1
+        end = self._choose_cut(start, max(end, start + 1), boundary)
+        summary = self._summarize_span(summarizer, prompt, previous, start, end)
         if summary is None:
             return
         self.summaries.append(summary)
@@ -351,6 +489,69 @@ class MemorySummary(MemorySimple):
                 "The system message is not in the raw head (before_raw_message=0), so the summary view no longer "
                 "contains it; set before_raw_message >= 1 to keep it."
             )
+
+    def _choose_cut(self, start: int, greedy: int, boundary: int) -> int:
+        """The end of the range to summarize: ``greedy`` (the budget's) or, to keep the role order, another.
+
+        With ``summary_cut="aligned"`` (or ``"auto"`` when the template refuses the greedy
+        view), the range ends before a message with the anchor's role: the last such end within
+        the budget's range, else the nearest one before the tail (summarized in several
+        requests), else the last end within the range where the view can repeat the anchor.
+        """
+        mode = self.summary_cut
+        if mode == "greedy":
+            return greedy
+        msgs = self._messages
+        n = len(msgs)
+        anchor = self._anchor(min(self._config.before_raw_message, n), n)
+        if self._join(greedy, anchor) == 2:
+            return greedy
+        if mode == "auto":
+            head_end, body_start = self._bounds_with(n + 1, greedy)
+            marked = [*msgs[:greedy], {"role": "summary", "content": ""}, *msgs[greedy:]]
+            if self._template_refuses(marked[:head_end] + marked[body_start:]) is None:
+                return greedy
+        within = range(greedy, start, -1)
+        for cut in within:
+            if self._join(cut, anchor) == 2:
+                return cut
+        for cut in range(greedy + 1, boundary + 1):
+            if self._join(cut, anchor) == 2:
+                return cut
+        for cut in within:
+            if self._join(cut, anchor) == 1:
+                return cut
+        return greedy
+
+    def _summarize_span(self, summarizer: Summarizer, prompt: str, previous: str, start: int, end: int) -> str | None:
+        """Summarize ``messages[start:end]``: one request when it fits the budget, else several.
+
+        Each further request carries the summary so far as context; a message too long for
+        one request is summarized in chunks.
+        """
+        msgs = self._messages
+        budget = self._config.max_prompt_length
+        running, pos = previous, start
+        while pos < end:
+            total = self._counter.count_text(prompt) + 4
+            if running:
+                total += self._counter.count(_CONTEXT_PREFIX + running)
+            stop = pos
+            while stop < end:
+                t = self._counter.count(msgs[stop]["content"])
+                if total + t > budget:
+                    break
+                total += t
+                stop += 1
+            if stop > pos:
+                result = self._request_summary(summarizer, prompt, running, msgs[pos:stop])
+            else:
+                result = self._summarize_chunks(summarizer, prompt, running, msgs[pos])
+                stop = pos + 1
+            if result is None:
+                return None
+            running, pos = result, stop
+        return running or None
 
     def _summarize_chunks(
         self, summarizer: Summarizer, prompt: str, previous: str, message: dict[str, Any]
