@@ -240,23 +240,18 @@ def reference_server(start_server: Callable[..., ServerProcess]) -> str:
 VLLM_FLEET: dict[str, dict[str, Any]] = {
     # dev mode (pause, resume, weight updates) and the token-in generate route
     "plain": {"flags": ["--enable-scale-out"], "dev_mode": True},
-    # a tool-call parser, no dev mode: chat with server-side tool calls, and a server without the RL routes
-    "tools": {"flags": ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"], "dev_mode": False},
+    # a tool-call parser, processed logprobs, no dev mode: chat with server-side tool calls, the other logprobs
+    # mode, and a server without the RL routes
+    "tools": {"flags": ["--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--logprobs-mode",
+                        "processed_logprobs"], "dev_mode": False},
 }
 """The real vLLM servers the suite shares, started once (in the background as soon as a test needs them)."""
 
 _vllm_state: dict[str, Any] = {"servers": None, "reason": None}
 
 
-def vllm_model_dir() -> Path:
-    """The model the real engine serves: ``AGENT_GYM_VLLM_MODEL`` or the embedded tiny agent."""
-    from agent_gym.models import default_model_path
-
-    return Path(os.environ.get("AGENT_GYM_VLLM_MODEL") or default_model_path())
-
-
 def _launch_vllm_fleet(log_dir: Path) -> None:
-    from vllm_engine import engine_unavailable_reason, start_engine
+    from vllm_engine import engine_unavailable_reason, start_engine, vllm_model_dir
 
     if _vllm_state["servers"] is not None or _vllm_state["reason"] is not None:
         return

@@ -25,7 +25,7 @@ from pathlib import Path
 import httpx
 
 __all__ = ["ENGINE_STARTUP_S", "EngineProcess", "copy_model", "engine_python", "engine_unavailable_reason",
-           "start_engine"]
+           "start_engine", "vllm_model_dir"]
 
 ENGINE_STARTUP_S = 420.0
 """Longest wait for a server's ``/health`` (start-up on a loaded 2-core machine, compile included)."""
@@ -164,6 +164,13 @@ def start_engine(model: str | Path, log_dir: Path, *, flags: list[str] | None = 
         process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
                                    cwd=str(log_dir))
     return EngineProcess(process, port, str(model), log_path, flags)
+
+
+def vllm_model_dir() -> Path:
+    """The model the real engine serves in the tests: ``AGENT_GYM_VLLM_MODEL`` or the embedded tiny agent."""
+    from agent_gym.models import default_model_path
+
+    return Path(os.environ.get("AGENT_GYM_VLLM_MODEL") or default_model_path())
 
 
 def copy_model(model: str | Path, into: Path) -> Path:
