@@ -27,7 +27,11 @@ The shipped model (``agent_gym/models/tiny_agent``) is this module's defaults, o
     python -m agent_gym.models.train_tiny_agent --out tiny_agent --threads 1
 
 The output directory loads with ``AutoModelForCausalLM.from_pretrained`` /
-``AutoTokenizer.from_pretrained`` and serves with ``agent-gym serve --model DIR``.
+``AutoTokenizer.from_pretrained`` and serves with ``agent-gym serve --model DIR`` and with the
+real engine, ``python -m vllm.entrypoints.openai.api_server --model DIR`` (vLLM's CPU build):
+its head size (``hidden_size / num_heads``, 192 / 6 = 32) is one vLLM's CPU attention takes,
+and the output head is saved untied so that vLLM's in-place weight reloads are exact (see
+:func:`untie_word_embeddings`).
 """
 
 from __future__ import annotations
@@ -52,7 +56,11 @@ from agent_gym.models.tiny_agent_data import (
     training_tasks,
 )
 
-__all__ = ["TrainConfig", "build_agent_model", "common_prefix_length", "main", "train_tiny_agent"]
+__all__ = ["VLLM_CPU_HEAD_SIZES", "TrainConfig", "build_agent_model", "common_prefix_length", "main",
+           "train_tiny_agent", "untie_word_embeddings"]
+
+VLLM_CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
+"""Head sizes vLLM's CPU attention serves (0.32; its Qwen2 code takes hidden_size / num_heads as the size)."""
 
 
 class TrainConfig:
@@ -66,8 +74,8 @@ class TrainConfig:
         vocab_size: int = 2048,
         hidden_size: int = 192,
         num_layers: int = 4,
-        num_heads: int = 8,
-        num_kv_heads: int = 8,
+        num_heads: int = 6,
+        num_kv_heads: int = 6,
         intermediate_size: int = 384,
         steps: int = 5000,
         batch_size: int = 8,
@@ -90,6 +98,10 @@ class TrainConfig:
         self.num_layers = num_layers
         self.num_heads = num_heads
         self.num_kv_heads = num_kv_heads
+        head_dim, rest = divmod(hidden_size, num_heads) if num_heads > 0 else (0, 1)
+        if rest or head_dim not in VLLM_CPU_HEAD_SIZES:
+            raise ValueError(f"hidden_size / num_heads: expected a head size vLLM's CPU attention takes "
+                             f"{list(VLLM_CPU_HEAD_SIZES)}, got {hidden_size} / {num_heads}")
         self.intermediate_size = intermediate_size
         self.steps = steps
         self.batch_size = batch_size
@@ -326,7 +338,7 @@ def train_tiny_agent(out: str | Path, config: TrainConfig | None = None, *, log:
     cpu_time = time.process_time() - cpu_start
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(str(out_dir))
+    untie_word_embeddings(model).save_pretrained(str(out_dir))
     tokenizer.save_pretrained(str(out_dir))
     _portable_tokenizer_class(out_dir / "tokenizer_config.json")
     record = {
@@ -358,6 +370,22 @@ def train_tiny_agent(out: str | Path, config: TrainConfig | None = None, *, log:
     (out_dir / "training.json").write_text(json.dumps(record, indent=2) + "\n")
     say(f"saved to {out_dir} in {record['wall_seconds']}s (final loss {record['final_loss']:.4f})")
     return record
+
+
+def untie_word_embeddings(model: Any) -> Any:
+    """Give ``model`` an output head of its own, equal to its input embeddings (the same function).
+
+    The model trains with tied embeddings and is saved untied: vLLM 0.32 reloads weights in place
+    (``/collective_rpc`` ``reload_weights``, what asynchronous training uses) into new tensors, and
+    a tied output head then keeps the old embeddings, so the served model mixes old and new
+    weights; an untied head is reloaded like every other weight.
+    """
+    import torch
+
+    if getattr(model.config, "tie_word_embeddings", False):
+        model.config.tie_word_embeddings = False
+        model.lm_head.weight = torch.nn.Parameter(model.get_input_embeddings().weight.detach().clone())
+    return model
 
 
 def _portable_tokenizer_class(path: Path) -> None:

@@ -35,16 +35,17 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
 
 from agent_gym.checks import check_choice, check_int
-from agent_gym.errors import AgentGymError
+from agent_gym.errors import AgentGymError, ConfigError
 from agent_gym.rollout.collection import collect_async
 from agent_gym.rollout.long_tail import LongTail, LongTailGate, ParkedEpisode
 
-__all__ = ["RolloutGroup", "RolloutStream", "collect_stream"]
+__all__ = ["RolloutGroup", "RolloutStream", "check_checkpoint_dir", "collect_stream"]
 
 
 @dataclass
@@ -316,7 +317,7 @@ class RolloutStream:
         return out
 
     def update_weights(self, apply: Callable[[], Any] | str | None = None, *, mode: str | None = None,
-                       timeout: float = 600.0) -> int:
+                       timeout: float = 600.0, check_checkpoint: bool = True) -> int:
         """Pause the servers, apply new weights, label them with the new version and resume; returns it.
 
         The calls are vLLM's (dev mode, ``VLLM_SERVER_DEV_MODE=1``): ``POST /pause?mode=...``,
@@ -331,14 +332,21 @@ class RolloutStream:
                 from its own disk, or None (only the version moves).
             mode: The pause mode (default: the stream's ``pause_mode``).
             timeout: Seconds allowed for each server call.
+            check_checkpoint: Before pausing, check that a checkpoint directory exists on this
+                machine and holds weights (``*.safetensors`` or ``*.bin``): vLLM 0.32's engine fails
+                every later request after a reload from a path it cannot load. Pass False when the
+                servers read the path from a disk this machine does not see.
 
         Raises:
+            ConfigError: ``check_checkpoint`` and the checkpoint is not a directory with weights.
             AgentGymError: A server could not be paused, reloaded, labelled or resumed (a server
                 without dev mode answers 404: the message says to start it with
                 ``VLLM_SERVER_DEV_MODE=1``). Every server is resumed all the same; the version
                 moves only when the weights were applied.
         """
         mode = check_choice("mode", mode or self.pause_mode, ("abort", "wait", "keep"))
+        if isinstance(apply, str) and check_checkpoint:
+            check_checkpoint_dir(apply)
         started = time.perf_counter()
         new_version = self.version + 1
         applied = False
@@ -408,6 +416,16 @@ class RolloutStream:
 
 def _url(server: str, path: str) -> str:
     return (server if "://" in server else f"http://{server}").rstrip("/") + path
+
+
+def check_checkpoint_dir(path: str) -> None:
+    """Raise ``ConfigError`` unless ``path`` is a directory holding weights (``*.safetensors`` or ``*.bin``)."""
+    directory = Path(path)
+    if not directory.is_dir():
+        raise ConfigError(f"update_weights: checkpoint {path!r} is not a directory on this machine (pass "
+                          "check_checkpoint=False when the servers read it from a disk this machine does not see)")
+    if not any(directory.glob("*.safetensors")) and not any(directory.glob("*.bin")):
+        raise ConfigError(f"update_weights: checkpoint {path!r} holds no *.safetensors or *.bin weights")
 
 
 def _check_answer(method: str, url: str, response: httpx.Response) -> None:

@@ -30,7 +30,7 @@ import pytest
 import torch
 
 import agent_gym  # noqa: F401 - registers the env ids
-from agent_gym.errors import AgentGymError
+from agent_gym.errors import AgentGymError, ConfigError
 from agent_gym.policy import SamplingParams, VLLMChatPolicy, VLLMPolicy
 from agent_gym.rollout import collect
 from agent_gym.rollout.stream import RolloutStream
@@ -206,7 +206,7 @@ def test_chat_policy_against_a_tool_parser_server(servers, tokenizer):
 
 
 def test_a_plain_server_refuses_auto_tool_choice(servers):
-    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2,
+    body = {"model": str(servers.model_dir), "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2,
             "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]}
     reply = httpx.post(f"http://{servers.plain}/v1/chat/completions", json=body, timeout=60)
     assert reply.status_code == 400 and "--enable-auto-tool-choice" in reply.json()["error"]["message"]
@@ -349,8 +349,13 @@ def test_weight_updates_without_dev_mode_or_with_a_bad_path_fail_clearly(servers
     stream = RolloutStream(ENV_ID, policy, [], samples_per_task=1)
     try:
         start = stream.version
-        with pytest.raises(AgentGymError, match="collective_rpc"):
+        # a path that is no checkpoint is refused before any server is paused (a vLLM engine asked to reload
+        # from it fails every later request)
+        with pytest.raises(ConfigError, match="not a directory"):
             stream.update_weights(str(tmp_path / "no-such-checkpoint"))
+        (tmp_path / "empty").mkdir()
+        with pytest.raises(ConfigError, match="no \\*.safetensors"):
+            stream.update_weights(str(tmp_path / "empty"))
         assert stream.version == start
         assert httpx.get(f"http://{servers.plain}/is_paused", timeout=30).json() == {"is_paused": False}
         out = _one_turn(servers.plain, tokenizer, SamplingParams(temperature=0.0, max_tokens=4))
