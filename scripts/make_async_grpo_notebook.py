@@ -51,7 +51,8 @@ cells = [
     md("## The server, the policy and the trainer\n\n"
        "`start_dev_server` runs `python -m agent_gym.reference_server --model MODEL` with "
        "`VLLM_SERVER_DEV_MODE=1` (the same as `VLLM_SERVER_DEV_MODE=1 agent-gym serve --model MODEL`), which "
-       "enables `POST /pause?mode=`, `/resume`, `/reload_weights` and `GET /weight_version`. The policy samples "
+       "enables vLLM's RL routes: `POST /pause?mode=`, `/resume`, `/collective_rpc` (`reload_weights`), "
+       "`/update_weight_version` and `GET /weight_info`. The policy samples "
        "from the full distribution in token mode (`vllm_generate`): each id comes back with its logprob and "
        "weight version."),
     code("path = str(default_model_path())\n"
