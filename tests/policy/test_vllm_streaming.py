@@ -58,8 +58,7 @@ def test_streamed_turns_equal_the_unstreamed_ones(reference_server, qwen_tokeniz
         assert len(deltas) >= 2  # token by token, not one block
         assert sum((e.token_ids for e in deltas), []) == out.token_ids
         assert sum((e.logprobs for e in deltas), []) == pytest.approx(out.logprobs)
-        assert qwen_tokenizer.decode(out.token_ids, skip_special_tokens=False).startswith(
-            "".join(e.text for e in deltas)[: len(out.text)])
+        assert "".join(e.text for e in deltas) == out.text  # as vLLM's chunks join to its text
     assert not any(o.new_segment for o in outs[1:])
 
 
