@@ -192,7 +192,7 @@ def create_app(
     tool_parser = make_parser(tool_call_parser) if tool_call_parser else None
 
     def check_model(model: str | None) -> None:
-        """vLLM's rule: a request naming a model the server does not serve is 404 (no name: the served one)."""
+        """Answer 404 to a request naming a model the server does not serve, as vLLM does (no name: the served one)."""
         if model and model != name:
             raise BadRequest(f"The model `{model}` does not exist. Valid aliases: {name}.", status=404,
                              kind="NotFoundError", param="model")
