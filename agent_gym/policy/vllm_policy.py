@@ -114,7 +114,7 @@ class VLLMPolicy(VLLMPolicyBase):
         api = self.api
         plan, make_body = self._token_request(messages, session_id, tools, stream=False)
         # An answer aborted by a pause (vLLM's finish_reason "abort") keeps its ids; the turn goes on.
-        resume = TurnResume(self.weight_version)
+        resume = TurnResume(lambda: self.weight_version)
         budget = [0]
 
         async def api_body(server: str) -> dict[str, Any]:
@@ -183,7 +183,7 @@ class VLLMPolicy(VLLMPolicyBase):
         tools = self._session_tools(session_id, tools)
         plan, make_body = self._token_request(messages, session_id, tools, stream=True)
         # An answer aborted by a pause continues as aact's does; the stream goes on with the new answer.
-        resume = TurnResume(self.weight_version)
+        resume = TurnResume(lambda: self.weight_version)
         budget = [0]
         text = ContinuedText(self.tokenizer)
 

@@ -15,7 +15,13 @@ from agent_gym.models.tiny_agent_data import (
     train_tokenizer,
     training_tasks,
 )
-from agent_gym.models.train_tiny_agent import TrainConfig, _batch_loss, common_prefix_length, train_tiny_agent
+from agent_gym.models.train_tiny_agent import (
+    VLLM_CPU_HEAD_SIZES,
+    TrainConfig,
+    _batch_loss,
+    common_prefix_length,
+    train_tiny_agent,
+)
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +116,8 @@ def test_shared_prefix_loss_equals_the_full_forward_loss(small_tasks, agent_toke
     convs = oracle_conversations(small_tasks, agent_tokenizer)
     start = common_prefix_length(convs)
     assert start > 100 and not any(c.loss_mask[start - 1] for c in convs)
-    model = build_agent_model(agent_tokenizer, TrainConfig(hidden_size=32, num_layers=2, intermediate_size=64))
+    model = build_agent_model(agent_tokenizer, TrainConfig(hidden_size=32, num_heads=1, num_kv_heads=1, num_layers=2,
+                                                              intermediate_size=64))
     prefix = torch.tensor([convs[0].input_ids[:start]])
     with torch.no_grad():
         shared = _batch_loss(model, prefix, convs[:5], start, agent_tokenizer.pad_token_id)
@@ -125,7 +132,8 @@ def test_training_script_writes_a_loadable_model(tmp_path):
 
     out = tmp_path / "agent"
     code = main(["--out", str(out), "--task-seeds", "5", "--per-family", "2", "--steps", "3", "--batch-size", "2",
-                 "--hidden-size", "32", "--num-layers", "1", "--intermediate-size", "64", "--vocab-size", "700"])
+                 "--hidden-size", "32", "--num-heads", "1", "--num-kv-heads", "1", "--num-layers", "1",
+                 "--intermediate-size", "64", "--vocab-size", "700"])
     assert code == 0
     record = json.loads((out / "training.json").read_text())
     assert record["command"].startswith("python -m agent_gym.models.train_tiny_agent ")
@@ -133,14 +141,24 @@ def test_training_script_writes_a_loadable_model(tmp_path):
     model = AutoModelForCausalLM.from_pretrained(out)
     tok = AutoTokenizer.from_pretrained(out)
     assert model.config.vocab_size == len(tok) and tok.chat_template == TINY_AGENT_CHAT_TEMPLATE
+    # saved untied (vLLM's in-place reload is exact only for an untied head), the same function as trained
+    assert model.config.tie_word_embeddings is False
+    assert torch.equal(model.lm_head.weight, model.get_input_embeddings().weight)
+    assert model.lm_head.weight.data_ptr() != model.get_input_embeddings().weight.data_ptr()
 
 
 def test_train_function_is_deterministic(tmp_path):
-    config = dict(task_seeds=[5], per_family=1, steps=2, batch_size=2, hidden_size=32, num_layers=1,
-                  intermediate_size=64, vocab_size=700)
+    config = dict(task_seeds=[5], per_family=1, steps=2, batch_size=2, hidden_size=32, num_heads=1, num_kv_heads=1,
+                  num_layers=1, intermediate_size=64, vocab_size=700)
     a = train_tiny_agent(tmp_path / "a", TrainConfig(**config), log=lambda *a: None)
     b = train_tiny_agent(tmp_path / "b", TrainConfig(**config), log=lambda *a: None)
     assert a["loss_every_25_steps"] == b["loss_every_25_steps"]
+
+
+def test_head_sizes_vllm_cannot_serve_are_refused():
+    with pytest.raises(ValueError, match="head size vLLM's CPU attention takes"):
+        TrainConfig(hidden_size=192, num_heads=8)  # 24: vLLM's CPU attention fails at the first request
+    TrainConfig(hidden_size=192, num_heads=6)
 
 
 def test_shipped_model_is_small_and_complete():
@@ -151,6 +169,9 @@ def test_shipped_model_is_small_and_complete():
     record = json.loads((path / "training.json").read_text())
     assert record["command"].startswith("python -m agent_gym.models.train_tiny_agent")
     assert 0 not in record["config"]["task_seeds"]
+    config = json.loads((path / "config.json").read_text())
+    assert config["hidden_size"] // config["num_attention_heads"] in VLLM_CPU_HEAD_SIZES  # vLLM serves it
+    assert config["tie_word_embeddings"] is False
 
 
 def test_value_mask_marks_arguments_and_answers(small_tasks, agent_tokenizer):
@@ -173,7 +194,8 @@ def test_value_weight_changes_the_loss_only_through_value_ids(small_tasks, agent
     from agent_gym.models.train_tiny_agent import build_agent_model
 
     convs = oracle_conversations(small_tasks, agent_tokenizer)[:4]
-    model = build_agent_model(agent_tokenizer, TrainConfig(hidden_size=32, num_layers=1, intermediate_size=64))
+    model = build_agent_model(agent_tokenizer, TrainConfig(hidden_size=32, num_heads=1, num_kv_heads=1, num_layers=1,
+                                                              intermediate_size=64))
     pad = agent_tokenizer.pad_token_id
     prefix = torch.tensor([[pad]])
     with torch.no_grad():
