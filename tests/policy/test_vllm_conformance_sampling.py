@@ -165,6 +165,18 @@ def check_stop_id_turn(address: str, tokenizer: Any, session: str = "stop-id") -
     assert out.text == tokenizer.decode(ids[:k], skip_special_tokens=False)
 
 
+def _stop_inside_an_id(tokenizer: Any, ids: list[int]) -> tuple[int, str, str]:
+    """``(j, stop, text)``: a stop string first found ending inside id ``j``, and the text up to its end."""
+    for j in range(1, len(ids) - 1):
+        prev = tokenizer.decode(ids[:j], skip_special_tokens=False)
+        full = tokenizer.decode(ids[:j + 1], skip_special_tokens=False)
+        if prev and full.startswith(prev) and len(full) - len(prev) >= 2 and "\ufffd" not in full:
+            stop = full[len(prev) - 1:-1]  # from the last character before id j to inside id j
+            if stop.strip() and full.find(stop) == len(prev) - 1:
+                return j, stop, full[:-1]
+    pytest.skip(f"no stop string ending inside an id of the sampled turn {ids}")
+
+
 def check_stop_string_turn(address: str, tokenizer: Any, model: str | None, session: str = "stop-str") -> None:
     """A turn ended by a stop string that ends inside its last id: the ids keep that id, the text ends at the string.
 
@@ -172,20 +184,8 @@ def check_stop_string_turn(address: str, tokenizer: Any, model: str | None, sess
     ``include_stop_str_in_output`` true (the policy's rule) and false (the string cut off too).
     """
     sampling = SamplingParams(temperature=1.0, top_k=-1, max_tokens=24, seed=3)
-    free = _first_turn(address, tokenizer, sampling, session)
-    ids = free.token_ids
-    found = None
-    for j in range(1, len(ids) - 1):
-        prev = tokenizer.decode(ids[:j], skip_special_tokens=False)
-        full = tokenizer.decode(ids[:j + 1], skip_special_tokens=False)
-        if prev and full.startswith(prev) and len(full) - len(prev) >= 2 and "\ufffd" not in full:
-            stop = full[len(prev) - 1:-1]  # from the last character before id j to inside id j
-            if stop.strip() and full.find(stop) == len(prev) - 1:
-                found = (j, stop, full[:-1])
-                break
-    if found is None:
-        pytest.skip(f"no stop string ending inside an id of the sampled turn {ids}")
-    j, stop, expected = found
+    ids = _first_turn(address, tokenizer, sampling, session).token_ids
+    j, stop, expected = _stop_inside_an_id(tokenizer, ids)
     stopped = sampling.model_copy(update={"stop": [stop]})
     out = check_stream_text_is_the_turn_text(address, tokenizer, stopped, session)
     assert out.finish_reason == "stop" and out.token_ids == ids[:j + 1]  # every sampled id, the last one whole
@@ -268,6 +268,16 @@ def test_turn_text_keeps_ids_and_cuts_text(qwen_tokenizer):
     assert turn_text(qwen_tokenizer, turn, stops=["</answer>"]).endswith("42</answer>")
     eot = qwen_tokenizer.convert_tokens_to_ids("<|im_end|>")
     assert turn_text(qwen_tokenizer, [*ids, eot], stop_id=True) == "<answer>42</answer> and more"
+
+
+def test_transformers_policy_stop_string_keeps_ids_and_cuts_text(tiny_model_dir, qwen_tokenizer):
+    sampling = SamplingParams(temperature=1.0, top_k=-1, max_tokens=16, seed=3)
+    with TransformersPolicy(tiny_model_dir, qwen_tokenizer, sampling) as policy:
+        ids = policy.act(MESSAGES, session_id="t").token_ids
+    j, stop, expected = _stop_inside_an_id(qwen_tokenizer, ids)
+    with TransformersPolicy(tiny_model_dir, qwen_tokenizer, sampling.model_copy(update={"stop": [stop]})) as policy:
+        out = policy.act(MESSAGES, session_id="t")
+    assert (out.finish_reason, out.token_ids, out.text) == ("stop", ids[:j + 1], expected)
 
 
 # ---------------------------------------------------------------- the reference server
