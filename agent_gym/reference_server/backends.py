@@ -117,19 +117,30 @@ class _Seq:
         self.hit = False  # ended by a stop string
 
 
-def _decode_output(tokenizer: Any, seq: _Seq) -> tuple[str, str | None]:
-    """Return (text, matched stop string) for the sequence's tokens so far."""
+def _decode_output(tokenizer: Any, seq: _Seq, *, check_stop: bool = False) -> tuple[str, str | None]:
+    """Return (text, matched stop string) for the sequence's tokens so far.
+
+    Stop strings follow vLLM's rule (``check_stop_strings``): only the text the last id added is
+    searched, from ``len(stop) - 1`` characters before it; the string that ends first wins (ties
+    in list order); the text ends before it, or right after it with ``include_stop_str_in_output``.
+    """
     req = seq.req
     ids = seq.out
     if seq.stop_by_token and not req.include_stop_str_in_output:
         ids = ids[:-1]
     text = tokenizer.decode(ids, skip_special_tokens=req.skip_special_tokens)
-    for s in req.stop:
-        pos = text.find(s)
-        if pos >= 0:
-            end = pos + len(s) if req.include_stop_str_in_output else pos
-            return text[:end], s
-    return text, None
+    if not check_stop or not req.stop:
+        return text, None
+    new_from = len(tokenizer.decode(ids[:-1], skip_special_tokens=req.skip_special_tokens))
+    best: tuple[int, str] | None = None
+    for stop in req.stop:
+        pos = text.find(stop, max(0, new_from - len(stop) + 1))
+        if pos >= 0 and (best is None or pos + len(stop) < best[0] + len(best[1])):
+            best = (pos, stop)
+    if best is None:
+        return text, None
+    pos, stop = best
+    return text[:pos + len(stop) if req.include_stop_str_in_output else pos], stop
 
 
 class TransformersBackend:
@@ -270,8 +281,8 @@ class TransformersBackend:
                 req.on_token(seq.index, token, row.logps[-1], row.tops[-1] if row.top_n else [])
             except Exception:  # a listener's failure must not stop the batch
                 logger.exception("on_token callback failed")
-        if req.stop and len(row.out) >= req.min_tokens and token not in row.stop_ids:
-            text, hit = _decode_output(self.tokenizer, seq)
+        if req.stop and len(row.out) > req.min_tokens and token not in row.stop_ids:
+            text, hit = _decode_output(self.tokenizer, seq, check_stop=True)
             if hit is not None:
                 seq.hit, seq.stop_reason, seq.text = True, hit, text
                 return True
@@ -286,7 +297,9 @@ class TransformersBackend:
             if row.finish == "stop" and not seq.hit:
                 token = row.out[-1]
                 seq.stop_by_token = True
-                seq.stop_reason = token if token in req.stop_token_ids else None
+                # vLLM: the id that ended the sample, unless it is the tokenizer's end of sequence
+                eos = getattr(self.tokenizer, "eos_token_id", None)
+                seq.stop_reason = token if token in req.stop_token_ids and token != eos else None
             if not seq.hit:
                 seq.text = _decode_output(self.tokenizer, seq)[0]
             tops = row.tops if row.top_n else [[] for _ in row.out]

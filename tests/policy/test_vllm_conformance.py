@@ -363,3 +363,21 @@ def test_weight_updates_without_dev_mode_or_with_a_bad_path_fail_clearly(servers
     finally:
         stream.close()
         policy.close()
+
+
+# ---------------------------------------------------------------- the README's --server path
+
+def test_the_cli_rollout_finds_the_tokenizer_of_the_served_model(servers, tmp_path, capsys):
+    from agent_gym.cli import main
+    from agent_gym.export import read_jsonl
+
+    out = tmp_path / "rollouts.jsonl"
+    code = main(["rollout", ENV_ID, "--server", servers.plain, "--episodes", "8", "--n-parallel", "8",
+                 "--out", str(out), "--no-progress"])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert "as the servers name it" in printed
+    batch = read_jsonl(out)
+    assert len(batch) == 8 and all(t.status in OK for t in batch) and not any(t.retokenized for t in batch)
+    assert all(t.sampling.get("seed") is None for t in batch)  # unseeded by default against servers
+
