@@ -237,12 +237,15 @@ def test_framework_run_completes_token_exact_in_one_segment(runs, name, exact):
 def test_smolagents_text_rendered_calls_stay_in_the_segment(runs, task, exact):
     events, trajectory, records = runs["smolagents"]
     calls = [value for kind, value in events if kind == "call"]
-    assert calls and calls[0][0] == "lookup_item"  # its arguments come from smolagents' "New task:" prompt
+    # a call of one of the task's tools (which one the tiny agent picks from smolagents' "New task:" prompt is
+    # the model's choice)
+    assert calls and calls[0][0] in {"lookup_item", "calculator"}
     assert [value for kind, value in events if kind == "result"]
     # smolagents re-sends calls as "Calling tools:" text and results as user "Observation:" messages.
     resent = trajectory.steps[1].chat_completions
     assert resent[2]["role"] == "assistant" and resent[2]["content"] == trajectory.steps[0].model_response
-    assert resent[3]["role"] == "user" and resent[3]["content"].startswith("Observation:")
+    # (an "Error:" message when smolagents could not use the call the tiny agent wrote)
+    assert resent[3]["role"] == "user" and resent[3]["content"].startswith(("Observation:", "Error:"))
     assert not any(step.info["history_rewritten"] for step in trajectory.steps)
     exact(trajectory, records)
     # Its three agent steps are one segment; its max-steps fallback, a new system prompt, is another agent's
