@@ -201,6 +201,7 @@ class VLLMPolicy(VLLMPolicyBase):
         while True:
             ids, lps, versions, texts = [], [], [], []
             held = ""  # server text not passed on yet (a stop id's, until the chunk with the finish_reason)
+            answer_version: int | None = None  # the counter when this answer's first chunk came (see below)
             ids_ok = lps_ok = True
             finish: Any = None
             stop_reason: Any = None
@@ -221,7 +222,12 @@ class VLLMPolicy(VLLMPolicyBase):
                         ids_ok = False
                     elif token_ids:
                         ids += token_ids
-                        versions += answer_versions(chunk, len(token_ids), self.weight_version)
+                        # one version for the whole answer, read when its sampling showed (a server samples
+                        # only unpaused, and a weight update moves the counter before it resumes): chunks
+                        # read late, after an update, still belong to the weights that sampled them
+                        if answer_version is None:
+                            answer_version = self.weight_version
+                        versions += answer_versions(chunk, len(token_ids), answer_version)
                         if logprobs is None:
                             lps_ok = False
                         else:

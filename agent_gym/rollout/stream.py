@@ -361,20 +361,19 @@ class RolloutStream:
                         _post(client, server, "/collective_rpc",
                               json={"method": "reload_weights", "kwargs": {"weights_path": apply}})
                 applied = True
-                for server in self.servers:
-                    _post(client, server, "/update_weight_version", json={"new_version": str(new_version)})
-                    reported = _get(client, server, "/weight_info").get("weight_version")
-                    if str(reported) != str(new_version):
-                        raise AgentGymError(f"update_weights: {server} reports weight version {reported!r} after "
-                                            f"it was set to {new_version}")
             finally:
+                failed = []
                 if applied:
                     self.version = new_version
                     if hasattr(self.policy, "weight_version"):
                         self.policy.weight_version = new_version
+                    for server in self.servers:  # label the new weights; a server that cannot is reported
+                        try:
+                            _label(client, server, new_version)
+                        except AgentGymError as exc:
+                            failed.append(str(exc))
                 # every server is resumed, also after a failure (one whose pause call failed may be
                 # paused all the same): a server left paused would hold its episodes for ever
-                failed = []
                 for server in self.servers:
                     try:
                         _post(client, server, "/resume")
@@ -383,7 +382,8 @@ class RolloutStream:
                 self._poke()
             if failed:
                 raise AgentGymError("update_weights: the weights were applied but these servers could not be "
-                                    "resumed (their episodes fail over or end with a status): " + "; ".join(failed))
+                                    "labelled or resumed (their episodes fail over or end with a status): "
+                                    + "; ".join(failed))
         self.stats.updates += 1
         self.stats.update_s.append(time.perf_counter() - started)
         self._poke()
@@ -426,6 +426,14 @@ def check_checkpoint_dir(path: str) -> None:
                           "check_checkpoint=False when the servers read it from a disk this machine does not see)")
     if not any(directory.glob("*.safetensors")) and not any(directory.glob("*.bin")):
         raise ConfigError(f"update_weights: checkpoint {path!r} holds no *.safetensors or *.bin weights")
+
+
+def _label(client: httpx.Client, server: str, version: int) -> None:
+    """Label a server's weights with ``version`` (``/update_weight_version``) and check ``/weight_info`` says so."""
+    _post(client, server, "/update_weight_version", json={"new_version": str(version)})
+    reported = _get(client, server, "/weight_info").get("weight_version")
+    if str(reported) != str(version):
+        raise AgentGymError(f"{server} reports weight version {reported!r} after it was set to {version}")
 
 
 def _check_answer(method: str, url: str, response: httpx.Response) -> None:

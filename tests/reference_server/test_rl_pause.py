@@ -104,7 +104,7 @@ def _chains(turns, answers):
                     break
             assert match is not None, f"turn ids {ids[pos:]} at {pos} are not what the server sampled"
             choice = unused.pop(match)["choices"][0]
-            assert versions[pos:pos + len(choice["token_ids"])] == choice_versions(choice, len(choice["token_ids"]))
+            assert versions[pos:pos + len(choice["token_ids"])] == choice_versions(choice, len(choice["token_ids"]), 0)
             pos += len(choice["token_ids"])
     return [a for a in unused.values() if a["choices"][0]["token_ids"]]
 

@@ -80,7 +80,7 @@ def test_a_server_killed_while_paused_fails_over_or_ends_with_a_status(dev_serve
         handed.append(stream.get(timeout=600))
         lone_handed.append(lone.get(timeout=600))
         # the trainer's weight loader runs while both servers are paused: b dies then
-        with pytest.raises(AgentGymError, match="could not be resumed"):
+        with pytest.raises(AgentGymError, match="could not be labelled or resumed"):
             stream.update_weights(lambda: (time.sleep(0.3), b.kill()), mode="abort")
         stream.servers.remove(b)  # the trainer stops pausing the dead server; the updates go on
         handed += stream.take(2)
