@@ -220,7 +220,11 @@ def run_async(
         torch.set_num_threads(max(1, cores - cores // 2))
         say(f"reference server (dev mode) at {server}")
     checkpoints = Path(tempfile.mkdtemp(prefix="grpo-async-ckpt-"))
-    sampling = SamplingParams(temperature=1.0, top_k=-1, top_p=1.0, min_p=0.0, max_tokens=96, seed=seed, logprobs=0)
+    # Requests to a server given by the user go unseeded: it may be vLLM's CPU engine, which dies on a seeded
+    # request whose prefill is chunked (many episodes in flight cause that); the demo's own server is seeded.
+    request_seed = seed if started_server is not None else None
+    sampling = SamplingParams(temperature=1.0, top_k=-1, top_p=1.0, min_p=0.0, max_tokens=96, seed=request_seed,
+                              logprobs=0)
     policy = VLLMPolicy([server], path, sampling, api="vllm_generate", logprobs_mode="raw_logprobs")
     stream = None
     record: dict[str, Any] = {"family": family, "reward": reward, "mode": "async", "loss": "tis",
@@ -361,8 +365,9 @@ def add_async_arguments(parser: argparse.ArgumentParser) -> None:
         "where logp_behaviour is the logprob recorded when the server sampled the id.")
     group.add_argument("--async", dest="run_async", action="store_true", help="run the asynchronous demo")
     group.add_argument("--server", default=None,
-                       help="host:port of a reference server started with VLLM_SERVER_DEV_MODE=1 agent-gym serve "
-                            "--model MODEL (default: start one on the model)")
+                       help="host:port of a server in dev mode: VLLM_SERVER_DEV_MODE=1 agent-gym serve --model MODEL, "
+                            "or vLLM itself (VLLM_SERVER_DEV_MODE=1, --enable-scale-out for the generate route); its "
+                            "requests go unseeded (default: start a reference server on the model, seeded)")
     group.add_argument("--concurrency", type=int, default=0,
                        help="episodes in flight (default: --tasks x --group-size)")
     group.add_argument("--max-staleness", type=int, default=None,
