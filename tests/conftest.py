@@ -264,16 +264,39 @@ def _launch_vllm_fleet(log_dir: Path) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Start the real vLLM servers in the background when a collected test needs them (start-up overlaps tests)."""
-    if any(item.get_closest_marker("vllm") for item in session.items):
-        log_dir = Path(session.config._tmp_path_factory.getbasetemp()) / "vllm-logs"  # type: ignore[attr-defined]
-        _launch_vllm_fleet(log_dir)
+    """Note which tests need the real vLLM servers: they start with the first test of the first module holding
+    such a test (their start-up overlaps that module's other tests) and stop after the last such test (an idle
+    engine keeps a quarter of a core busy)."""
+    needing = [item for item in session.items if item.get_closest_marker("vllm")]
+    _vllm_state["start_module"] = needing[0].module if needing else None
+    _vllm_state["last_item"] = needing[-1] if needing else None
+    _vllm_state["log_dir"] = Path(session.config._tmp_path_factory.getbasetemp()) / "vllm-logs"  # type: ignore[attr-defined]
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Start the real vLLM servers in the background at the first test of the module that needs them."""
+    module = _vllm_state.get("start_module")
+    if module is not None and getattr(item, "module", None) is module:
+        _launch_vllm_fleet(_vllm_state["log_dir"])
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Stop the real vLLM servers once the last test that needs them has run."""
+    if item is _vllm_state.get("last_item"):
+        _stop_vllm_fleet()
+
+
+def _stop_vllm_fleet() -> None:
+    for server in (_vllm_state["servers"] or {}).values():
+        server.stop()
+    if _vllm_state["servers"]:
+        _vllm_state["servers"] = None
+        _vllm_state["reason"] = "the real vLLM servers were stopped after the last test that needed them"
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Stop the real vLLM servers."""
-    for server in (_vllm_state["servers"] or {}).values():
-        server.stop()
+    """Stop the real vLLM servers (when a run ended early)."""
+    _stop_vllm_fleet()
 
 
 @pytest.fixture(scope="session")

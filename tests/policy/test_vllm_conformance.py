@@ -381,3 +381,30 @@ def test_the_cli_rollout_finds_the_tokenizer_of_the_served_model(servers, tmp_pa
     assert len(batch) == 8 and all(t.status in OK for t in batch) and not any(t.retokenized for t in batch)
     assert all(t.sampling.get("seed") is None for t in batch)  # unseeded by default against servers
 
+
+
+# ---------------------------------------------------------------- two servers, one killed
+
+def test_two_servers_with_affinity_and_one_killed_keep_every_episode_exact(servers, tokenizer, scorer, tmp_path,
+                                                                          request):
+    if servers.kind == "vllm":
+        from vllm_engine import start_engine
+
+        victim = start_engine(servers.model_dir, tmp_path / "victim-logs")
+        victim.wait_ready()
+        address, kill = victim.address, victim.kill
+    else:
+        victim = request.getfixturevalue("start_server")(model=str(servers.model_dir), max_model_len=2048)
+        address, kill = str(victim), victim.kill
+    policy = VLLMPolicy([servers.plain, address], tokenizer, FULL)
+    result: list = []
+    worker = threading.Thread(target=lambda: result.append(run_collect(policy, n=8, samples=2)))
+    worker.start()
+    time.sleep(3.0)
+    kill()
+    worker.join(timeout=900)
+    assert not worker.is_alive() and len(result[0]) == 16  # every task came back
+    batch = result[0]
+    print(f"[{servers.kind} failover] statuses {sorted(t.status for t in batch)}")
+    check_batch([t for t in batch if t.status in OK], scorer, f"{servers.kind} two servers, one killed")
+    assert all(t.status in OK | {EpisodeStatus.POLICY_ERROR} for t in batch)
