@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
+import httpx
 import openai
 import pytest
 
@@ -60,7 +61,8 @@ def _config(server: str, **overrides: Any) -> MemoryConfig:
         end_raw_message=-1,  # the latest message stays raw
         summary_system_prompt="Summarize the conversation in at most {max_summary_length} tokens.",
         oai_client=openai.OpenAI(base_url=f"http://{server}/v1", api_key="EMPTY"),
-        oai_model_name="tiny",
+        # the served model's name: a vLLM server (and the reference server) answers 404 to any other
+        oai_model_name=httpx.get(f"http://{server}/v1/models", timeout=30).json()["data"][0]["id"],
     )
     options.update(overrides)
     return MemoryConfig(**options)
