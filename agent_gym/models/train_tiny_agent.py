@@ -57,7 +57,7 @@ from agent_gym.models.tiny_agent_data import (
 )
 
 __all__ = ["VLLM_CPU_HEAD_SIZES", "TrainConfig", "build_agent_model", "common_prefix_length", "main",
-           "train_tiny_agent", "untie_word_embeddings"]
+           "retie_word_embeddings", "train_tiny_agent", "untie_word_embeddings"]
 
 VLLM_CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
 """Head sizes vLLM's CPU attention serves (0.32; its Qwen2 code takes hidden_size / num_heads as the size)."""
@@ -280,7 +280,7 @@ def train_tiny_agent(out: str | Path, config: TrainConfig | None = None, *, log:
         f"shared prefix {prefix_len} ids, {supervised} supervised ids, data in {data_time:.1f}s")
 
     if config.init_from:
-        model = AutoModelForCausalLM.from_pretrained(config.init_from, dtype=torch.float32)
+        model = retie_word_embeddings(AutoModelForCausalLM.from_pretrained(config.init_from, dtype=torch.float32))
         say(f"continuing from {config.init_from}")
     else:
         model = build_agent_model(tokenizer, config)
@@ -385,6 +385,19 @@ def untie_word_embeddings(model: Any) -> Any:
     if getattr(model.config, "tie_word_embeddings", False):
         model.config.tie_word_embeddings = False
         model.lm_head.weight = torch.nn.Parameter(model.get_input_embeddings().weight.detach().clone())
+    return model
+
+
+def retie_word_embeddings(model: Any) -> Any:
+    """Undo :func:`untie_word_embeddings` for further training: a head equal to the embeddings is tied again."""
+    import torch
+
+    head = getattr(model, "lm_head", None)
+    embeddings = model.get_input_embeddings().weight
+    if (not getattr(model.config, "tie_word_embeddings", False) and head is not None
+            and head.weight.shape == embeddings.shape and torch.equal(head.weight, embeddings)):
+        model.config.tie_word_embeddings = True
+        model.lm_head.weight = embeddings
     return model
 
 
