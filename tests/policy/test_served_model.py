@@ -68,13 +68,13 @@ def test_servers_of_different_models_and_unreachable_servers_are_errors(tiny_mod
         b.shutdown()
 
 
-def test_the_cli_fails_at_once_naming_model(capsys):
+def test_the_cli_fails_at_once_naming_model(capsys, tmp_path):
     from agent_gym.cli import main
 
     server = _listing_server([{"id": "org/not-on-this-machine", "root": "org/not-on-this-machine"}])
     try:
         code = main(["rollout", "agent_gym/ToolUse-v0", "--server", _address(server), "--episodes", "1",
-                     "--out", "x.jsonl", "--no-progress"])
+                     "--out", str(tmp_path / "x.jsonl"), "--no-progress"])
     finally:
         server.shutdown()
-    assert code == 2 and "--model PATH" in capsys.readouterr().err
+    assert code == 2 and "--model PATH" in capsys.readouterr().err and not (tmp_path / "x.jsonl").exists()
