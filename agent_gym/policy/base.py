@@ -311,6 +311,8 @@ class TokenPolicyBase(AsyncPolicyBase):
         start: float,
         *,
         stop_ids: frozenset[int] | set[int] | tuple[int, ...] = (),
+        stops: Sequence[str] = (),
+        text: str | None = None,
         retokenized: bool = False,
         server: str | None = None,
         error: str | None = None,
@@ -328,14 +330,20 @@ class TokenPolicyBase(AsyncPolicyBase):
             finish: The finish reason.
             start: ``time.perf_counter()`` at the start of the turn.
             stop_ids: A final id in this set ends a ``"stop"`` turn and is left out of the text.
+            stops: Stop strings: a ``"stop"`` turn that ends on one has its text end right after
+                it, as vLLM cuts it (:func:`~agent_gym.policy.sampling.turn_text`).
+            text: The turn's text when the caller knows it by another rule (e.g. the server's
+                ``stop_reason``); None decodes it by ``stop_ids`` and ``stops``.
             retokenized: Whether the ids were re-tokenized from text.
             server: The server that sampled the turn.
             error: Why the turn failed; None for a turn to commit.
         """
-        if error is None and finish == FinishReason.STOP and token_ids and token_ids[-1] in stop_ids:
-            text = self.tokenizer.decode(token_ids[:-1], skip_special_tokens=False)
-        else:
-            text = self.tokenizer.decode(token_ids, skip_special_tokens=False)
+        if text is None:
+            from agent_gym.policy.sampling import turn_text
+
+            stopped = error is None and finish == FinishReason.STOP and bool(token_ids)
+            text = turn_text(self.tokenizer, token_ids, stop_id=stopped and token_ids[-1] in stop_ids,
+                             stops=stops if stopped else ())
         if error is None:
             self.builder.commit(plan, token_ids, text)
         return self._output(

@@ -47,8 +47,8 @@ from agent_gym.checks import check_int
 from agent_gym.inference import BatchEngine, Batcher, Row, check_logprobs_mode
 from agent_gym.policy.base import TokenPolicyBase
 from agent_gym.policy.chat_tokens import ChatTokenBuilder
-from agent_gym.policy.sampling import SamplingParams, cut_at_stop_string, turn_text
-from agent_gym.types import FinishReason, Message, PolicyOutput
+from agent_gym.policy.sampling import SamplingParams, cut_at_stop_string
+from agent_gym.types import Message, PolicyOutput
 
 __all__ = ["TransformersPolicy"]
 
@@ -320,31 +320,5 @@ class TransformersPolicy(TokenPolicyBase):
             lambda rows: (rows[0].out, rows[0].logps, rows[0].finish),
         )
         ids, logprobs, finish = await asyncio.wrap_future(future)
-        return self._commit_turn(plan, ids, logprobs, finish, start, stop_ids=self.stop_ids)
-
-    def _commit_turn(
-        self,
-        plan: Any,
-        token_ids: list[int],
-        logprobs: list[float] | None,
-        finish: str,
-        start: float,
-        *,
-        stop_ids: frozenset[int] | set[int] | tuple[int, ...] = (),
-        retokenized: bool = False,
-        server: str | None = None,
-        error: str | None = None,
-    ) -> PolicyOutput:
-        """Commit the turn as ``TokenPolicyBase`` does, its text by vLLM's stop rules (:func:`turn_text`).
-
-        A ``"stop"`` turn ends on a stop id (left out of the text) or on a stop string (the text
-        ends right after it); the ids are the sampled ones either way.
-        """
-        stopped = error is None and finish == FinishReason.STOP and bool(token_ids)
-        text = turn_text(self.tokenizer, token_ids, stop_id=stopped and token_ids[-1] in stop_ids,
-                         stops=self.sampling.stop if stopped else ())
-        if error is None:
-            self.builder.commit(plan, token_ids, text)
-        return self._output(start, text=text, prompt_token_ids=list(plan.prompt_ids), token_ids=token_ids,
-                            logprobs=logprobs, finish_reason=finish, retokenized=retokenized,
-                            new_segment=plan.new_segment, server=server, error=error)
+        return self._commit_turn(plan, ids, logprobs, finish, start, stop_ids=self.stop_ids,
+                                 stops=self.sampling.stop)

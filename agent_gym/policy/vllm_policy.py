@@ -353,8 +353,8 @@ class VLLMPolicy(VLLMPolicyBase):
             logprobs,
             finish,
             start,
-            stop_ids=self._stop_ids,
-            stop_reason=choice.get("stop_reason"),
+            text=self._turn_text(token_ids, finish if error is None else None, choice.get("stop_reason"),
+                                 self._stop_ids),
             retokenized=retokenized,
             server=server,
             error=None if error is None else f"server {server}: {error}",  # an error is not committed
@@ -383,28 +383,3 @@ class VLLMPolicy(VLLMPolicyBase):
                              stops=[stop_reason] if stop_reason in self.sampling.stop else ())
         stop_ids = self._stop_ids if stop_ids is None else stop_ids
         return turn_text(self.tokenizer, token_ids, stop_id=token_ids[-1] in stop_ids)
-
-    def _commit_turn(
-        self,
-        plan: Any,
-        token_ids: list[int],
-        logprobs: list[float] | None,
-        finish: str,
-        start: float,
-        *,
-        stop_ids: frozenset[int] | set[int] | tuple[int, ...] = (),
-        stop_reason: Any = None,
-        retokenized: bool = False,
-        server: str | None = None,
-        error: str | None = None,
-    ) -> PolicyOutput:
-        """Commit the turn as ``TokenPolicyBase`` does, its text by :meth:`_turn_text` (``stop_reason``: the server's).
-
-        A turn with an ``error`` is not committed and its text is every id's.
-        """
-        text = self._turn_text(token_ids, finish if error is None else None, stop_reason, stop_ids)
-        if error is None:
-            self.builder.commit(plan, token_ids, text)
-        return self._output(start, text=text, prompt_token_ids=list(plan.prompt_ids), token_ids=token_ids,
-                            logprobs=logprobs, finish_reason=finish, retokenized=retokenized,
-                            new_segment=plan.new_segment, server=server, error=error)
