@@ -20,9 +20,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent_gym.errors import SummaryTimeoutError
 from agent_gym.memory.config import DEFAULT_SUMMARY_SYSTEM_PROMPT, MemoryConfig
 from agent_gym.memory.simple import MemorySimple
-from agent_gym.memory.summary import MemorySummary, Summarizer, SummaryTimeoutError
+from agent_gym.memory.summarizers import Summarizer
+from agent_gym.memory.summary import MemorySummary
 
 __all__ = [
     "DEFAULT_SUMMARY_SYSTEM_PROMPT",

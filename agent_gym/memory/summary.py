@@ -55,13 +55,12 @@ episode goes on unsummarized.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from agent_gym.checks import check_choice, check_float, check_int, check_timeout
-from agent_gym.errors import ConfigError, SummaryTimeoutError
+from agent_gym.errors import ConfigError
 from agent_gym.memory.config import MemoryConfig
 from agent_gym.memory.requests import (
     CONTEXT_PREFIX,
@@ -71,16 +70,10 @@ from agent_gym.memory.requests import (
     template_error,
 )
 from agent_gym.memory.simple import MemorySimple
+from agent_gym.memory.summarizers import ChatClientSummarizer, Summarizer, call_with_timeout, make_summarizer
 from agent_gym.memory.text import ViewMessage, clean_summary, format_summary_block
 
-__all__ = [
-    "SUMMARY_CUTS",
-    "ChatClientSummarizer",
-    "MemorySummary",
-    "SummaryTimeoutError",
-    "Summarizer",
-    "make_summarizer",
-]
+__all__ = ["SUMMARY_CUTS", "MemorySummary"]
 
 #: The values of ``MemorySummary(summary_cut=...)`` (see the module docstring).
 SUMMARY_CUTS: tuple[str, ...] = ("auto", "greedy", "aligned")
@@ -89,118 +82,6 @@ logger = logging.getLogger("agent_gym.memory")
 
 _CONTEXT_PREFIX = CONTEXT_PREFIX
 _CONTEXT_RESERVE = 16  # tokens kept for the context message's prefix and overhead
-
-
-@runtime_checkable
-class Summarizer(Protocol):
-    """Anything that writes a summary: ``summarizer(messages, max_tokens=...) -> str``.
-
-    ``messages`` is a chat request (a system prompt, then the messages to
-    summarize) of ``{"role", "content"}`` dicts; the return value is the raw
-    reply text (reasoning and ``<answer>`` tags are handled by the memory).
-    """
-
-    def __call__(self, messages: list[dict[str, str]], *, max_tokens: int) -> str:
-        """Return the summary text for ``messages``, at most ``max_tokens`` tokens."""
-        ...
-
-
-class ChatClientSummarizer:
-    """A ``Summarizer`` over an OpenAI-compatible chat completions endpoint.
-
-    Args:
-        client: An ``openai.OpenAI`` client or any object with ``chat.completions.create``.
-            An ``openai`` client is used with its own retries off (the memory retries).
-        model: Model name sent with each request.
-        timeout: Per-request timeout in seconds passed to the client, or None.
-        extra: Extra keyword arguments for ``create`` (e.g. ``temperature=0``,
-            ``extra_body={"chat_template_kwargs": {"enable_thinking": False}}``).
-    """
-
-    def __init__(self, client: Any, model: str, *, timeout: float | None = None, **extra: Any) -> None:
-        if not callable(getattr(getattr(getattr(client, "chat", None), "completions", None), "create", None)):
-            raise TypeError(f"client must have chat.completions.create, got {type(client).__name__}")
-        with_options = getattr(client, "with_options", None)
-        if callable(with_options):
-            try:
-                client = with_options(max_retries=0)
-            except TypeError:
-                pass
-        self.client = client
-        self.model = model
-        self.timeout = timeout
-        self.extra = extra
-
-    def __call__(self, messages: list[dict[str, str]], *, max_tokens: int) -> str:
-        """Send one chat request and return the first choice's content ("" if none)."""
-        kwargs: dict[str, Any] = dict(self.extra)
-        if self.timeout is not None:
-            kwargs["timeout"] = self.timeout
-        response = self.client.chat.completions.create(
-            model=self.model, messages=messages, max_tokens=max_tokens, **kwargs
-        )
-        choices = getattr(response, "choices", None) or []
-        if not choices:
-            return ""
-        return getattr(choices[0].message, "content", None) or ""
-
-
-def make_summarizer(chat_client: Any, model: str, *, timeout: float | None = None) -> Summarizer:
-    """Return a ``Summarizer`` for ``chat_client``.
-
-    Args:
-        chat_client: An OpenAI-compatible client, a server address (``"host:port"``
-            or an ``http(s)://`` base URL; ``/v1`` is added when missing), or a
-            callable ``Summarizer``.
-        model: Model name used with a client or an address.
-        timeout: Per-request timeout for a client or an address.
-
-    Raises:
-        TypeError: If ``chat_client`` is none of these.
-    """
-    create = getattr(getattr(getattr(chat_client, "chat", None), "completions", None), "create", None)
-    if callable(create):
-        return ChatClientSummarizer(chat_client, model, timeout=timeout)
-    if isinstance(chat_client, str):
-        import openai
-
-        url = chat_client if "://" in chat_client else f"http://{chat_client}"
-        url = url.rstrip("/")
-        if not url.endswith("/v1"):
-            url += "/v1"
-        return ChatClientSummarizer(openai.OpenAI(base_url=url, api_key="EMPTY"), model, timeout=timeout)
-    if callable(chat_client):
-        return chat_client
-    raise TypeError(
-        "chat_client must be an OpenAI-compatible client, a server address or a callable summarizer, "
-        f"got {type(chat_client).__name__}"
-    )
-
-
-def _call_with_timeout(fn: Summarizer, messages: list[dict[str, str]], max_tokens: int, timeout: float | None) -> Any:
-    """Call ``fn`` in a daemon thread and wait at most ``timeout`` seconds for it.
-
-    A call that hangs is abandoned (its thread cannot be killed, but being a
-    daemon it never keeps the interpreter alive).
-    """
-    if timeout is None:
-        return fn(messages, max_tokens=max_tokens)
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = fn(messages, max_tokens=max_tokens)
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, name="agent-gym-summary", daemon=True)
-    thread.start()
-    thread.join(timeout)
-    if thread.is_alive():
-        raise SummaryTimeoutError(f"summary call did not return within {timeout:g} s")
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
 
 
 class MemorySummary(MemorySimple):
@@ -605,7 +486,7 @@ class MemorySummary(MemorySimple):
                 if fallback is not None:
                     request = fallback
             try:
-                raw = _call_with_timeout(summarizer, request, cfg.max_summary_length, self.summary_timeout)
+                raw = call_with_timeout(summarizer, request, cfg.max_summary_length, self.summary_timeout)
             except Exception as exc:  # noqa: BLE001 - any summarizer failure is retried, then logged
                 error = f"{type(exc).__name__}: {exc}"
                 continue

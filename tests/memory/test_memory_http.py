@@ -9,7 +9,7 @@ import openai
 import pytest
 
 from agent_gym.memory import MemoryConfig, MemorySummary, memory_from_config
-from agent_gym.memory.summary import ChatClientSummarizer, make_summarizer
+from agent_gym.memory.summarizers import ChatClientSummarizer, make_summarizer
 
 PROMPT = "summarize in {max_summary_length}"
 
