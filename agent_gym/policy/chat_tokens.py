@@ -227,6 +227,9 @@ class ChatTokenBuilder:
         self._bases: dict[str | None, _BaseInfo] = {}
         # (tools key, roles of the new messages) -> whether the text after the base changes with the tools
         self._suffix_needs_tools: dict[tuple[str | None, tuple[str, ...]], bool] = {}
+        # (tools key, system message, roles) -> the rendered system turn with the tool schemas, or
+        # None where the tools change the text after it (see _fresh_text)
+        self._system_heads: dict[tuple[str, str, tuple[str, ...]], str | None] = {}
         self._lock = threading.Lock()
         self.noncanonical_turns = 0
         self.fresh_renders = 0
@@ -292,6 +295,38 @@ class ChatTokenBuilder:
                 else:
                     msgs = [{"role": "system", "content": description}, *msgs]
         return msgs, kwargs
+
+    def _fresh_text(self, msgs: list[dict[str, Any]], tools: list[dict[str, Any]] | None, key: str | None) -> str:
+        """``render_text(msgs, tools)``, reusing the rendered system turn that carries the tool schemas.
+
+        Rendering every schema through the template's ``tojson`` is most of a first turn's render
+        (about ten times the rest). Templates put the schemas in the system turn, so the text after
+        that turn's end-of-turn token is the same without them: then the conversation is rendered
+        without tools and the system turn rendered with them (kept per tool set, system message and
+        sequence of roles) is put in front. Whether the text after the cut is the same both ways is
+        checked once per such key, by rendering both ways; where it is not (tools in a user turn,
+        a model family with its own message shape), every render is a whole one.
+        """
+        if (not tools or key is None or not self.supports_tools or self._family is not None
+                or len(msgs) < 2 or msgs[0].get("role") != "system"):
+            return self.render_text(msgs, tools)
+        signature = (key, str(msgs[0].get("content") or ""), tuple(str(m.get("role")) for m in msgs))
+        if signature not in self._system_heads:
+            with_tools = self.render_text(msgs, tools)
+            without = self.render_text(msgs, None)
+            cut_tools, cut_plain = self._text_cut(with_tools, 1), self._text_cut(without, 1)
+            same_tail = cut_tools > 0 and cut_plain > 0 and with_tools[cut_tools:] == without[cut_plain:]
+            with self._lock:
+                if len(self._system_heads) >= 1024:
+                    self._system_heads.clear()
+                self._system_heads[signature] = with_tools[:cut_tools] if same_tail else None
+            return with_tools
+        head = self._system_heads.get(signature)
+        if head is None:
+            return self.render_text(msgs, tools)
+        without = self.render_text(msgs, None)
+        cut = self._text_cut(without, 1)
+        return head + without[cut:] if cut > 0 else self.render_text(msgs, tools)
 
     # ------------------------------------------------------------------ base conversation
     def _find_eot(self) -> int:
@@ -481,7 +516,7 @@ class ChatTokenBuilder:
                 if ids[:n_prev] != state.prompt_ids or ids[n_prev : n_prev + n_sampled] != state.sampled_ids:
                     raise RuntimeError(f"session {session_id!r}: prefix invariant broken while building the prompt")
                 return PromptPlan(session_id, ids, msgs, False, True, state.segment_start, key)
-        ids = self.render_ids(msgs, tools, add_generation_prompt=True)
+        ids = self.encoder.encode(self._fresh_text(msgs, tools, key))
         self.fresh_renders += 1
         return PromptPlan(session_id, ids, msgs, state is not None, False, len(ids), key)
 

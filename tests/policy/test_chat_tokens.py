@@ -270,3 +270,42 @@ def test_suffix_keeps_tools_exactly_where_the_template_puts_them(qwen_tokenizer,
             assert got == tokenizer.encode(text[cut:], add_special_tokens=False)
     if template != "qwen":
         assert "[TOOLS]" in tokenizer.decode(builder.suffix_ids([{"role": "user", "content": "again"}], TOOLS))
+
+
+_FIRST_TURNS = [
+    [{"role": "system", "content": "You are a careful assistant."}, {"role": "user", "content": "What is 17*3?"}],
+    [{"role": "system", "content": "You are a careful assistant."}, {"role": "user", "content": "  世界 <b>{}</b>\n\n"}],
+    [{"role": "system", "content": "Another system prompt."}, {"role": "user", "content": "Hi"}],
+    [{"role": "system", "content": "You are a careful assistant."}, {"role": "user", "content": "Hi"},
+     {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "<tool_response>x</tool_response>"}],
+]
+
+
+@pytest.mark.parametrize("template", ["qwen", "deepseek", "tools_before_last_user", "llama3_json", "gemma3"])
+def test_first_turn_render_with_the_kept_system_turn_equals_a_whole_render(qwen_tokenizer, deepseek_tokenizer,
+                                                                           template):
+    """A fresh prompt reuses the system turn rendered with the tools only where the rest renders the same."""
+    import copy
+
+    from family_templates import family_tokenizer
+
+    if template == "qwen":
+        tokenizer = qwen_tokenizer
+    elif template == "deepseek":
+        tokenizer = deepseek_tokenizer
+    elif template == "tools_before_last_user":
+        tokenizer = copy.deepcopy(qwen_tokenizer)
+        tokenizer.chat_template = _TOOLS_BEFORE_LAST_USER
+    else:
+        tokenizer = family_tokenizer(template)
+    builder = ChatTokenBuilder(tokenizer)
+    for round_ in range(2):  # the first round checks each shape, the second uses the verdict
+        for i, msgs in enumerate(_FIRST_TURNS):
+            if template == "gemma3" and len(msgs) > 2:
+                continue
+            whole = builder.render_ids(msgs, TOOLS)
+            assert builder.prepare(f"s{round_}-{i}", msgs, TOOLS).prompt_ids == whole
+    if template == "qwen":  # the schemas in the system turn: every shape was checked and reuses its system turn
+        assert all(head is not None for head in builder._system_heads.values()) and builder._system_heads
+    if template == "tools_before_last_user":
+        assert all(head is None for head in builder._system_heads.values())
