@@ -68,7 +68,11 @@ class AgentEnv(EpisodeToolsMixin, gym.Env[Observation, Action]):
     output or ``"Error: ..."``), or a ``user`` nudge for a message with no call and no answer.
 
     ## Rewards
-    ``reward = toolcall_reward + res_reward`` (see :class:`RewardConfig`), both in ``info``.
+    ``reward = toolcall_reward + res_reward``, both in ``info``: ``res_reward`` is the
+    outcome (``rewards.correct`` times the answer's or the end grade's score),
+    ``toolcall_reward`` the shaping of tool use, paid from a per-episode budget so that an
+    episode's shaping lies in ``[-rewards.penalty_cap, rewards.bonus_cap]`` whatever its
+    length, below what solving pays (see :class:`RewardConfig`).
 
     ## Starting State
     ``reset`` draws a task with ``self.np_random`` (or takes ``options["task"]``, checked by
@@ -104,6 +108,9 @@ class AgentEnv(EpisodeToolsMixin, gym.Env[Observation, Action]):
     * ``render_mode``: None or ``"ansi"``.
 
     ## Version History
+    * Shaping bounded per episode: ``toolcall_reward`` is paid from a budget of
+      ``rewards.bonus_cap`` (default: one useful step's bonus) and ``rewards.penalty_cap``,
+      instead of growing with the number of calls.
     * The step loop's hooks (:meth:`handle_message`, :meth:`gate_tool_call`,
       :meth:`on_tool_result`, :meth:`end_episode`, :meth:`grade_episode`,
       :meth:`episode_info`); ``info["end_reason"]`` on the last step; one step limit.
@@ -195,6 +202,7 @@ class AgentEnv(EpisodeToolsMixin, gym.Env[Observation, Action]):
         self._ending: tuple[EpisodeStatus, str] | None = None  # asked for by end_episode, applied by step
         self.last_reward_time = 0.0
         self._seen_calls: set[str] = set()
+        self._shaping = self.rewards.budget()  # the episode's shaping so far, within the caps
         self._episode_id = ""
         self._episode_open = False  # release_episode is owed (set before episode_tools runs)
 
@@ -341,7 +349,10 @@ class AgentEnv(EpisodeToolsMixin, gym.Env[Observation, Action]):
         return {}
 
     def is_useful_call(self, name: str, arguments: Mapping[str, Any]) -> bool:
-        """Whether a successful call earns the shaping bonus: by default, not an exact repeat."""
+        """Whether a successful call earns the shaping bonus: by default, not an exact repeat.
+
+        However many calls are useful, an episode's bonuses never exceed ``rewards.bonus_cap``.
+        """
         key = call_key(name, arguments)
         if key in self._seen_calls:
             return False
@@ -390,8 +401,10 @@ class AgentEnv(EpisodeToolsMixin, gym.Env[Observation, Action]):
 
         Each call passes :meth:`gate_tool_call`, runs (unknown names are errors) and goes to
         :meth:`on_tool_result`; its output (or ``"Error: ..."``) becomes a ``tool`` message
-        and a record in ``info["tool_calls"]``. Sets ``info["toolcall_reward"]`` and, for
-        error observations, ``info["error"]`` and ``info["error_kinds"]``.
+        and a record in ``info["tool_calls"]``. Sets ``info["toolcall_reward"]`` to the
+        message's raw shaping (``step`` then pays it from the episode's budget, see
+        :class:`RewardConfig`) and, for error observations, ``info["error"]`` and
+        ``info["error_kinds"]``.
 
         Args:
             parsed: The parsed message.
@@ -464,6 +477,7 @@ class AgentEnv(EpisodeToolsMixin, gym.Env[Observation, Action]):
         self._done = False
         self._ending = None
         self._seen_calls = set()
+        self._shaping = self.rewards.budget()
         self._messages = [
             {"role": "system", "content": system_prompt},
             {"role": "user", "content": self.format_question(task)},
@@ -483,8 +497,9 @@ class AgentEnv(EpisodeToolsMixin, gym.Env[Observation, Action]):
             action: The assistant message as ``str`` or ``PolicyOutput``.
 
         Returns:
-            ``(obs, reward, terminated, truncated, info)``; ``info`` has ``toolcall_reward``,
-            ``res_reward``, ``tool_calls`` (each failed call with its ``kind``), ``error`` and
+            ``(obs, reward, terminated, truncated, info)``; ``info`` has ``toolcall_reward``
+            (the step's shaping: the raw value the hooks set, paid from the episode's budget,
+            see :class:`RewardConfig`), ``res_reward`` (the outcome), ``tool_calls`` (each failed call with its ``kind``), ``error`` and
             ``error_kinds`` (the :class:`~agent_gym.errors.ToolErrorKind` value of each joined
             error; a step with error observations only), ``status`` and ``end_reason``
             (episode end only) and the keys of :meth:`episode_info`.
@@ -503,6 +518,7 @@ class AgentEnv(EpisodeToolsMixin, gym.Env[Observation, Action]):
             self.add_message("assistant", text)
             self.last_parsed = self.parser.parse(text)
             self.handle_message(self.last_parsed, info)
+        info["toolcall_reward"] = self._shaping.pay(info["toolcall_reward"])
         if self._ending is None and self._turns >= self.max_steps:
             self.end_episode(EpisodeStatus.MAX_STEPS, "max_steps")
         terminated = truncated = False

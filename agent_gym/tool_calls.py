@@ -3,10 +3,11 @@
 :func:`run_tool_calls` is the loop behind :meth:`agent_gym.core.AgentEnv.run_tool_calls`:
 each call passes the env's gate, runs (an unknown name is an error), and becomes a ``tool``
 message and a record in ``info["tool_calls"]``; errors are joined into ``info["error"]``
-with their kinds in ``info["error_kinds"]``, and ``info["toolcall_reward"]`` is the step's
-shaping reward. :func:`convert_tools` turns tools and plain callables into the name -> tool
-map an env runs, with its time and output limits; :class:`ToolBox` holds an env's own tools
-and those of the current episode.
+with their kinds in ``info["error_kinds"]``, and ``info["toolcall_reward"]`` is the
+message's raw shaping (the env then pays it from the episode's budget, see
+:class:`~agent_gym.rewards.RewardConfig`). :func:`convert_tools` turns tools and plain
+callables into the name -> tool map an env runs, with its time and output limits;
+:class:`ToolBox` holds an env's own tools and those of the current episode.
 """
 
 from __future__ import annotations
@@ -91,7 +92,9 @@ def run_tool_calls(
             error observations, ``error``, ``error_kinds`` (and ``parse_errors``) are set.
         tools: The tools the message may call, by name.
         rewards: The shaping values (``tool_error`` per error, ``tool_success`` once for a
-            useful call, ``no_action`` for a message with nothing to do).
+            useful call, ``no_action`` for a message with nothing to do). The sum is the
+            message's raw shaping; the per-episode caps are applied by the env
+            (:class:`~agent_gym.rewards.ShapingBudget`), not here.
         gate: Returns a failed result to refuse a call, or None to run it.
         on_result: Called with each call that ran and its result.
         is_useful: Whether a successful call earns ``tool_success``.

@@ -37,8 +37,12 @@ class ToolUseEnv(AgentEnv):
     dates and weekdays compared as such, strings normalised), else 0.
     ``toolcall_reward`` = +0.1 for a step with a successful, non-repeated call;
     -0.1 per malformed call, unknown tool, invalid arguments, tool error, timeout or
-    oversized output; -0.1 for a message with no call and no answer (configurable
-    with ``rewards``). ``reward`` is their sum.
+    oversized output; -0.1 for a message with no call and no answer; paid from the
+    episode's budget: bonuses up to 0.1 and penalties down to -0.3 per episode, so
+    the first useful step earns the whole bonus and more calls earn nothing (see
+    :class:`~agent_gym.rewards.RewardConfig`; configurable with ``rewards``).
+    ``reward`` is their sum; a correct answer always returns more than any episode
+    without one.
 
     ## Starting State
     A task drawn uniformly with the env's seeded RNG (or ``options["task"]``, checked like
