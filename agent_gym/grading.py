@@ -7,6 +7,15 @@ Two families of helpers:
   tolerance), a ``date`` (ISO or "March 5, 2024" style), a ``weekday`` or a
   ``string`` (:func:`normalize_text` equality). :func:`round_answer` formats a numeric
   ground truth, :func:`numbers_close` compares two numbers.
+
+**The numeric rule.** Numbers are compared as the decimals they are written as, never as
+binary floats: the answer's last number is read exactly from its text
+(:func:`last_decimal`), the ground truth and the tolerance from theirs (a Python ``float``
+by its shortest ``repr``, so ``0.01`` is exactly one hundredth; :func:`as_decimal`). The
+answer is correct when ``|answer - expected| <= max(tolerance, 1e-6 * |expected|)``,
+decided exactly in decimal arithmetic: a difference equal to the tolerance is inside
+(``263.46`` against ``263.47`` at tolerance ``0.01`` is correct, as is ``159.59`` against
+``159.60``; ``263.459`` is not), whatever float rounding would have said.
 * **QA answers** (SQuAD-style, for retrieval and reading envs): :func:`qa_normalize`
   (lowercase, no punctuation, no articles a/an/the, single spaces),
   :func:`exact_match` and :func:`token_f1`, both taking the best score over a list
@@ -19,18 +28,22 @@ from __future__ import annotations
 
 import collections
 import datetime as dt
+import decimal
 import math
 import re
 import string
 import unicodedata
 from collections.abc import Iterable
+from decimal import Decimal
 from typing import Any
 
 __all__ = [
     "ANSWER_TYPES",
     "answer_matches",
+    "as_decimal",
     "exact_match",
     "infer_answer_type",
+    "last_decimal",
     "last_number",
     "normalize_text",
     "numbers_close",
@@ -53,6 +66,7 @@ _WEEKDAY_RES = tuple((w, re.compile(rf"\b{w}\b")) for w in _WEEKDAYS)
 _PUNCT = re.compile(r"[^\w\s]")
 _ARTICLES = re.compile(r"\b(?:a|an|the)\b")
 _QA_PUNCT = str.maketrans("", "", string.punctuation)
+_BOUND_DIGITS = 120  # exact for every bound that needs fewer digits; else rounded outward (more generous)
 
 
 # --------------------------------------------------------------------------- typed answers
@@ -70,10 +84,75 @@ def round_answer(value: float) -> str:
     return "0" if text in ("-0", "") else text
 
 
-def numbers_close(got: float, expected: float, tolerance: float = 1e-6, relative: float = 1e-6) -> bool:
-    """True if ``got`` is within ``tolerance`` of ``expected``, absolute, or within ``relative`` of it, relative."""
-    diff = abs(got - expected)
-    return diff <= tolerance or diff <= relative * abs(expected)
+def as_decimal(value: Any) -> Decimal | None:
+    """A number as the decimal it is written as, or None when it is no finite number.
+
+    Text is read exactly (``"263.46"`` is 26346/100; surrounding spaces and ``_`` digit
+    separators allowed), a ``float`` by its shortest ``repr`` (``0.01`` is 1/100, not the
+    binary value nearest to it), an ``int`` or ``Decimal`` as it is.
+
+    Args:
+        value: A ``str``, ``int``, ``float`` or ``Decimal``.
+    """
+    if isinstance(value, Decimal):
+        number = value
+    elif isinstance(value, int):  # bool too, as float() reads it
+        number = Decimal(int(value))
+    elif isinstance(value, float):
+        number = Decimal(repr(value))
+    else:
+        try:
+            number = Decimal(str(value).strip())
+        except (decimal.InvalidOperation, ValueError):
+            try:  # text float() reads and Decimal does not (e.g. other scripts' digits)
+                number = Decimal(repr(float(str(value))))
+            except (ValueError, OverflowError):
+                return None
+    return number if number.is_finite() else None
+
+
+def numbers_close(
+    got: Decimal | float | str, expected: Decimal | float | str, tolerance: Decimal | float | str = 1e-6,
+    relative: Decimal | float | str = 1e-6,
+) -> bool:
+    """True if ``|got - expected| <= max(tolerance, relative * |expected|)``, decided exactly in decimal.
+
+    Each value is read with :func:`as_decimal` (text exactly as written, a float by its
+    shortest ``repr``), so the result never depends on float rounding: a difference equal
+    to the tolerance is inside (``numbers_close("263.46", "263.47", 0.01)`` is True). An
+    infinite ``tolerance`` accepts every finite pair.
+
+    Args:
+        got: The number to check.
+        expected: The reference number.
+        tolerance: Absolute tolerance.
+        relative: Relative tolerance (a fraction of ``|expected|``).
+
+    Returns:
+        False when ``got`` or ``expected`` is no finite number or a tolerance is NaN.
+    """
+    g, e = as_decimal(got), as_decimal(expected)
+    if g is None or e is None:
+        return False
+    if isinstance(tolerance, float) and math.isinf(tolerance) and tolerance > 0:
+        return True
+    t, r = as_decimal(tolerance), as_decimal(relative)
+    if t is None or r is None:
+        return False
+    with decimal.localcontext() as ctx:
+        ctx.prec = _BOUND_DIGITS
+        ctx.rounding = decimal.ROUND_CEILING
+        bound = max(t, r * abs(e))
+        high = e + bound
+        ctx.rounding = decimal.ROUND_FLOOR
+        low = e - bound
+    return low <= g <= high  # comparisons are exact, whatever the context's precision
+
+
+def last_decimal(text: str) -> Decimal | None:
+    """The last number written in ``text`` (thousands separators allowed), exactly as written, or None."""
+    matches = _NUMBER.findall(_THOUSANDS.sub("", str(text)))
+    return as_decimal(matches[-1]) if matches else None
 
 
 def last_number(text: str) -> float | None:
@@ -124,10 +203,12 @@ def answer_matches(answer: str, ground_truth: Any, answer_type: str | None = Non
         answer: The text inside ``<answer>``.
         ground_truth: The expected answer.
         answer_type: ``number`` (the last number in the answer, thousands separators
-            allowed, within ``tolerance`` absolute or 1e-6 relative), ``date`` (ISO or
+            allowed, within ``tolerance`` absolute or 1e-6 relative, compared exactly as
+            decimals written: see :func:`numbers_close`), ``date`` (ISO or
             "March 5, 2024" style), ``weekday`` (the only weekday named), ``string``
             (normalised equality); inferred from ``ground_truth`` when None.
-        tolerance: Absolute tolerance for numbers.
+        tolerance: Absolute tolerance for numbers (a float by its shortest ``repr``:
+            ``0.01`` is exactly one hundredth).
 
     Returns:
         True if the answer is correct. Never raises on model text.
@@ -138,8 +219,11 @@ def answer_matches(answer: str, ground_truth: Any, answer_type: str | None = Non
     """
     kind = answer_type or infer_answer_type(ground_truth)
     if kind == "number":
-        expected = float(ground_truth)
-        got = last_number(answer)
+        expected = as_decimal(ground_truth)
+        if expected is None:
+            float(ground_truth)  # not a number at all: ValueError (a non-finite one matches nothing)
+            return False
+        got = last_decimal(answer)
         return got is not None and numbers_close(got, expected, tolerance)
     if kind == "date":
         got_date = parse_date(answer)

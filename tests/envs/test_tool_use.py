@@ -119,6 +119,49 @@ def test_answer_matching_rules():
     assert answer_matches("2020-01-01", "2020-01-01")  # inferred date
 
 
+@pytest.mark.parametrize(("answer", "expected", "correct"), [
+    # a difference equal to the tolerance is inside, both ways round, whatever float subtraction says
+    ("263.46", "263.47", True), ("263.48", "263.47", True), ("159.60", "159.59", True), ("159.59", "159.60", True),
+    ("The total is $263.46.", 263.47, True), ("159.60", 159.59, True), ("1,000.01", "1000", True),
+    # just outside
+    ("263.459", "263.47", False), ("263.4801", "263.47", False), ("159.5799", "159.59", False),
+    ("159.6001", "159.59", False), ("1,000.0101", "1000", False), ("-0.0101", "0", False),
+])
+def test_numeric_tolerance_is_decided_on_the_decimals_written(answer, expected, correct):
+    assert answer_matches(answer, expected, "number", 0.01) is correct
+    assert answer_matches(answer, expected, "number", "0.01") is correct  # the tolerance as text: the same
+
+
+def test_one_cent_off_is_inside_at_every_amount_float_subtraction_would_split():
+    # what the old float comparison did: one cent off accepted for one pair, rejected for the other
+    assert (abs(263.46 - 263.47) <= 0.01) != (abs(159.60 - 159.59) <= 0.01)
+    cents = range(0, 1_000_000, 37)  # 0.00 .. 9999.99 in uneven steps (below 10000, 1e-6 relative < 0.01)
+    for c in cents:
+        truth = f"{c // 100}.{c % 100:02d}"
+        for off, inside in ((1, True), (-1, True)):
+            got = c + off
+            if got < 0:
+                continue
+            text = f"{got // 100}.{got % 100:02d}"
+            assert answer_matches(text, truth, "number", 0.01) is inside, (text, truth)
+            assert answer_matches(text + "1", truth, "number", 0.01) is (off < 0), (text + "1", truth)
+
+
+def test_relative_tolerance_boundary_is_exact_too():
+    assert answer_matches("1000001", "1000000", "number", 0)  # 1e-6 of the expected value
+    assert not answer_matches("1000001.01", "1000000", "number", 0)
+    assert not answer_matches("999998.99", "1000000", "number", 0)
+
+
+def test_env_scores_the_boundary_answer_as_correct():
+    task = {"id": "cents", "question": "q", "ground_truth": "263.47", "answer_type": "number", "tolerance": 0.01}
+    env = ToolUseEnv(tasks=[task])
+    for answer, reward in (("263.46", 1.0), ("263.48", 1.0), ("263.459", 0.0), ("263.4801", 0.0)):
+        env.reset(seed=0)
+        *_, info = env.step(f"<answer>{answer}</answer>")
+        assert info["res_reward"] == reward, answer
+
+
 def test_builtin_tools():
     assert calculator("(12.5 + 3) * 4 / 7") == "8.85714285714"
     assert calculator("2 ** 10 - 24") == "1000"

@@ -34,7 +34,9 @@ class ToolUseEnv(AgentEnv):
 
     ## Rewards
     ``res_reward`` = 1.0 for a correct answer (numbers within the task's tolerance,
-    dates and weekdays compared as such, strings normalised), else 0.
+    compared exactly as the decimals written, so a difference equal to the tolerance is
+    inside: see :func:`~agent_gym.grading.numbers_close`; dates and weekdays compared as
+    such, strings normalised), else 0.
     ``toolcall_reward`` = +0.1 for a step with a successful, non-repeated call;
     -0.1 per malformed call, unknown tool, invalid arguments, tool error, timeout or
     oversized output; -0.1 for a message with no call and no answer; paid from the
