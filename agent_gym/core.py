@@ -499,10 +499,11 @@ class AgentEnv(EpisodeToolsMixin, gym.Env[Observation, Action]):
         Returns:
             ``(obs, reward, terminated, truncated, info)``; ``info`` has ``toolcall_reward``
             (the step's shaping: the raw value the hooks set, paid from the episode's budget,
-            see :class:`RewardConfig`), ``res_reward`` (the outcome), ``tool_calls`` (each failed call with its ``kind``), ``error`` and
-            ``error_kinds`` (the :class:`~agent_gym.errors.ToolErrorKind` value of each joined
-            error; a step with error observations only), ``status`` and ``end_reason``
-            (episode end only) and the keys of :meth:`episode_info`.
+            see :class:`RewardConfig`), ``res_reward`` (the outcome), ``tool_calls`` (each
+            failed call with its ``kind``), ``error`` and ``error_kinds`` (the
+            :class:`~agent_gym.errors.ToolErrorKind` value of each joined error; a step with
+            error observations only), ``status`` and ``end_reason`` (episode end only) and
+            the keys of :meth:`episode_info`.
 
         Raises:
             TypeError: If ``action`` is neither a ``str`` nor a ``PolicyOutput``.
