@@ -40,7 +40,9 @@ class RewardConfig:
     from its penalty budget, ``penalty_cap`` in all; once a budget is spent, later steps
     of that sign get 0. The episode's shaping (the sum of its steps' ``toolcall_reward``)
     therefore lies in ``[-penalty_cap, bonus_cap]`` whatever the episode's length, and
-    the return with gamma 1 is ``outcome + shaping``.
+    the return with gamma 1 is ``outcome + shaping``; with any gamma in [0, 1] the
+    discounted shaping from any step on lies in the same interval (discounting only
+    shrinks the bonuses and the penalties).
 
     **Solving always pays more.** ``bonus_cap + penalty_cap < correct`` is required (unless
     both caps are 0), so every episode that solves its task returns more than every episode

@@ -256,3 +256,16 @@ def test_tool_use_docstring_numbers_are_the_defaults() -> None:
     doc = " ".join((ToolUseEnv.__doc__ or "").split())
     assert f"bonuses up to {DEFAULTS.bonus_cap:g} and penalties down to -{DEFAULTS.penalty_cap:g} per episode" in doc
     assert f"+{DEFAULTS.tool_success:g} for a step with a successful, non-repeated call" in doc
+
+
+def test_discounted_shaping_is_bounded_for_any_gamma() -> None:
+    for gamma in (0.0, 0.5, 0.9, 1.0):
+        env = TrajectoryWrapper(tool_use_env(36), gamma=gamma)
+        env.reset(seed=0)
+        i, done, info = 0, False, dict[str, Any]()
+        while not done:
+            action = FARM_CALLS["ToolUse"](i) if i % 3 else "<tool_call>{oops}</tool_call>"
+            _, _, terminated, truncated, info = env.step(action)
+            i, done = i + 1, terminated or truncated
+        for step in info["trajectory"].steps:
+            assert -DEFAULTS.penalty_cap - 1e-9 <= step.mc_return <= BONUS_CAP + 1e-9
