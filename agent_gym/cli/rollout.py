@@ -8,9 +8,11 @@ With ``--ray [ADDRESS]`` the episodes run in Ray actors (a local Ray instance
 without an address), each with its own copy of the policy.
 Episodes are written to ``--out`` as they finish. Ctrl-C (SIGINT) or SIGTERM (what
 a job scheduler or a container runtime sends) stops the collection: the episodes
-in flight are cancelled, the file is closed (readable, holding every finished
-episode), the summary is printed and the exit status is 130 (SIGINT) or 143
-(SIGTERM). A second signal stops at once.
+in flight are cancelled and written with their turns so far and status ``TIMEOUT``
+(reason "stopped: ..."; trainers mask them), those not started are written as
+``TIMEOUT`` records without turns, so every task handed in is in the file; the file
+is closed, the summary is printed and the exit status is 130 (SIGINT) or 143 (SIGTERM).
+A second signal stops at once (the file then holds what was written so far).
 
 Turns are sampled from the model's full distribution by default (``top_k`` -1,
 ``top_p`` 1, ``min_p`` 0): what a trainer scoring the full distribution expects
@@ -420,10 +422,20 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
                                      getattr(args, "reasoning_parser", None))
     print(format_summary(summary), file=out)
     if stop.exit_code is not None:
-        print(f"interrupted: {len(finished)} finished episodes written to {args.out}", file=out, flush=True)
+        stopped = sum(1 for t in finished if _was_stopped(t))
+        print(f"interrupted: {len(finished) - stopped} finished and {stopped} stopped episodes written to {args.out}",
+              file=out, flush=True)
         return stop.exit_code
     print(f"wrote {len(finished)} episodes to {args.out}", file=out)
     return 0
+
+
+def _was_stopped(trajectory: StepTrajectory) -> bool:
+    """Whether the trajectory is the record of an episode the stop cut short."""
+    from agent_gym.rollout.reporting import STOPPED_REASON
+
+    steps = trajectory.steps
+    return bool(steps) and steps[-1].info.get("error") == STOPPED_REASON
 
 
 def _close_policy(policy: Any) -> None:

@@ -30,7 +30,11 @@ from agent_gym.inference.shared_heads import PrefixPlan, planned_attention
 from agent_gym.inference.slot_store import SlotStore
 from agent_gym.types import FinishReason
 
-__all__ = ["CHUNK", "DEFAULT_CACHE_BYTES", "BatchEngine"]
+__all__ = ["CHUNK", "DEFAULT_CACHE_BYTES", "BatchEngine", "GenerationStopped"]
+
+
+class GenerationStopped(RuntimeError):
+    """Raised by :meth:`BatchEngine.run` when its ``should_stop`` asked it to end early."""
 
 #: Prompt heads are encoded and shared in chunks of this many ids.
 CHUNK = 64
@@ -229,6 +233,7 @@ class BatchEngine:
         rows: list[Row],
         admit: Callable[[int], list[Row]] | None = None,
         finished: Callable[[Row], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
     ) -> None:
         """Decode ``rows`` (and rows ``admit`` hands over between steps) until each stops.
 
@@ -238,6 +243,8 @@ class BatchEngine:
         order while it holds fewer than ``max_batch`` rows, and sample their first id with the
         others; the rest wait for rows to leave. A row that stops or reaches its budget leaves
         the batch, leaves its KV cache for its session's next turn and is passed to ``finished``.
+        ``should_stop()``, asked before every decode step, ends the run at once when true: the rows
+        not yet finished are dropped and :class:`GenerationStopped` is raised.
         """
         import torch
 
@@ -247,7 +254,7 @@ class BatchEngine:
                 config = self.model.config
                 text = config.get_text_config() if hasattr(config, "get_text_config") else config
                 store = self.store = SlotStore(self.device, int(getattr(text, "num_hidden_layers", 0) or 0))
-            self._decode_rows(store, rows, admit, finished)
+            self._decode_rows(store, rows, admit, finished, should_stop)
 
     def _decode_rows(
         self,
@@ -255,12 +262,15 @@ class BatchEngine:
         rows: list[Row],
         admit: Callable[[int], list[Row]] | None,
         finished: Callable[[Row], None] | None,
+        should_stop: Callable[[], bool] | None = None,
     ) -> None:
         import torch
 
         logits: Any = None  # next-token logits of the rows in the store, in slot order
         pending = deque(rows)  # rows waiting for a slot, in order
         while True:
+            if should_stop is not None and should_stop():
+                raise GenerationStopped("generation stopped: the batching worker is closing")
             room = self.max_batch - len(store.rows) - len(pending)
             if admit is not None and room > 0:
                 pending.extend(admit(room))

@@ -15,7 +15,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from agent_gym.inference.batch_engine import BatchEngine
+from agent_gym.inference.batch_engine import BatchEngine, GenerationStopped
 from agent_gym.inference.row import Row
 
 __all__ = ["Batcher"]
@@ -64,6 +64,7 @@ class Batcher:
         self.gather_s = gather_s
         self.expect_more = expect_more
         self._queue: queue.Queue[_Request | None] = queue.Queue()
+        self._abort = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -85,16 +86,44 @@ class Batcher:
         self._queue.put(_Request(make_rows, collect, future, max(1, int(rows))))
         return future
 
-    def close(self) -> None:
-        """Stop the worker after the current batch."""
+    def close(self, *, abort: bool = False, timeout: float | None = None) -> None:
+        """Stop the worker: after the current batch, or at once with ``abort``.
+
+        Args:
+            abort: End the batch decoding now: its requests (and those still queued) fail with
+                :class:`~agent_gym.inference.batch_engine.GenerationStopped`.
+            timeout: Seconds to wait for the worker thread to end (None: do not wait). A process
+                about to exit should wait: a thread still inside the model when the interpreter
+                shuts down can abort the process.
+        """
+        if abort:
+            self._abort.set()
         self._queue.put(None)
+        if timeout is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+        if abort and not self._thread.is_alive():
+            self._fail_queued()
+
+    def _fail_queued(self) -> None:
+        """Fail the requests still queued (after an aborting close)."""
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if item is not None and item.future.set_running_or_notify_cancel():
+                item.future.set_exception(GenerationStopped("generation stopped: the batching worker closed"))
 
     def _run(self) -> None:
         room = self.engine.max_batch
         while True:
             item = self._queue.get()
-            if item is None:
-                return
+            if item is None or self._abort.is_set():
+                if item is not None and item.future.set_running_or_notify_cancel():
+                    item.future.set_exception(GenerationStopped("generation stopped: the batching worker closed"))
+                if item is None:
+                    return
+                continue
             batch = [item]
             size = item.size
             closing = False
@@ -160,9 +189,13 @@ class Batcher:
                     request.future.set_exception(exc)
 
         try:
-            self.engine.run([row for request in batch for row in rows_of(request)], admit, finished)
+            self.engine.run([row for request in batch for row in rows_of(request)], admit, finished,
+                            should_stop=self._abort.is_set)
         except BaseException as exc:  # noqa: BLE001 - every waiting request gets the error
-            logger.exception("batched generation failed")
+            if isinstance(exc, GenerationStopped):
+                closing = True
+            else:
+                logger.exception("batched generation failed")
             for owner in {id(o): o for o in owners.values()}.values():
                 if not owner.request.future.done():
                     owner.request.future.set_exception(exc)

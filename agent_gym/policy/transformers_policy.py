@@ -52,6 +52,8 @@ from agent_gym.types import Message, PolicyOutput
 
 __all__ = ["TransformersPolicy"]
 
+_BATCHER_JOIN_S = 30.0  # longest wait for the batching thread to leave the model at close
+
 
 class TransformersPolicy(TokenPolicyBase):
     """Policy running a Hugging Face causal LM in-process.
@@ -289,7 +291,9 @@ class TransformersPolicy(TokenPolicyBase):
         with self._batcher_lock:
             batcher, self._batcher_obj = self._batcher_obj, None
         if batcher is not None:
-            batcher.close()
+            # turns still decoding end now (with an error); the worker is waited for, so that no
+            # thread is inside the model when a closing process shuts the interpreter down
+            batcher.close(abort=True, timeout=_BATCHER_JOIN_S)
 
     def close_session(self, session_id: str) -> None:
         """Forget ``session_id``'s token state, seed count, tools and KV cache."""
@@ -297,7 +301,10 @@ class TransformersPolicy(TokenPolicyBase):
         self.engine.forget(session_id)
 
     def close(self) -> None:
-        """Stop the batching thread and the private event loop. The policy stays usable."""
+        """Stop the batching thread and the private event loop. The policy stays usable.
+
+        Turns still being sampled end with an error (their episodes with ``POLICY_ERROR``).
+        """
         self._close_batcher()
         self.engine.clear(prompt_heads=False)
         super().close()

@@ -12,6 +12,7 @@ too). The Ray backend runs this same runner inside each actor.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import itertools
 import logging
@@ -23,7 +24,7 @@ from typing import Any, TypeVar
 from agent_gym.rollout.long_tail import EpisodeOverBudget, LongTailGate, mark_resumes
 from agent_gym.rollout.options import RolloutOptions
 from agent_gym.rollout.planning import EpisodeSpec, make_env_factory
-from agent_gym.rollout.reporting import Progress, failed_trajectory, label, notify
+from agent_gym.rollout.reporting import STOPPED_REASON, Progress, failed_trajectory, label, notify, stopped_trajectory
 from agent_gym.rollout.thread_pool import ThreadPool
 from agent_gym.types import EpisodeStatus, FinishReason, PolicyOutput, StepTrajectory
 
@@ -186,6 +187,26 @@ class LocalRunner:
                     trajectory = wrapper.finish(status)
                 return trajectory
 
+    async def _report_stopped(self, specs: Sequence[EpisodeSpec], results: list[StepTrajectory | None],
+                              stopped: dict[int, StepTrajectory],
+                              on_episode: Callable[[StepTrajectory], Any] | None) -> None:
+        """Hand ``on_episode`` the record of every episode a cancellation left unfinished."""
+        if on_episode is None:
+            return
+        for i, spec in enumerate(specs):
+            if results[i] is None:
+                record = stopped.get(i) or stopped_trajectory(spec, self.options.gamma)
+                results[i] = record
+                await notify(on_episode, record)
+
+    def _stopped_record(self, spec: EpisodeSpec, state: _Episode) -> StepTrajectory:
+        """The record of an episode cancelled in flight: its turns so far, ``TIMEOUT``."""
+        try:
+            return label(state.wrapper.finish(EpisodeStatus.TIMEOUT, STOPPED_REASON), spec)
+        except Exception:  # noqa: BLE001 - a wrapper in a broken state: the record without turns
+            logger.debug("finishing a cancelled episode failed", exc_info=True)
+            return stopped_trajectory(spec, self.options.gamma)
+
     def _gate(self, on_park: Callable[[Any], None] | None = None) -> tuple[LongTailGate | None, bool]:
         """The long-tail gate of a run and whether the run owns it (a new one for the options' budget)."""
         long_tail = self.options.long_tail
@@ -193,7 +214,8 @@ class LocalRunner:
             return long_tail, False
         return LongTailGate(long_tail, on_park=on_park), True
 
-    async def run_episode(self, spec: EpisodeSpec, slot: int = 0, gate: LongTailGate | None = None) -> StepTrajectory:
+    async def run_episode(self, spec: EpisodeSpec, slot: int = 0, gate: LongTailGate | None = None,
+                          on_cancel: Callable[[StepTrajectory], None] | None = None) -> StepTrajectory:
         """Run one episode on worker slot ``slot``; never raises for env/policy failures.
 
         Args:
@@ -201,6 +223,9 @@ class LocalRunner:
             slot: The worker slot (selects the cached env).
             gate: The run's long-tail gate (None: the options' budget, a parked episode resuming
                 at once: one episode alone has no other to give its slot to).
+            on_cancel: Called, when the call is cancelled, with the episode's record so far (its
+                turns, status ``TIMEOUT``, reason :data:`~agent_gym.rollout.reporting.STOPPED_REASON`);
+                the cancellation then goes on.
 
         Returns:
             The episode's trajectory, with ``idx``, ``group_id`` and ``task`` set.
@@ -225,6 +250,11 @@ class LocalRunner:
             logger.warning("episode %d: exceeded episode_timeout=%ss", spec.index, timeout)
             state.env_broken = state.env_broken or state.job is not None
             trajectory = state.wrapper.finish(EpisodeStatus.TIMEOUT, f"episode exceeded episode_timeout={timeout}s")
+        except asyncio.CancelledError:
+            state.env_broken = state.env_broken or state.job is not None
+            if on_cancel is not None:
+                on_cancel(self._stopped_record(spec, state))
+            raise
         finally:
             if state.session_id is not None:
                 try:
@@ -252,9 +282,13 @@ class LocalRunner:
             on_episode: Called with each trajectory as it finishes (see ``RolloutOptions``).
 
         Returns:
-            One trajectory per spec. Cancelling the call cancels the running episodes.
+            One trajectory per spec. Cancelling the call cancels the running episodes; before the
+            cancellation goes on, ``on_episode`` gets a ``TIMEOUT`` record (reason
+            :data:`~agent_gym.rollout.reporting.STOPPED_REASON`) of every episode not finished:
+            the turns so far of those in flight, none for those not started.
         """
         results: list[StepTrajectory | None] = [None] * len(specs)
+        stopped: dict[int, StepTrajectory] = {}
         queue: asyncio.Queue[int] = asyncio.Queue()
         for i in range(len(specs)):
             queue.put_nowait(i)
@@ -282,7 +316,8 @@ class LocalRunner:
                     if gate is not None:
                         gate.release_all()
                     return
-                trajectory = await self.run_episode(specs[i], slot, gate)
+                trajectory = await self.run_episode(specs[i], slot, gate, on_cancel=functools.partial(
+                    stopped.__setitem__, i))
                 results[i] = trajectory
                 bar.update(trajectory)
                 if on_episode is not None:
@@ -294,6 +329,9 @@ class LocalRunner:
                 await asyncio.gather(*pending)
             for job in extra:
                 job.result()
+        except asyncio.CancelledError:
+            await self._report_stopped(specs, results, stopped, on_episode)
+            raise
         finally:
             for job in extra:
                 job.cancel()

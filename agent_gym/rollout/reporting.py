@@ -15,9 +15,12 @@ from agent_gym.rollout.planning import EpisodeSpec
 from agent_gym.types import EpisodeStatus, StepTrajectory
 from agent_gym.wrappers.trajectory_builder import TrajectoryBuilder
 
-__all__ = ["Progress", "failed_trajectory", "label", "notify"]
+__all__ = ["STOPPED_REASON", "Progress", "failed_trajectory", "label", "notify", "stopped_trajectory"]
 
 logger = logging.getLogger(__name__)
+
+#: The reason recorded for an episode that a cancelled collection stopped (it ends with ``TIMEOUT``).
+STOPPED_REASON = "stopped: the collection was cancelled before the episode ended"
 
 _FAILED = (EpisodeStatus.TIMEOUT, EpisodeStatus.ENV_ERROR, EpisodeStatus.POLICY_ERROR)
 
@@ -83,11 +86,23 @@ def label(trajectory: StepTrajectory, spec: EpisodeSpec) -> StepTrajectory:
     return trajectory
 
 
-def failed_trajectory(spec: EpisodeSpec, gamma: float, error: str) -> StepTrajectory:
-    """The ``ENV_ERROR`` record of an episode that could not run (no env, a dead actor).
+def failed_trajectory(spec: EpisodeSpec, gamma: float, error: str,
+                      status: EpisodeStatus = EpisodeStatus.ENV_ERROR) -> StepTrajectory:
+    """The record, without turns, of an episode that could not run (no env, a dead actor).
 
     Its ``rollout_id`` is the episode id the episode would have run under.
+
+    Args:
+        spec: The episode.
+        gamma: The discount factor of the run.
+        error: Why it could not run.
+        status: Its status (``ENV_ERROR`` by default).
     """
     builder = TrajectoryBuilder(spec.episode_id, gamma=gamma, task=spec.task)
     builder.end(error)
-    return label(builder.build(EpisodeStatus.ENV_ERROR, conversation=()), spec)
+    return label(builder.build(status, conversation=()), spec)
+
+
+def stopped_trajectory(spec: EpisodeSpec, gamma: float) -> StepTrajectory:
+    """The ``TIMEOUT`` record of an episode that a cancelled collection never started."""
+    return failed_trajectory(spec, gamma, STOPPED_REASON, EpisodeStatus.TIMEOUT)

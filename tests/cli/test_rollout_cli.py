@@ -13,6 +13,7 @@ import pytest
 
 from agent_gym.cli import main
 from agent_gym.export import read_trajectories
+from agent_gym.rollout.reporting import STOPPED_REASON
 
 
 def test_rollout_to_parquet_against_a_server(start_server, tiny_model_dir, tmp_path, capsys):
@@ -116,7 +117,8 @@ def test_a_signal_stops_the_rollout_and_leaves_a_readable_file(
     start_server, tiny_model_dir, tmp_path, suffix, signum, code
 ):
     """SIGTERM and SIGINT end a rollout the same way: finished episodes written (Parquet footer
-    included), the count printed, exit 128 + signal. The child always starts with SIGINT ignored,
+    included), the episodes in flight and those not started written as stopped TIMEOUT records, so
+    every task is in the file; the counts printed, exit 128 + signal. The child always starts with SIGINT ignored,
     so the outcome does not depend on how the test runner itself was started, and SIGINT must be
     handled explicitly."""
     server = start_server(fake_tokens=4, fake_latency_ms=100)
@@ -144,9 +146,40 @@ def test_a_signal_stops_the_rollout_and_leaves_a_readable_file(
             process.kill()
     assert process.returncode == code, output
     records = read_trajectories(out)
-    assert 3 <= len(records) < 500
-    assert f"interrupted: {len(records)} finished episodes written" in output
-    assert sorted({t.idx for t in records}) == sorted(t.idx for t in records)  # each episode once
+    assert sorted(t.idx for t in records) == list(range(500))  # every task once
+    stopped = [t for t in records if t.steps and t.steps[-1].info.get("error") == STOPPED_REASON]
+    finished = [t for t in records if t not in stopped]
+    assert len(finished) >= 3 and 0 < len(stopped) < 500 and {str(t.status) for t in stopped} == {"TIMEOUT"}
+    assert f"interrupted: {len(finished)} finished and {len(stopped)} stopped episodes written" in output
+    cut_short = [t for t in stopped if int(t.response_masks.sum()) > 0]
+    assert len(cut_short) <= 4  # at most n_parallel were in flight, with their turns so far
+
+
+@pytest.mark.timeout(300)
+def test_sigterm_of_the_embedded_default_exits_143_with_every_task_written(tmp_path):
+    """The default policy samples in a worker thread: the stop waits for it to leave the model, so the
+    process exits by its own code (143), never by an abort at interpreter shutdown."""
+    out = tmp_path / "d.jsonl"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agent_gym", "rollout", "agent_gym/ToolUse-v0", "--episodes", "300",
+         "--n-parallel", "8", "--out", str(out), "--no-progress"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=_ignore_sigint,
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.2)
+            if out.exists() and out.read_text().count("\n") >= 2:
+                break
+        assert process.poll() is None, process.communicate()[0]
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 143, output
+    assert "terminate called" not in output
+    assert sorted(t.idx for t in read_trajectories(out)) == list(range(300))
 
 
 def test_stop_on_signal_in_process():

@@ -445,3 +445,29 @@ def test_pool_fans_out_past_a_blocked_worker_even_while_the_loop_is_busy():
         pool.shutdown()
 
     asyncio.run(main())
+
+
+def test_a_cancelled_collect_hands_over_a_record_of_every_unfinished_episode():
+    """Cancelling ``collect_async``: ``on_episode`` gets every episode, the unfinished ones as stopped
+    ``TIMEOUT`` records (those in flight with their turns so far), and the cancellation goes on."""
+    from agent_gym.rollout.reporting import STOPPED_REASON
+
+    seen: list[StepTrajectory] = []
+
+    async def main() -> None:
+        task = asyncio.ensure_future(collect_async(lambda: make_add_env(), ScriptedPolicy(delay=0.05),
+                                                   num_episodes=12, n_parallel=3, on_episode=seen.append))
+        while len(seen) < 3:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.06)  # the next episodes are between their turns
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert sorted(t.idx for t in seen) == list(range(12))
+    stopped = [t for t in seen if t.steps and t.steps[-1].info.get("error") == STOPPED_REASON]
+    assert stopped and all(t.status == EpisodeStatus.TIMEOUT for t in stopped)
+    assert all(t.status == EpisodeStatus.ENV_DONE for t in seen if t not in stopped)
+    in_flight = [t for t in stopped if t.steps[0].info.get("tool_calls")]
+    assert 1 <= len(in_flight) <= 3  # their turns so far are kept
