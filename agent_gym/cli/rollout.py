@@ -41,6 +41,9 @@ from agent_gym.types import EpisodeStatus, StepTrajectory
 __all__ = ["StopOnSignal", "add_parser", "build_policy", "build_sampling", "format_summary", "run", "sampling_text",
            "summarize"]
 
+#: Seconds per episode unless ``--episode-timeout`` says otherwise (one turn's request alone may take
+#: the client's ``timeout x (max_retries + 1)``, 1200 s with the defaults).
+DEFAULT_EPISODE_TIMEOUT = 900.0
 _FAILED = (EpisodeStatus.TIMEOUT.value, EpisodeStatus.ENV_ERROR.value, EpisodeStatus.POLICY_ERROR.value)
 
 
@@ -85,7 +88,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--max-steps", type=int, default=None, metavar="S", help="turns per episode (env default)"
     )
     parser.add_argument("--max-tokens", type=int, default=256, metavar="N", help="tokens per turn (default 256)")
-    parser.add_argument("--episode-timeout", type=float, default=None, metavar="SEC", help="seconds per episode")
+    parser.add_argument("--episode-timeout", type=float, default=DEFAULT_EPISODE_TIMEOUT, metavar="SEC",
+                        help=f"seconds before an episode ends with TIMEOUT (default {DEFAULT_EPISODE_TIMEOUT:g}: a "
+                             "server that accepts and never answers holds an episode no longer; 0: no limit)")
     parser.add_argument(
         "--out", default="rollouts.jsonl", metavar="FILE",
         help="output file, .jsonl or .parquet (default rollouts.jsonl)",
@@ -257,6 +262,9 @@ def _check_args(args: argparse.Namespace) -> str | None:
         return detail.removeprefix("Value error, ")
     if args.max_steps is not None and args.max_steps < 1:
         return f"--max-steps: expected an int >= 1, got {args.max_steps}"
+    timeout = getattr(args, "episode_timeout", None)
+    if timeout is not None and not timeout >= 0:
+        return f"--episode-timeout: expected seconds >= 0 (0: no limit), got {timeout}"
     if Path(args.out).suffix.lower() not in (".jsonl", ".parquet"):
         return f"--out: expected a file ending in .jsonl or .parquet, got {args.out!r}"
     return None
@@ -398,7 +406,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
                         samples_per_task=args.samples_per_task,
                         n_parallel=args.n_parallel,
                         max_steps=args.max_steps,
-                        episode_timeout=args.episode_timeout,
+                        episode_timeout=args.episode_timeout or None,
                         progress=not args.no_progress,
                         seed=args.seed,
                         on_episode=_on_episode,

@@ -32,7 +32,10 @@ class ClientOptions:
         timeout: Seconds to wait for one response (> 0).
         connect_timeout: Seconds to wait for a connection (> 0); capped at ``timeout``.
         max_retries: Retries after the first attempt (connection errors, timeouts, HTTP 5xx
-            and 429), >= 0. Other 4xx answers are not retried.
+            and 429), >= 0. Other 4xx answers are not retried. A whole request (its attempts,
+            the waits between them and the ``/v1/models`` lookup) takes at most
+            ``timeout x (max_retries + 1)`` seconds (20 minutes with the defaults; the
+            ``agent-gym rollout`` CLI also limits each episode to 15 minutes by default).
         backoff: First retry delay in seconds; doubles each retry (with jitter), >= 0.
         max_backoff: Cap of the retry delay in seconds, >= 0.
         unhealthy_seconds: How long a failed server is avoided by new picks, >= 0.

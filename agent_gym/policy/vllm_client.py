@@ -80,6 +80,9 @@ class _Attempts:
     :meth:`failed` records why an attempt failed (the server is then avoided by this request and by
     new picks, unless the request is pinned to it), and the next iteration first waits an
     exponential backoff with jitter (at least a 429's ``Retry-After``, at most ``max_backoff``).
+    The whole request, waits and ``/v1/models`` lookups included, gets ``timeout x (max_retries + 1)``
+    seconds: an attempt gets what is left of that (:meth:`remaining`, at most ``timeout``), and no
+    attempt starts once it is spent.
     """
 
     def __init__(self, client: VLLMClient, session_id: str | None, path: str, server: str | None) -> None:
@@ -91,6 +94,13 @@ class _Attempts:
         self.errors: list[str] = []
         self.status: int | None = None
         self.retry_after: float | None = None
+        options = client.options
+        self.deadline = time.monotonic() + options.timeout * (options.max_retries + 1)
+
+    def remaining(self) -> float | None:
+        """Seconds for the next attempt when the request's time left is below ``timeout`` (else None)."""
+        left = self.deadline - time.monotonic()
+        return max(left, 0.001) if left < self.client.options.timeout else None
 
     def __aiter__(self) -> _Attempts:
         return self
@@ -104,6 +114,10 @@ class _Attempts:
             delay = min(options.max_backoff, options.backoff * 2 ** (attempt - 1)) * (0.5 + random.random() / 2)
             if self.retry_after is not None:
                 delay = max(delay, min(self.retry_after, options.max_backoff))
+            if time.monotonic() + delay >= self.deadline:
+                self.errors.append(f"no time left for another attempt (the request's bound is "
+                                   f"timeout x (max_retries + 1) = {options.timeout * (options.max_retries + 1):g}s)")
+                raise StopAsyncIteration
             await asyncio.sleep(delay)
         return self.server or self.client.router.pick(self.session_id, exclude=self.tried)
 
@@ -284,7 +298,8 @@ class VLLMClient:
                 async with res.semaphore:
                     self.router.begin(target)
                     try:
-                        resp = await res.transport.post_json(self.url(target, path), body, headers=headers)
+                        resp = await res.transport.post_json(self.url(target, path), body, headers=headers,
+                                                             timeout=attempts.remaining())
                     finally:
                         self.router.end(target)
             except (TransportTimeout, TransportFailure) as exc:

@@ -71,11 +71,32 @@ def test_rollout_with_the_embedded_default_model(tmp_path, capsys):
         (["agent_gym/ToolUse-v0", "--episodes", "0"], "--episodes"),
         (["agent_gym/ToolUse-v0", "--out", "x.csv"], ".jsonl or .parquet"),
         (["agent_gym/ToolUse-v0", "--top-p", "1.5"], "top_p: expected a value in"),
+        (["agent_gym/ToolUse-v0", "--episode-timeout", "-1"], "--episode-timeout: expected seconds >= 0"),
     ],
 )
 def test_rollout_rejects_bad_arguments(argv, message, capsys):
     assert main(["rollout", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_episodes_have_a_time_limit_by_default(monkeypatch, tmp_path):
+    """A server that accepts and never answers holds an episode at most the default limit; 0 lifts it."""
+    import agent_gym.cli.rollout as rollout_cli
+    import agent_gym.rollout as rollout_pkg
+
+    seen = []
+
+    async def fake_collect(*args, **kwargs):
+        seen.append(kwargs["episode_timeout"])
+        return []
+
+    monkeypatch.setattr(rollout_pkg, "collect_async", fake_collect)
+    monkeypatch.setattr(rollout_cli, "build_policy", lambda args: (type("P", (), {"sampling": None})(), "p"))
+    monkeypatch.setattr(rollout_cli, "sampling_text", lambda *a: "")
+    monkeypatch.setattr(rollout_cli, "parser_line", lambda *a: "")
+    for extra in ([], ["--episode-timeout", "0"], ["--episode-timeout", "30"]):
+        main(["rollout", "agent_gym/ToolUse-v0", "--out", str(tmp_path / "x.jsonl"), "--no-progress", *extra])
+    assert seen == [rollout_cli.DEFAULT_EPISODE_TIMEOUT, None, 30.0]
 
 
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="the 'ray' extra is not installed")

@@ -84,6 +84,20 @@ def test_hung_server_times_out(policy_fleet, qwen_tokenizer):
     assert time.monotonic() - start < 10
 
 
+def test_a_request_never_outlasts_timeout_times_attempts(policy_fleet, qwen_tokenizer):
+    """Retries, their waits and the /v1/models lookup share one bound: timeout x (max_retries + 1) = 4 s.
+
+    With these waits (3-6 s between attempts) four attempts would take at least 13 s."""
+    hang = policy_fleet["hang"]
+    options = ClientOptions(timeout=1.0, max_retries=3, backoff=6.0, max_backoff=6.0)
+    start = time.monotonic()
+    with VLLMPolicy([hang], qwen_tokenizer, client_options=options) as policy:
+        with pytest.raises(ServerError, match="no time left for another attempt") as info:
+            policy.act(MESSAGES, session_id="s")
+    assert "timeout x (max_retries + 1) = 4s" in str(info.value)
+    assert time.monotonic() - start < 7.5
+
+
 def test_hung_server_fails_over(policy_fleet, qwen_tokenizer):
     hang, backup = policy_fleet["hang"], policy_fleet["fake_a"]
     session = _session_starting_on(hang, [hang, backup])
