@@ -9,7 +9,7 @@ Each iteration:
 2. rewards are normalised within each group of siblings (GRPO advantages: reward minus the
    group mean, over the group's standard deviation). The reward is the answer's correctness
    (``--reward answer``, default); ``--reward total`` adds the environment's tool-call shaping
-   (+0.1 per successful call, -0.1 per failed one), on which a weak family's policy soon learns
+   (+0.1 per successful call, -0.1 per failed one, within the episode's shaping budget), on which a weak family's policy soon learns
    to answer without calling tools at all (no penalty beats likely failing calls);
 3. the trainer's own copy of the model re-scores the sampled ids (prompt + response ids,
    loss mask from the trajectory) and, at the first update, checks that the importance
@@ -55,7 +55,7 @@ if _SCRIPTS not in sys.path:  # imports the sibling grpo_async_demo.py (--async,
 
 #: What an episode earns: ``answer`` is the answer's correctness alone (``res_reward``, 0 or 1);
 #: ``total`` is the environment's whole return (``trajectory_reward``: the answer plus +0.1 per
-#: successful tool call and -0.1 per failed one).
+#: successful tool call and -0.1 per failed one, within the episode's shaping budget: see RewardConfig).
 REWARDS = ("answer", "total")
 
 
