@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import logging
+import sys
 from typing import Any
 
-__all__ = ["add_parser", "build_gateway", "run"]
+__all__ = ["TOKEN_ENV", "add_parser", "build_gateway", "run"]
 
-logger = logging.getLogger(__name__)
+TOKEN_ENV = "AGENT_GYM_TRAINER_TOKEN"
+"""Environment variable read for the trainer's token when ``--trainer-token`` is not given."""
+
+
+def add_limit_arguments(parser: argparse.ArgumentParser, *, sampling: bool) -> None:
+    """The request-limit options (see :func:`agent_gym.serving.limits.add_limit_arguments`)."""
+    from agent_gym.serving.limits import add_limit_arguments as add
+
+    add(parser, sampling=sampling)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -20,7 +28,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "(Anthropic) and GET /v1/models; "
         "every turn is sampled token-in from the vLLM servers and recorded per session "
         "(/sessions/{id}/v1/..., the API key, or x-session-id). GET /sessions/{id}/trajectory returns "
-        "the StepTrajectory; POST /sessions/{id}/reward ends the episode.",
+        "the StepTrajectory; POST /sessions/{id}/reward ends the episode. A session's API key (returned by "
+        "POST /sessions) can only sample; creating, listing, reading and ending sessions need the trainer's "
+        f"token (--trainer-token, ${TOKEN_ENV}, or generated and printed at start).",
     )
     parser.add_argument("--server", action="append", required=True, metavar="HOST:PORT",
                         help="a vLLM-compatible server (repeat for several)")
@@ -41,7 +51,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         help="how the model writes tool calls, by vLLM's names (default: from the chat template)")
     parser.add_argument("--reasoning-parser", default=None, metavar="NAME",
                         help="deepseek_r1, qwen3 or openai (default: from the chat template)")
+    parser.add_argument("--trainer-token", default=None, metavar="TOKEN",
+                        help=f"the token of the trainer's routes (default ${TOKEN_ENV}, else a generated one, printed)")
+    parser.add_argument("--reward-range", type=float, nargs=2, default=[-10.0, 10.0], metavar=("LOW", "HIGH"),
+                        help="rewards accepted by POST /sessions/{id}/reward (default -10 10)")
     parser.add_argument("--log-level", default="warning", help="uvicorn log level (default warning)")
+    add_limit_arguments(parser, sampling=False)
     parser.set_defaults(func=run)
     return parser
 
@@ -59,10 +74,16 @@ def _tokenizer(name: str) -> Any:
 
 
 def build_gateway(args: argparse.Namespace) -> Any:
-    """The FastAPI app (and its policy and store) described by ``args``."""
+    """``(app, writer)``: the FastAPI app described by ``args`` and its trajectory writer (or None).
+
+    The trainer's token is ``app.state.trainer_token`` (``--trainer-token``, ``$AGENT_GYM_TRAINER_TOKEN``
+    or generated).
+    """
     from agent_gym.gateway import SessionStore, create_gateway_app
     from agent_gym.parsers import env_parser_for
     from agent_gym.policy import ClientOptions, SamplingParams, VLLMPolicy
+    from agent_gym.serving.auth import resolve_token
+    from agent_gym.serving.limits import limits_from_args
 
     sampling = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature)
     tool_parser: str | None = getattr(args, "tool_call_parser", None)
@@ -75,22 +96,32 @@ def build_gateway(args: argparse.Namespace) -> Any:
         from agent_gym.export import TrajectoryWriter
 
         writer = TrajectoryWriter(args.output)
+    reward_range = getattr(args, "reward_range", None)
     store = SessionStore(writer=writer, auto_create=args.auto_sessions,
                          parser=env_parser_for(policy, None, tool_parser, reasoning_parser),
-                         strict_tool_calls=getattr(args, "strict_tool_calls", False))
-    return create_gateway_app(policy, store, model=args.model), writer
+                         strict_tool_calls=getattr(args, "strict_tool_calls", False),
+                         reward_range=tuple(reward_range) if reward_range else None)
+    token = resolve_token(getattr(args, "trainer_token", None), TOKEN_ENV, generate=True, prefix="tr-agw")
+    app = create_gateway_app(policy, store, model=args.model, trainer_token=token.token,
+                             limits=limits_from_args(args))
+    app.state.token_source = token
+    return app, writer
 
 
 def run(args: argparse.Namespace) -> int:
-    """Serve until interrupted; returns the exit code."""
-    import uvicorn
+    """Serve until SIGINT/SIGTERM; returns the exit code (2 for a bad argument, 130/143 after a signal)."""
+    from agent_gym.serving.runner import run_server
 
-    app, writer = build_gateway(args)
-    logger.warning("agent_gym gateway on http://%s:%d", args.host, args.port)
     try:
-        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False,
-                    timeout_keep_alive=30, timeout_graceful_shutdown=5)
-    finally:
-        if writer is not None:
-            writer.close()
-    return 0
+        app, writer = build_gateway(args)
+    except ValueError as exc:
+        print(f"agent-gym gateway: {exc}", file=sys.stderr)
+        return 2
+    limits = app.state.limits
+    return run_server(
+        app, host=args.host, port=args.port, name="agent-gym gateway", authenticated=True,
+        auth="sessions sample with their own API keys; " + app.state.token_source.describe("trainer token"),
+        log_level=args.log_level, on_stop=[writer.close] if writer is not None else [],
+        extra_lines=[f"limits: body {limits.max_body_bytes} bytes, {limits.max_messages} messages, "
+                     f"{limits.max_tools} tools; rewards in {list(args.reward_range)}"],
+    )

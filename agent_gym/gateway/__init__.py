@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from agent_gym.gateway.app import create_gateway_app
 from agent_gym.gateway.server import Gateway, SessionHandle
-from agent_gym.gateway.session import GatewaySession, SessionStore
+from agent_gym.gateway.session import GatewaySession
+from agent_gym.gateway.store import SessionStore
 
 __all__ = [
     "Gateway",

@@ -10,9 +10,19 @@ Endpoints (each model endpoint also under ``/sessions/{id}``):
 * ``POST /sessions`` (create), ``GET /sessions`` (list), ``GET /sessions/{id}/trajectory``,
   ``POST /sessions/{id}/reward`` (rewards; ends the episode), ``GET /health``.
 
-A request's session is found from the path prefix, then the API key (``Authorization:
-Bearer`` or ``x-api-key``), then the ``x-session-id`` header. Each turn is sampled by a
-token-in :class:`~agent_gym.policy.VLLMPolicy` (session affinity, retries, failover).
+Two roles (see :mod:`agent_gym.gateway.access`): a session's API key (``Authorization: Bearer`` or
+``x-api-key``, made when the session is created) samples in that session and does nothing else;
+the trainer's token (given to :func:`create_gateway_app`, compared in constant time) creates,
+lists, reads and ends sessions (rewards, statuses) and may sample in any session. A request's
+session is found from the path prefix, then the API key, then the ``x-session-id`` header. Each
+turn is sampled by a token-in :class:`~agent_gym.policy.VLLMPolicy` (session affinity, retries,
+failover).
+
+Requests are bounded by :class:`~agent_gym.serving.limits.RequestLimits` (body size: 413;
+messages, tools, ``n``: 400), in the dialect's error shape. A body larger than
+``offload_bytes`` is parsed on a worker thread and its turn (template rendering, tokenization,
+the upstream request) runs on a loop of its own thread (:mod:`agent_gym.gateway.policy_thread`),
+so ``/health`` and the other sessions never wait for it.
 
 Streaming is real upstream streaming: a ``"stream": true`` request is sampled by
 :meth:`~agent_gym.policy.VLLMPolicy.astream` (a streamed token-in ``/v1/completions``), and
@@ -48,6 +58,7 @@ import orjson
 from fastapi import FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
 
+from agent_gym.gateway.access import AccessRules, gateway_error
 from agent_gym.gateway.convert import (
     RequestError,
     anthropic_events,
@@ -57,9 +68,13 @@ from agent_gym.gateway.convert import (
     openai_completion,
     openai_request,
 )
+from agent_gym.gateway.policy_thread import OffLoopPolicy
 from agent_gym.gateway.responses import ResponseMemory, ResponsesStream, response_body, responses_request
-from agent_gym.gateway.session import GatewaySession, SessionStore, TurnResult, TurnStream
+from agent_gym.gateway.session import GatewaySession, TurnResult, TurnStream
+from agent_gym.gateway.store import SessionStore
 from agent_gym.gateway.stream import AnthropicStream, OpenAIStream, StreamSplitter
+from agent_gym.serving.limits import BodyLimit, RequestLimits
+from agent_gym.serving.offload import run_blocking
 
 __all__ = ["create_gateway_app", "trajectory_json"]
 
@@ -79,23 +94,27 @@ def trajectory_json(trajectory: Any) -> dict[str, Any]:
     return data
 
 
-async def _body(request: Request) -> Any:
-    raw = await request.body()
+def _decode(raw: bytes) -> Any:
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise RequestError(f"expected a JSON body, got {raw[:60]!r} ({exc})") from None
 
 
-def _api_key(request: Request) -> str | None:
-    auth = request.headers.get("authorization", "")
-    if auth.lower().startswith("bearer "):
-        return auth[7:].strip() or None
-    return request.headers.get("x-api-key") or None
+async def _body(request: Request) -> Any:
+    return _decode(await request.body())
 
 
 #: Routes the gateway serves under ``/v1`` (also under ``/sessions/{id}/v1``): path -> method.
 SERVED = {"chat/completions": "POST", "messages": "POST", "responses": "POST", "models": "GET"}
+
+
+def _check_counts(body: dict[str, Any], limits: RequestLimits) -> None:
+    """Refuse lists beyond the limits before converting them (400)."""
+    for name, most in (("messages", limits.max_messages), ("input", limits.max_messages), ("tools", limits.max_tools)):
+        value = body.get(name)
+        if isinstance(value, list) and len(value) > most:
+            raise RequestError(f"{name}: expected at most {most} items, got {len(value)}", param=name)
 
 
 def route_error(method: str, path: str, rest: str) -> RequestError:
@@ -121,7 +140,8 @@ def stream_record(session: GatewaySession, result: TurnResult) -> dict[str, Any]
                           "history_rewritten": result.history_rewritten}}
 
 
-def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = None) -> FastAPI:
+def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = None,
+                       trainer_token: str | None = None, limits: RequestLimits | None = None) -> FastAPI:
     """Build the gateway app.
 
     Args:
@@ -129,7 +149,12 @@ def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = 
             ``close_session`` and ``aclose``; ``client.server_info`` for ``/v1/models``).
         store: The sessions.
         model: Model name reported to clients (default: the upstream's).
+        trainer_token: The trainer's token (a random one by default: ``app.state.trainer_token``).
+        limits: The request limits (default :class:`~agent_gym.serving.limits.RequestLimits`).
     """
+    limits = limits or RequestLimits()
+    access = AccessRules(store, trainer_token)
+    off_loop = OffLoopPolicy(policy)
     names: dict[str, Any] = {"model": model or getattr(policy, "model", None), "max_model_len": None}
     tokenizer = getattr(policy, "tokenizer", None)
     end_markers = sorted(
@@ -143,10 +168,14 @@ def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
+        await off_loop.aclose()
         with contextlib.suppress(Exception):
             await policy.aclose()
 
     app = FastAPI(title="agent_gym gateway", docs_url=None, redoc_url=None, lifespan=lifespan)
+    app.state.trainer_token = access.trainer_token
+    app.state.limits = limits
+    app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes, error=gateway_error)
 
     async def upstream_info() -> dict[str, Any]:
         if names["model"] is None or names["max_model_len"] is None:
@@ -160,19 +189,21 @@ def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = 
                         break
         return names
 
-    def find_session(request: Request, path_id: str | None) -> GatewaySession:
-        if path_id is not None:
-            return store.get(path_id, create=True)
-        key = _api_key(request)
-        if key and store.known(key):
-            return store.get(key)
-        header = request.headers.get("x-session-id")
-        if header:
-            return store.get(header, create=True)
-        if key:
-            return store.get(key, create=True)
-        raise RequestError("expected a session: a /sessions/{id} path prefix, an API key naming a session, "
-                           "or an x-session-id header; got none", param="session_id")
+    find_session = access.find_session
+
+    async def read_request(request: Request, convert: Callable[[Any], Any] | None) -> tuple[Any, Any, Any]:
+        """``(body, converted, policy for the turn)``: a large body is parsed (and converted) off the loop."""
+        raw = await request.body()
+        large = len(raw) > limits.offload_bytes
+
+        def parse() -> tuple[Any, Any]:
+            body = _decode(raw)
+            if isinstance(body, dict):
+                _check_counts(body, limits)
+            return body, convert(body) if convert is not None else None
+
+        body, converted = await run_blocking(parse) if large else parse()
+        return body, converted, off_loop if large else policy
 
     def headers(session: GatewaySession, result: TurnResult) -> dict[str, str]:
         return {
@@ -191,10 +222,20 @@ def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = 
         for event in events:
             yield event
 
+    def check_turn(body: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> None:
+        if len(messages) > limits.max_messages:
+            raise RequestError(f"messages: expected at most {limits.max_messages} messages, got {len(messages)}",
+                               param="messages")
+        if len(tools) > limits.max_tools:
+            raise RequestError(f"tools: expected at most {limits.max_tools} tools, got {len(tools)}", param="tools")
+        n = body.get("n") if isinstance(body, dict) else None
+        if n is not None and n != 1:
+            raise RequestError(f"n: the gateway samples one turn per request; expected 1, got {n!r:.40}", param="n")
+
     async def start_stream(session: GatewaySession, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
-                           api: str) -> tuple[TurnStream, tuple[Any, ...]]:
+                           api: str, turn_policy: Any) -> tuple[TurnStream, tuple[Any, ...]]:
         splitter = StreamSplitter(session.parser, end_markers)
-        turn = session.stream_turn(policy, messages, tools, api=api, splitter=splitter)
+        turn = session.stream_turn(turn_policy, messages, tools, api=api, splitter=splitter)
         first = await turn.queue.get()
         if first[0] == "error":
             raise first[1]
@@ -227,11 +268,11 @@ def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = 
     # ------------------------------------------------------------------ model endpoints
     async def chat(request: Request, path_id: str | None) -> Response:
         try:
-            body = await _body(request)
-            messages, tools = openai_request(body)
+            body, (messages, tools), turn_policy = await read_request(request, openai_request)
+            check_turn(body, messages, tools)
             session = find_session(request, path_id)
             if body.get("stream") and streams:
-                turn, first = await start_stream(session, messages, tools, "openai")
+                turn, first = await start_stream(session, messages, tools, "openai", turn_policy)
                 name = str(body.get("model") or (await upstream_info())["model"] or "agent_gym")
                 usage = bool((body.get("stream_options") or {}).get("include_usage"))
                 encoder = OpenAIStream(name)
@@ -246,7 +287,8 @@ def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = 
 
                 return StreamingResponse(relay(turn, first, encoder, encoder.start(), openai_end),
                                          media_type="text/event-stream", headers=stream_headers(session))
-            result = await session.run_turn(policy, messages, tools, api="openai", stream=bool(body.get("stream")))
+            result = await session.run_turn(turn_policy, messages, tools, api="openai",
+                                            stream=bool(body.get("stream")))
             if store.strict_tool_calls and result.errors:
                 raise strict_error(result)
         except RequestError as exc:
@@ -266,11 +308,11 @@ def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = 
 
     async def messages_api(request: Request, path_id: str | None) -> Response:
         try:
-            body = await _body(request)
-            messages, tools = anthropic_request(body)
+            body, (messages, tools), turn_policy = await read_request(request, anthropic_request)
+            check_turn(body, messages, tools)
             session = find_session(request, path_id)
             if body.get("stream") and streams:
-                turn, first = await start_stream(session, messages, tools, "anthropic")
+                turn, first = await start_stream(session, messages, tools, "anthropic", turn_policy)
                 name = str(body.get("model") or (await upstream_info())["model"] or "agent_gym")
                 encoder = AnthropicStream(name)
 
@@ -282,7 +324,8 @@ def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = 
 
                 return StreamingResponse(relay(turn, first, encoder, encoder.start(0), anthropic_end),
                                          media_type="text/event-stream", headers=stream_headers(session))
-            result = await session.run_turn(policy, messages, tools, api="anthropic", stream=bool(body.get("stream")))
+            result = await session.run_turn(turn_policy, messages, tools, api="anthropic",
+                                            stream=bool(body.get("stream")))
             if store.strict_tool_calls and result.errors:
                 raise strict_error(result)
         except RequestError as exc:
@@ -299,16 +342,20 @@ def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = 
 
     async def responses_api(request: Request, path_id: str | None) -> Response:
         try:
-            body = await _body(request)
+            body, _, turn_policy = await read_request(request, None)
             if not isinstance(body, dict):
                 raise RequestError(f"expected a JSON object, got {type(body).__name__}")
             session = find_session(request, path_id)
             previous = body.get("previous_response_id")
             history = memory.get(previous, session.id) if previous else []
-            messages, tools, conversation = responses_request(body, history)
+            if turn_policy is off_loop:
+                messages, tools, conversation = await run_blocking(responses_request, body, history)
+            else:
+                messages, tools, conversation = responses_request(body, history)
+            check_turn(body, messages, tools)
             name = str(body.get("model") or (await upstream_info())["model"] or "agent_gym")
             if body.get("stream") and streams:
-                turn, first = await start_stream(session, messages, tools, "responses")
+                turn, first = await start_stream(session, messages, tools, "responses", turn_policy)
                 encoder = ResponsesStream(body, name)
 
                 def responses_end(result: TurnResult) -> list[bytes]:
@@ -321,7 +368,8 @@ def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = 
 
                 return StreamingResponse(relay(turn, first, encoder, encoder.start(), responses_end),
                                          media_type="text/event-stream", headers=stream_headers(session))
-            result = await session.run_turn(policy, messages, tools, api="responses", stream=bool(body.get("stream")))
+            result = await session.run_turn(turn_policy, messages, tools, api="responses",
+                                            stream=bool(body.get("stream")))
             if store.strict_tool_calls and result.errors:
                 raise strict_error(result)
         except RequestError as exc:
@@ -343,7 +391,11 @@ def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = 
                                token_ids=token_ids)
         return _json(answer, headers=headers(session, result))
 
-    async def models(_: Request) -> Response:
+    async def models(request: Request, path_id: str | None) -> Response:
+        try:
+            access.may_list_models(request, path_id)
+        except RequestError as exc:
+            return errors("anthropic-version" in request.headers)(exc)
         info = await upstream_info()
         entry = {"id": info["model"] or "agent_gym", "object": "model", "created": 0, "owned_by": "agent_gym",
                  "max_model_len": info["max_model_len"]}
@@ -375,11 +427,11 @@ def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = 
 
     @app.get("/v1/models")
     async def _models(request: Request) -> Response:
-        return await models(request)
+        return await models(request, None)
 
     @app.get("/sessions/{session_id}/v1/models")
     async def _models_session(session_id: str, request: Request) -> Response:
-        return await models(request)
+        return await models(request, session_id)
 
     methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 
@@ -403,6 +455,7 @@ def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = 
     @app.post("/sessions")
     async def _create(request: Request) -> Response:
         try:
+            access.require_trainer(request)
             raw = await request.body()
             body = orjson.loads(raw) if raw.strip() else {}
             if not isinstance(body, dict):
@@ -414,30 +467,49 @@ def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = 
         except RequestError as exc:
             return errors(False)(exc)
         base = str(request.base_url).rstrip("/")
-        return _json({"session_id": session.id, "api_key": session.id,
+        return _json({"session_id": session.id, "api_key": session.api_key or session.id,
                       "base_url": f"{base}/sessions/{session.id}"}, 201)
 
     @app.get("/sessions")
-    async def _list() -> Response:
+    async def _list(request: Request) -> Response:
+        try:
+            access.require_trainer(request)
+        except RequestError as exc:
+            return errors(False)(exc)
         return _json({"sessions": store.list()})
 
+    def large(session: GatewaySession) -> bool:
+        """Whether building the session's record is heavy enough to leave the loop for."""
+        return bool(session.steps) and int(session.steps[-1].info.get("num_prompt_tokens") or 0) > 8192
+
     @app.get("/sessions/{session_id}/trajectory")
-    async def _trajectory(session_id: str) -> Response:
+    async def _trajectory(session_id: str, request: Request) -> Response:
         try:
+            access.require_trainer(request)
             session = store.get(session_id)
         except RequestError as exc:
             return errors(False)(exc)
-        return _json(trajectory_json(session.trajectory()))
+
+        def record() -> bytes:
+            return orjson.dumps(trajectory_json(session.trajectory()))
+
+        data = await run_blocking(record) if large(session) else record()
+        return Response(data, media_type="application/json")
 
     @app.post("/sessions/{session_id}/reward")
     async def _reward(session_id: str, request: Request) -> Response:
         try:
+            access.require_trainer(request)
             session = store.get(session_id)
             body = await _body(request)
             if not isinstance(body, dict) or not ({"reward", "rewards"} & set(body)):
                 raise RequestError('expected {"reward": number} and/or {"rewards": [number per step]}')
-            trajectory = store.finish(session, policy, reward=body.get("reward"), rewards=body.get("rewards"),
-                                      status=body.get("status"))
+
+            def finish() -> Any:
+                return store.finish(session, policy, reward=body.get("reward"), rewards=body.get("rewards"),
+                                    status=body.get("status"))
+
+            trajectory = await run_blocking(finish) if large(session) else finish()
         except RequestError as exc:
             return errors(False)(exc)
         return _json({"session_id": session.id, "status": trajectory.status,

@@ -8,6 +8,9 @@ Example:
     ...         run_my_agent(client)
     ...         s.reward(1.0)
     ...     trajectory = s.trajectory
+
+The agent gets ``s.api_key``, which samples in its session and nothing else; ending sessions over
+HTTP (``POST /sessions/{id}/reward``) needs ``gateway.trainer_token`` (``gateway.trainer_headers``).
 """
 
 from __future__ import annotations
@@ -18,8 +21,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from agent_gym.gateway.app import create_gateway_app
-from agent_gym.gateway.session import GatewaySession, SessionStore
+from agent_gym.gateway.session import GatewaySession
+from agent_gym.gateway.store import DEFAULT_REWARD_RANGE, SessionStore
 from agent_gym.parsers import env_parser_for, make_parser
+from agent_gym.serving.auth import auth_headers
+from agent_gym.serving.limits import RequestLimits
 from agent_gym.types import StepTrajectory
 
 __all__ = ["Gateway", "SessionHandle"]
@@ -29,7 +35,8 @@ class SessionHandle:
     """A session handed to an agent: base URLs, API key, and the trajectory once finished.
 
     Attributes:
-        session_id: The id (also the API key).
+        session_id: The id.
+        api_key: The key the agent samples with (it can do nothing else).
         base_url: ``http://HOST:PORT/sessions/{id}`` (the Anthropic client's ``base_url``).
         openai_base_url: ``base_url + "/v1"`` (the OpenAI client's ``base_url``).
         trajectory: The :class:`~agent_gym.types.StepTrajectory`, set when the session ends.
@@ -39,7 +46,7 @@ class SessionHandle:
         self._gateway = gateway
         self._session = session
         self.session_id = session.id
-        self.api_key = session.id
+        self.api_key = session.api_key or session.id
         self.base_url = f"{gateway.url}/sessions/{session.id}"
         self.openai_base_url = f"{self.base_url}/v1"
         self.trajectory: StepTrajectory | None = None
@@ -83,6 +90,10 @@ class Gateway:
         gamma: Discount of ``mc_return``.
         model: Model name reported to clients.
         strict_tool_calls: Answer a malformed tool call with a 422 error instead of its text.
+        trainer_token: The token of the trainer's routes (create, list, read, reward sessions over
+            HTTP); a random one by default (``trainer_token`` attribute).
+        reward_range: ``(low, high)`` bounds of every reward (None: any finite number).
+        limits: Request limits (:class:`~agent_gym.serving.limits.RequestLimits`).
         **policy_kwargs: More ``VLLMPolicy`` arguments (``client_options``, ``max_model_len``, ...).
     """
 
@@ -101,6 +112,9 @@ class Gateway:
         gamma: float = 1.0,
         model: str | None = None,
         strict_tool_calls: bool = False,
+        trainer_token: str | None = None,
+        reward_range: tuple[float, float] | None = DEFAULT_REWARD_RANGE,
+        limits: RequestLimits | None = None,
         **policy_kwargs: Any,
     ) -> None:
         if policy is None:
@@ -121,12 +135,18 @@ class Gateway:
         if parser is None or isinstance(parser, str):  # a name, or the policy's model family
             parser = make_parser(parser) if isinstance(parser, str) else env_parser_for(policy, None)
         self.store = SessionStore(parser=parser, gamma=gamma, writer=writer, auto_create=auto_create,
-                                  strict_tool_calls=strict_tool_calls)
-        self.app = create_gateway_app(policy, self.store, model=model)
+                                  strict_tool_calls=strict_tool_calls, reward_range=reward_range)
+        self.app = create_gateway_app(policy, self.store, model=model, trainer_token=trainer_token, limits=limits)
+        self.trainer_token: str = self.app.state.trainer_token
         self.host = host
         self.port = port
         self._server: Any = None
         self._thread: threading.Thread | None = None
+
+    @property
+    def trainer_headers(self) -> dict[str, str]:
+        """``{"Authorization": "Bearer TRAINER_TOKEN"}`` for the trainer's HTTP routes."""
+        return auth_headers(self.trainer_token)
 
     @property
     def url(self) -> str:
@@ -142,7 +162,7 @@ class Gateway:
         import uvicorn
 
         config = uvicorn.Config(self.app, host=self.host, port=self.port, log_level="warning", access_log=False,
-                                timeout_keep_alive=30, lifespan="on")
+                                timeout_keep_alive=30, lifespan="on", timeout_graceful_shutdown=3)
         server = uvicorn.Server(config)
         thread = threading.Thread(target=server.run, name="agent-gym-gateway", daemon=True)
         thread.start()

@@ -11,8 +11,7 @@ episodes too: the prefix check decides the segments, the first turn's ``PolicyOu
 is the trajectory's ``sampling``). :meth:`GatewaySession.finish` attaches rewards and builds the
 :class:`~agent_gym.types.StepTrajectory`.
 
-:class:`SessionStore` holds the sessions of a gateway and streams finished ones to a
-:class:`~agent_gym.export.TrajectoryWriter`.
+:class:`~agent_gym.gateway.store.SessionStore` holds the sessions of a gateway.
 """
 
 from __future__ import annotations
@@ -22,8 +21,7 @@ import builtins
 import re
 import threading
 import uuid
-from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,13 +29,11 @@ from agent_gym.errors import ServerError
 from agent_gym.gateway.convert import ClientCall, ClientTurn, RequestError, render_assistant, signature
 from agent_gym.gateway.history import text_tool_calls, unordered_signature
 from agent_gym.policy.vllm_protocol import CONTEXT_ERROR
-from agent_gym.tools import HermesToolCallParser, ToolCallParser
+from agent_gym.tools import ToolCallParser
 from agent_gym.types import EpisodeStatus, FinishReason, PolicyOutput, Step, StepTrajectory
 from agent_gym.wrappers.trajectory_builder import TrajectoryBuilder
 
-__all__ = ["GatewaySession", "SessionStore", "TurnResult", "TurnStream"]
-
-_ID_PATTERN = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+__all__ = ["GatewaySession", "TurnResult", "TurnStream"]
 
 
 @dataclass
@@ -91,6 +87,9 @@ class GatewaySession:
         group_id: Shared by the sessions that sample the same task (``Trajectory.group_id``).
         env_id: Names the agent or env driving the session (``Trajectory.env_id``).
         idx: Index of the episode in the caller's batch (``Trajectory.idx``).
+        api_key: The key the client samples with (None: naming the session is enough, as for
+            sessions a client created by using them, ``auto_create``).
+        reward_range: ``(low, high)`` bounds of every reward :meth:`finish` takes (None: any finite number).
     """
 
     def __init__(
@@ -103,8 +102,12 @@ class GatewaySession:
         group_id: str = "",
         env_id: str = "",
         idx: int = 0,
+        api_key: str | None = None,
+        reward_range: tuple[float, float] | None = None,
     ) -> None:
         self.id = session_id
+        self.api_key = api_key
+        self.reward_range = reward_range
         self.parser = parser
         self.turn_lock = asyncio.Lock()  # one turn at a time per session (asyncio.Lock binds on first use)
         self._lock = threading.Lock()
@@ -433,18 +436,18 @@ class GatewaySession:
                 raise RequestError(f"session {self.id!r} is already finished", status=409, kind="ConflictError")
             if status is None:
                 status = (self.status_hint or EpisodeStatus.ENV_DONE).value
-            if status not in EpisodeStatus._value2member_map_:
-                raise RequestError(f"status: expected one of {[s.value for s in EpisodeStatus]}, got {status!r}",
+            if not isinstance(status, str) or status not in EpisodeStatus._value2member_map_:
+                raise RequestError(f"status: expected one of {[s.value for s in EpisodeStatus]}, got {status!r:.80}",
                                    param="status")
             if rewards is not None:
                 if not isinstance(rewards, (list, tuple)) or len(rewards) != len(self.steps):
-                    raise RequestError(f"rewards: expected {len(self.steps)} numbers (one per step), got {rewards!r}",
-                                       param="rewards")
-                values = [_number("rewards[]", value) for value in rewards]
+                    raise RequestError(f"rewards: expected {len(self.steps)} numbers (one per step), "
+                                       f"got {rewards!r:.80}", param="rewards")
+                values = [_number("rewards[]", value, self.reward_range) for value in rewards]
                 for step, value in zip(self.steps, values, strict=True):
                     step.reward = value
             if reward is not None:
-                value = _number("reward", reward)
+                value = _number("reward", reward, self.reward_range)
                 self.record.end()  # a session without turns gets one step holding the reward
                 self.steps[-1].reward += value
             for step in self.steps:  # the client's rewards are the outcome (res_reward in the metrics)
@@ -460,131 +463,10 @@ class GatewaySession:
         return record.build(status, conversation=self._conversation, detach=True)
 
 
-def _number(name: str, value: Any) -> float:
+def _number(name: str, value: Any, bounds: tuple[float, float] | None = None) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or abs(value) == float("inf"):
-        raise RequestError(f"{name}: expected a finite number, got {value!r}", param=name)
+        raise RequestError(f"{name}: expected a finite number, got {value!r:.80}", param=name)
+    if bounds is not None and not bounds[0] <= value <= bounds[1]:
+        raise RequestError(f"{name}: expected a number in [{bounds[0]:g}, {bounds[1]:g}] (the gateway's reward "
+                           f"range), got {value!r:.80}", param=name)
     return float(value)
-
-
-class SessionStore:
-    """The sessions of one gateway.
-
-    Args:
-        parser: Tool-call parser of new sessions (default hermes tags).
-        gamma: Discount of ``mc_return``.
-        writer: A :class:`~agent_gym.export.TrajectoryWriter` receiving each finished session.
-        auto_create: Create a session on first use of an unknown id (else such requests get 404).
-        keep_finished: How many finished sessions stay readable through ``/trajectory``.
-        strict_tool_calls: Answer a turn whose tool call is malformed with a 422 error instead of
-            its text (the turn is recorded either way).
-    """
-
-    def __init__(
-        self,
-        *,
-        parser: ToolCallParser | None = None,
-        gamma: float = 1.0,
-        writer: Any = None,
-        auto_create: bool = False,
-        keep_finished: int = 10000,
-        strict_tool_calls: bool = False,
-    ) -> None:
-        self.parser = parser or HermesToolCallParser()
-        self.strict_tool_calls = strict_tool_calls
-        self.finish_hooks: builtins.list[Callable[[str], None]] = []  # called with the id of each finished session
-        self.gamma = gamma
-        self.writer = writer
-        self.auto_create = auto_create
-        self.keep_finished = keep_finished
-        self._open: dict[str, GatewaySession] = {}
-        self._finished: OrderedDict[str, GatewaySession] = OrderedDict()
-        self._lock = threading.Lock()
-        self._write_lock = threading.Lock()
-
-    def create(
-        self, session_id: str | None = None, task: Any = None, *, group_id: str = "", env_id: str = "", idx: int = 0
-    ) -> GatewaySession:
-        """Open a new session (a random id by default).
-
-        Args:
-            session_id: The id; a random one by default.
-            task: Anything JSON-like describing the task (stored in the trajectory).
-            group_id: Shared by the sessions sampling the same task (an advantage group).
-            env_id: Names the agent or env driving the session.
-            idx: Index of the episode in the caller's batch.
-
-        Raises:
-            RequestError: The id is malformed or already used (409), or a label has the wrong type (400).
-        """
-        session_id = session_id or uuid.uuid4().hex
-        if not isinstance(session_id, str) or not _ID_PATTERN.match(session_id):
-            raise RequestError(f"session_id: expected 1-128 characters of [A-Za-z0-9._:-], got {session_id!r}",
-                               param="session_id")
-        for name, value in (("group_id", group_id), ("env_id", env_id)):
-            if not isinstance(value, str):
-                raise RequestError(f"{name}: expected a string, got {value!r}", param=name)
-        if isinstance(idx, bool) or not isinstance(idx, int) or idx < 0:
-            raise RequestError(f"idx: expected an int >= 0, got {idx!r}", param="idx")
-        with self._lock:
-            if session_id in self._open or session_id in self._finished:
-                raise RequestError(f"session {session_id!r} already exists", status=409, kind="ConflictError")
-            session = GatewaySession(
-                session_id, task=task, parser=self.parser, gamma=self.gamma, group_id=group_id, env_id=env_id, idx=idx
-            )
-            self._open[session_id] = session
-            return session
-
-    def get(self, session_id: str, *, create: bool = False) -> GatewaySession:
-        """The session ``session_id`` (open or finished).
-
-        Raises:
-            RequestError: Unknown id (404), unless ``create`` and the store auto-creates.
-        """
-        with self._lock:
-            session = self._open.get(session_id) or self._finished.get(session_id)
-        if session is not None:
-            return session
-        if create and self.auto_create:
-            try:
-                return self.create(session_id)
-            except RequestError as exc:
-                if exc.status == 409:  # created concurrently
-                    return self.get(session_id)
-                raise
-        raise RequestError(f"unknown session {session_id!r}: create it first (POST /sessions)", status=404,
-                           kind="NotFoundError", param="session_id")
-
-    def known(self, session_id: str) -> bool:
-        """Whether ``session_id`` names a session (open or finished)."""
-        return session_id in self._open or session_id in self._finished
-
-    def finish(self, session: GatewaySession, policy: Any = None, **kwargs: Any) -> StepTrajectory:
-        """Finish ``session`` (see :meth:`GatewaySession.finish`), write it and release its policy state."""
-        trajectory = session.finish(**kwargs)
-        with self._lock:
-            self._open.pop(session.id, None)
-            self._finished[session.id] = session
-            while len(self._finished) > self.keep_finished:
-                self._finished.popitem(last=False)
-        if policy is not None:
-            for policy_session in session.policy_sessions:
-                policy.close_session(policy_session)
-        for hook in self.finish_hooks:
-            hook(session.id)
-        if self.writer is not None:
-            with self._write_lock:
-                self.writer.write(trajectory)
-        return trajectory
-
-    def list(self) -> builtins.list[dict[str, Any]]:  # the method shadows the builtin in the class body
-        """``[{"session_id", "status", "steps"}]`` of every session held."""
-        with self._lock:
-            sessions = list(self._open.values()) + list(self._finished.values())
-        return [{"session_id": s.id, "status": s.finished.status if s.finished else "open", "steps": len(s.steps)}
-                for s in sessions]
-
-    @property
-    def open_ids(self) -> builtins.list[str]:
-        """Ids of the sessions not finished yet."""
-        with self._lock:
-            return list(self._open)

@@ -14,11 +14,13 @@ def test_gateway_command_builds_the_app(tmp_path):
     assert args.command == "gateway" and args.server == ["127.0.0.1:9"]
     app, writer = build_gateway(args)
     try:
+        trainer = {"Authorization": f"Bearer {app.state.trainer_token}"}
         with TestClient(app) as client:
             assert client.get("/health").status_code == 200
-            created = client.post("/sessions", json={"session_id": "cli"}).json()
+            created = client.post("/sessions", json={"session_id": "cli"}, headers=trainer).json()
             assert created["session_id"] == "cli"
-            assert client.get("/sessions/cli/trajectory").json()["steps"][0]["chat_completions"] == []
-            assert client.post("/sessions", json={"session_id": "cli"}).status_code == 409
+            trajectory = client.get("/sessions/cli/trajectory", headers=trainer).json()
+            assert trajectory["steps"][0]["chat_completions"] == []
+            assert client.post("/sessions", json={"session_id": "cli"}, headers=trainer).status_code == 409
     finally:
         writer.close()

@@ -98,7 +98,7 @@ def test_openai_tool_loop_is_token_exact(setup, stream, exact):
     engine.records.clear()
     with gateway.session(task={"id": "six-times-seven"}) as s:
         messages = openai_agent(openai.OpenAI(base_url=s.openai_base_url, api_key=s.api_key), stream)
-        fetched = httpx.get(f"{gateway.url}/sessions/{s.session_id}/trajectory").json()
+        fetched = httpx.get(f"{gateway.url}/sessions/{s.session_id}/trajectory", headers=gateway.trainer_headers).json()
         s.reward(1.0)
     trajectory = s.trajectory
     # The client saw a parsed tool call, then the final answer; the thought went to reasoning_content.
@@ -164,16 +164,17 @@ def test_finished_sessions_stream_to_the_writer(setup):
 
 def test_session_from_header_and_api_key(setup):
     gateway, _, _, _ = setup
-    first = httpx.post(f"{gateway.url}/sessions", json={"session_id": "by-key"}).json()
-    assert first["api_key"] == "by-key" and first["base_url"].endswith("/sessions/by-key")
-    httpx.post(f"{gateway.url}/sessions", json={"session_id": "by-header"})
-    client = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key="by-key")
+    trainer = gateway.trainer_headers
+    first = httpx.post(f"{gateway.url}/sessions", json={"session_id": "by-key"}, headers=trainer).json()
+    assert first["api_key"].startswith("sk-agw-") and first["base_url"].endswith("/sessions/by-key")
+    header = httpx.post(f"{gateway.url}/sessions", json={"session_id": "by-header"}, headers=trainer).json()
+    client = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key=first["api_key"])
     client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
-    client = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key="not-a-session",
+    client = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key=header["api_key"],
                            default_headers={"x-session-id": "by-header"})
     reply = client.chat.completions.with_raw_response.create(model="m", messages=[{"role": "user", "content": "hi"}])
     assert reply.headers["x-agent-gym-session"] == "by-header"
-    listed = {s["session_id"]: s for s in httpx.get(f"{gateway.url}/sessions").json()["sessions"]}
+    listed = {s["session_id"]: s for s in httpx.get(f"{gateway.url}/sessions", headers=trainer).json()["sessions"]}
     assert listed["by-key"]["steps"] == 1 and listed["by-header"]["steps"] == 1
     models = client.models.list()
     assert models.data[0].id == "scripted"

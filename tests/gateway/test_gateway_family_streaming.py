@@ -105,7 +105,8 @@ def test_gateway_streams_the_family_format(family):
             s = gw.session()
             body = {"model": "m", "messages": [USER], "tools": TOOLS, "stream": True}
             deltas = []
-            with httpx.stream("POST", f"{s.openai_base_url}/chat/completions", json=body, timeout=120) as r:
+            with httpx.stream("POST", f"{s.openai_base_url}/chat/completions", json=body, timeout=120,
+                              headers={"Authorization": f"Bearer {s.api_key}"}) as r:
                 assert r.status_code == 200
                 for line in r.iter_lines():
                     if line.startswith("data: {"):

@@ -113,13 +113,15 @@ def test_malformed_bodies_get_400(gateway):
     gw, _ = gateway
     s = gw.session()
     url = f"{s.openai_base_url}/chat/completions"
+    key = {"Authorization": f"Bearer {s.api_key}"}
     cases = [b"{not json", b"[]", b'{"messages": []}', b'{"messages": [{"role": "robot", "content": "x"}]}',
              b'{"messages": [{"role": "user", "content": 5}]}', b'{"messages": [{"role": "user"}], "tools": [1]}']
     for raw in cases:
-        r = httpx.post(url, content=raw, headers={"content-type": "application/json"})
+        r = httpx.post(url, content=raw, headers={"content-type": "application/json", **key})
         assert r.status_code == 400, raw
         assert r.json()["error"]["type"] == "BadRequestError" and r.json()["error"]["code"] == 400
-    r = httpx.post(f"{s.base_url}/v1/messages", json={"messages": [{"role": "user", "content": [{"type": "x"}]}]})
+    r = httpx.post(f"{s.base_url}/v1/messages", json={"messages": [{"role": "user", "content": [{"type": "x"}]}]},
+                   headers=key)
     assert r.status_code == 400 and r.json()["type"] == "error"
     assert s.current().steps[0].info == {}  # nothing was recorded
 
@@ -129,8 +131,9 @@ def test_unknown_sessions_get_404(gateway):
     client = openai.OpenAI(base_url=f"{gw.url}/sessions/nope/v1", api_key="nope", max_retries=0)
     with pytest.raises(openai.NotFoundError, match="unknown session"):
         client.chat.completions.create(model="m", messages=[USER])
-    assert httpx.get(f"{gw.url}/sessions/nope/trajectory").status_code == 404
-    assert httpx.post(f"{gw.url}/sessions/nope/reward", json={"reward": 1}).status_code == 404
+    trainer = gw.trainer_headers
+    assert httpx.get(f"{gw.url}/sessions/nope/trajectory", headers=trainer).status_code == 404
+    assert httpx.post(f"{gw.url}/sessions/nope/reward", json={"reward": 1}, headers=trainer).status_code == 404
     r = httpx.post(f"{gw.url}/v1/chat/completions", json={"messages": [USER]})
     assert r.status_code == 400 and "expected a session" in r.json()["error"]["message"]
 
@@ -172,15 +175,17 @@ def test_reward_twice_and_bad_rewards(gateway):
     client = openai.OpenAI(base_url=s.openai_base_url, api_key=s.api_key)
     client.chat.completions.create(model="m", messages=[USER])
     url = f"{gw.url}/sessions/{s.session_id}/reward"
-    assert httpx.post(url, json={"rewards": [1, 2]}).status_code == 400
-    assert httpx.post(url, json={"reward": "high"}).status_code == 400
-    assert httpx.post(url, json={}).status_code == 400
-    r = httpx.post(url, json={"rewards": [0.5], "reward": 1.0})
+    trainer = gw.trainer_headers
+    assert httpx.post(url, json={"rewards": [1, 2]}, headers=trainer).status_code == 400
+    assert httpx.post(url, json={"reward": "high"}, headers=trainer).status_code == 400
+    assert httpx.post(url, json={}, headers=trainer).status_code == 400
+    r = httpx.post(url, json={"rewards": [0.5], "reward": 1.0}, headers=trainer)
     assert r.status_code == 200 and r.json()["trajectory_reward"] == 1.5
-    assert httpx.post(url, json={"reward": 1.0}).status_code == 409
+    assert httpx.post(url, json={"reward": 1.0}, headers=trainer).status_code == 409
     with pytest.raises(openai.ConflictError):
         client.chat.completions.create(model="m", messages=[USER])
-    assert httpx.get(f"{gw.url}/sessions/{s.session_id}/trajectory").json()["trajectory_reward"] == 1.5
+    assert httpx.get(f"{gw.url}/sessions/{s.session_id}/trajectory",
+                     headers=trainer).json()["trajectory_reward"] == 1.5
 
 
 def test_client_disconnect_mid_stream_keeps_the_session_consistent(gateway, exact):
@@ -188,7 +193,8 @@ def test_client_disconnect_mid_stream_keeps_the_session_consistent(gateway, exac
     engine.records.clear()
     s = gw.session()
     body = {"model": "m", "messages": [USER], "stream": True}
-    with httpx.stream("POST", f"{s.openai_base_url}/chat/completions", json=body) as r:
+    with httpx.stream("POST", f"{s.openai_base_url}/chat/completions", json=body,
+                      headers={"Authorization": f"Bearer {s.api_key}"}) as r:
         assert r.status_code == 200
         next(r.iter_lines())  # one event, then the client goes away
     # The turn is sampled and recorded whole (in the background, once the client is gone);

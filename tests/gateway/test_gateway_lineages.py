@@ -10,9 +10,10 @@ import pytest
 from agent_gym.gateway import Gateway
 
 
-def _take_turn(url, messages, tool_result):
+def _take_turn(url, messages, tool_result, key):
     """One agent request: append the reply (and a tool result per call) to ``messages``; the new-segment flag."""
-    reply = httpx.post(url, json={"model": "m", "messages": messages}, timeout=60)
+    reply = httpx.post(url, json={"model": "m", "messages": messages}, timeout=60,
+                       headers={"Authorization": f"Bearer {key}"})
     assert reply.status_code == 200, reply.text
     message = reply.json()["choices"][0]["message"]
     messages.append(message)
@@ -35,7 +36,7 @@ def test_interleaved_agents_form_two_lineages(scripted_upstream, qwen_tokenizer,
         url = f"{session.openai_base_url}/chat/completions"
         for _ in range(2):
             for messages in agents.values():  # the two agents take turns in the one session
-                flags.append(_take_turn(url, messages, "RESULT=42"))
+                flags.append(_take_turn(url, messages, "RESULT=42", session.api_key))
         trajectory = session.current()
     assert flags == ["false"] * 4
     main, helper = trajectory.segments
@@ -63,7 +64,7 @@ def test_a_subagent_with_its_parents_system_prompt_is_its_own_lineage(scripted_u
         session = gw.session()
         url = f"{session.openai_base_url}/chat/completions"
         for _, messages, result in order:
-            flags.append(_take_turn(url, messages, result))
+            flags.append(_take_turn(url, messages, result, session.api_key))
         trajectory = session.current()
     assert flags == ["false"] * 4
     assert [s.info.get("lineage", "") for s in trajectory.steps] == ["", "agent-1", "agent-1", ""]

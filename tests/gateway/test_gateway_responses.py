@@ -161,24 +161,26 @@ def test_text_rendered_tool_calls_match_the_recorded_turn(gateway):
 def test_unknown_routes_answer_in_the_dialect(gateway):
     with gateway.session() as s:
         client = openai.OpenAI(base_url=s.openai_base_url, api_key=s.api_key)
+        key = {"Authorization": f"Bearer {s.api_key}"}
         with pytest.raises(openai.NotFoundError) as info:
             client.embeddings.create(model="m", input="hi")
         assert "/v1/chat/completions" in info.value.message and "/v1/responses" in info.value.message
         body = httpx.get(f"{gateway.url}/v1/chat/completions").json()
         assert body["error"]["type"] == "MethodNotAllowedError" and "use POST" in body["error"]["message"]
-        reply = httpx.post(f"{s.base_url}/v1/complete", headers={"anthropic-version": "2023-06-01"}, json={})
+        reply = httpx.post(f"{s.base_url}/v1/complete", headers={"anthropic-version": "2023-06-01", **key}, json={})
         assert reply.status_code == 404 and reply.json()["type"] == "error"
         assert reply.json()["error"]["type"] == "not_found_error"
         with pytest.raises(anthropic.NotFoundError, match="/v1/messages"):
             anthropic.Anthropic(base_url=s.base_url, api_key=s.api_key, max_retries=0).messages.count_tokens(
                 model="m", messages=[{"role": "user", "content": "hi"}])
-        bad = httpx.post(f"{s.openai_base_url}/responses", json={"model": "m", "input": [{"type": "web_search"}]})
+        bad = httpx.post(f"{s.openai_base_url}/responses", json={"model": "m", "input": [{"type": "web_search"}]},
+                         headers=key)
         assert bad.status_code == 400 and "unsupported item type" in bad.json()["error"]["message"]
-        bad = httpx.post(f"{s.openai_base_url}/responses",
+        bad = httpx.post(f"{s.openai_base_url}/responses", headers=key,
                          json={"model": "m", "input": "hi", "tools": [{"type": "web_search_preview"}]})
         assert bad.status_code == 400 and "function tools only" in bad.json()["error"]["message"]
-        bad = httpx.post(f"{s.openai_base_url}/responses", json={"model": "m", "input": "hi",
-                                                                 "previous_response_id": "resp_unknown"})
+        bad = httpx.post(f"{s.openai_base_url}/responses", headers=key, json={"model": "m", "input": "hi",
+                                                                              "previous_response_id": "resp_unknown"})
         assert bad.status_code == 404 and bad.json()["error"]["param"] == "previous_response_id"
 
 
@@ -210,13 +212,15 @@ def test_previous_response_ids_live_as_long_as_their_session(gateway):
     with gateway.session() as s:
         client = openai.OpenAI(base_url=s.openai_base_url, api_key=s.api_key, max_retries=0)
         first = client.responses.create(model="m", input=QUESTION, instructions=SYSTEM, tools=RESPONSES_TOOLS)
-    other = httpx.post(f"{gateway.url}/sessions", json={}).json()
+    other = httpx.post(f"{gateway.url}/sessions", json={}, headers=gateway.trainer_headers).json()
     reply = httpx.post(f"{other['base_url']}/v1/responses", json={"model": "m", "input": "hi",
-                                                                  "previous_response_id": first.id})
+                                                                  "previous_response_id": first.id},
+                       headers={"Authorization": f"Bearer {other['api_key']}"})
     assert reply.status_code == 404  # another session's response
     # The session finished: its responses were dropped (a 404, before the 409 of a finished session).
     reply = httpx.post(f"{s.openai_base_url}/responses", json={"model": "m", "input": "more",
-                                                               "previous_response_id": first.id})
+                                                               "previous_response_id": first.id},
+                       headers={"Authorization": f"Bearer {s.api_key}"})
     assert reply.status_code == 404 and reply.json()["error"]["param"] == "previous_response_id"
 
 

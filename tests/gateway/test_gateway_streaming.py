@@ -31,7 +31,8 @@ def test_openai_deltas_arrive_before_the_upstream_finished(gated, exact):
     s = gw.session()
     body = {"model": "m", "messages": [USER], "tools": TOOLS, "stream": True}
     deltas = []
-    with httpx.stream("POST", f"{s.openai_base_url}/chat/completions", json=body, timeout=60) as r:
+    with httpx.stream("POST", f"{s.openai_base_url}/chat/completions", json=body, timeout=60,
+                      headers={"Authorization": f"Bearer {s.api_key}"}) as r:
         assert r.status_code == 200
         for line in r.iter_lines():
             if not line.startswith("data: {"):

@@ -22,7 +22,7 @@ from starlette.testclient import TestClient
 from agent_gym import export
 from agent_gym.export import TrajectoryWriter, read_jsonl, read_parquet, to_slime_samples, write_jsonl, write_parquet
 from agent_gym.gateway.app import create_gateway_app
-from agent_gym.gateway.session import SessionStore
+from agent_gym.gateway.store import SessionStore
 from agent_gym.rollout.planning import EpisodeSpec
 from agent_gym.rollout.reporting import failed_trajectory
 from agent_gym.segments import split_segments
@@ -243,18 +243,21 @@ def test_every_field_survives_a_gateway_session(tmp_path):
     policy = ScriptedPolicy()
     writer = TrajectoryWriter(tmp_path / "sessions.jsonl")
     store = SessionStore(writer=writer, gamma=0.5)
-    with TestClient(create_gateway_app(policy, store, model="scripted")) as client:
+    trainer = {"Authorization": "Bearer trainer-token"}
+    with TestClient(create_gateway_app(policy, store, model="scripted", trainer_token="trainer-token")) as client:
         created = client.post("/sessions", json={"session_id": "s-1", "task": {"id": "t-1", "ground_truth": "42"},
-                                                 "group_id": "g-1", "env_id": "my-agent", "idx": 3})
+                                                 "group_id": "g-1", "env_id": "my-agent", "idx": 3}, headers=trainer)
         assert created.status_code == 201, created.text
+        key = {"Authorization": f"Bearer {created.json()['api_key']}"}
         messages: list[dict[str, Any]] = [{"role": "system", "content": "sys"}, {"role": "user", "content": "go"}]
         for _ in range(3):
-            reply = client.post("/sessions/s-1/v1/chat/completions", json={"model": "m", "messages": messages})
+            reply = client.post("/sessions/s-1/v1/chat/completions", json={"model": "m", "messages": messages},
+                                headers=key)
             assert reply.status_code == 200, reply.text
             messages += [reply.json()["choices"][0]["message"], {"role": "user", "content": "more"}]
-        assert client.post("/sessions/s-1/reward", json={"reward": 1.0}).status_code == 200
-        served = StepTrajectory.from_dict({k: v for k, v in client.get("/sessions/s-1/trajectory").json().items()
-                                           if k != "_kind"})
+        assert client.post("/sessions/s-1/reward", json={"reward": 1.0}, headers=trainer).status_code == 200
+        record = client.get("/sessions/s-1/trajectory", headers=trainer).json()
+        served = StepTrajectory.from_dict({k: v for k, v in record.items() if k != "_kind"})
     writer.close()
     finished = store.get("s-1").finished
     assert finished is not None and policy.closed == ["s-1"]
