@@ -32,8 +32,10 @@ from types import TracebackType
 from typing import Any
 
 from agent_gym.checks import check_int
-from agent_gym.segments import split_segments, trajectory_segments
-from agent_gym.types import METRIC_KEYS, EpisodeStatus, StepTrajectory, Trajectory
+from agent_gym.integrations.contract import RewardAssignment
+from agent_gym.integrations.slime_samples import SLIME_STATUS, slime_fields
+from agent_gym.segments import split_segments
+from agent_gym.types import METRIC_KEYS, StepTrajectory, Trajectory
 
 __all__ = [
     "SLIME_STATUS",
@@ -50,17 +52,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _KIND_KEY = "_kind"
-
-SLIME_STATUS: dict[str, str] = {
-    EpisodeStatus.ENV_DONE.value: "completed",
-    EpisodeStatus.MAX_STEPS.value: "completed",
-    EpisodeStatus.TRUNCATION.value: "truncated",
-    EpisodeStatus.PROMPT_TRUNCATION.value: "truncated",
-    EpisodeStatus.TIMEOUT.value: "aborted",
-    EpisodeStatus.ENV_ERROR.value: "aborted",
-    EpisodeStatus.POLICY_ERROR.value: "aborted",
-}
-"""Episode status -> slime ``Sample.Status`` value (``completed``/``truncated``/``aborted``)."""
 
 
 # --------------------------------------------------------------------------- records
@@ -416,35 +407,46 @@ segment's position); every other field goes to ``metadata`` under its own name."
 
 
 def to_slime_samples(
-    trajectories: Iterable[Trajectory], *, include_empty: bool = False
+    trajectories: Iterable[Trajectory],
+    *,
+    include_empty: bool = False,
+    reward_assignment: RewardAssignment | str = RewardAssignment.EPISODE,
+    pad_token_id: int | None = None,
 ) -> list[dict[str, Any]]:
-    """Turn trajectories into slime/vime ``Sample``-style dicts, one per segment.
+    """Turn trajectories into slime/vime ``Sample``-style dicts, one per trainable segment.
 
-    Each sample is one record of :func:`~agent_gym.segments.split_segments`. It has
-    ``tokens`` (prompt + response ids), ``response_length``, ``loss_mask`` (one
-    entry per response token: 1 on sampled ids), ``rollout_log_probs`` (aligned
-    with ``loss_mask``, 0 on masked positions), ``reward`` (the episode's reward),
-    ``status`` (slime's ``completed`` / ``truncated`` / ``aborted``, see
-    :data:`SLIME_STATUS`), ``rollout_id`` (shared by the segments of one episode),
-    ``group_index`` / ``index``, ``label`` (the task's ``ground_truth``) and
-    ``metadata``: the agent_gym status (``episode_status``), the segment's position
-    (``segment_index``, ``num_segments``, ``first_step``, ``last_step``),
-    ``task_id``, ``token_weight_versions`` (the weight version of each response id, -1
-    on environment ids), the segment's lineage (``role``, ``parent_segment``,
-    ``spawn_step``, ``role_reward``, ``agent_index``; a segment with a role has its own ``group_index``
-    per task and role) and every other field of the record in its JSON form under its
-    own name (``idx``, ``group_id``, ``env_id``, ``retokenized``, ``sampling``
-    with the logprobs mode, ``metrics``, ``task``, ``chat_completions``, and the
-    ``steps`` the segment covers, ``weight_version_start`` / ``weight_version_end``).
-    ``weight_versions`` is slime's own field: the version of each run of ids sampled
-    under one version, in order, as strings (one entry per turn unless a weight update
-    split the turn; empty when no version is known).
+    The samples follow the training contract and are built by the same code as the live
+    adapter's (:func:`~agent_gym.integrations.slime_samples.slime_fields`): ``tokens`` (prompt +
+    response ids), ``response_length``, ``loss_mask`` (one entry per response id: 1 on sampled
+    ids), ``rollout_log_probs`` (0 where masked), ``reward`` (under ``reward_assignment``),
+    ``status`` (slime's ``completed`` / ``truncated`` / ``aborted`` / ``failed``, see
+    :data:`SLIME_STATUS`), ``remove_sample``, ``weight_versions`` (slime's own field: the
+    version of each run of ids sampled under one version, as strings), ``label`` (the task's
+    ``ground_truth``), ``rollout_id`` (the episode's id, shared by its segments),
+    ``group_index`` (one per advantage group: the task, and the role of a segment that has one,
+    in order of appearance), ``index`` and ``metadata``: the keys of
+    :data:`~agent_gym.integrations.slime_samples.SAMPLE_METADATA_KEYS` and every other field of
+    the segment's record (:func:`~agent_gym.segments.split_segments`) in its JSON form under its
+    own name (``idx``, ``group_id``, ``env_id``, ``retokenized``, ``sampling``, ``metrics``,
+    ``task``, ``chat_completions``, the ``steps`` the segment covers, ``weight_version_start`` /
+    ``weight_version_end``).
+
+    An episode that failed for infrastructure reasons (``ENV_ERROR``, ``POLICY_ERROR``,
+    ``TIMEOUT``) gives samples with an all-zero ``loss_mask``, reward 0.0, ``remove_sample`` True
+    and status ``failed`` (``aborted`` for a request the server aborted): slime drops them from
+    the loss, and a GRPO post-process that reads ``remove_sample`` (as
+    :func:`~agent_gym.integrations.slime.reward_post_process` does) leaves them out of their
+    group's baseline. The episode's own total stays in ``metadata["episode_reward"]``.
 
     Args:
         trajectories: Records from ``collect`` or a file.
-        include_empty: Keep segments with no response tokens (e.g. an episode
-            whose policy failed on its first turn); they are dropped by default
-            because they carry nothing to train on.
+        include_empty: Keep segments with no response ids (an episode whose policy failed on its
+            first turn) as rows with ``response_length`` 0; without it (and without
+            ``pad_token_id``) they are dropped, as they carry nothing to train on.
+        reward_assignment: ``"episode"`` (the full reward on every segment), ``"split"`` or ``"role"``
+            (see :class:`~agent_gym.integrations.contract.RewardAssignment`).
+        pad_token_id: When given, a segment without response ids (or prompt ids) gets this one id
+            in their place, masked: a well-formed row instead of a dropped or empty one.
 
     Returns:
         The samples, in trajectory then segment order.
@@ -452,48 +454,20 @@ def to_slime_samples(
     samples: list[dict[str, Any]] = []
     group_index: dict[str, int] = {}
     for trajectory in trajectories:
+        fields = slime_fields(trajectory, reward_assignment=reward_assignment, pad_token_id=pad_token_id,
+                              include_empty=include_empty)
+        if not fields:
+            continue
         records = split_segments([trajectory])  # type: ignore[list-item]
-        status = trajectory.status or ""
-        for position, record in enumerate(records):
-            segment = trajectory_segments(record)[0]
-            response_length = len(segment.response_tokens)
-            if response_length == 0 and not include_empty:
-                continue
-            data = record.to_dict()
-            task = data.get("task")
-            metadata = {name: value for name, value in data.items() if name not in _SLIME_NATIVE}
-            metadata.update(
-                episode_status=status,
-                segment_index=position,
-                num_segments=len(records),
-                first_step=segment.first_step,
-                last_step=segment.last_step,
-                task_id=task.get("id") if isinstance(task, dict) else None,
-                token_weight_versions=segment.weight_versions.tolist(),
-                role=segment.role,
-                parent_segment=segment.parent_segment,
-                spawn_step=segment.spawn_step,
-                role_reward=segment.role_reward,
-                agent_index=segment.agent_index,
-            )
-            group = trajectory.group_id or trajectory.rollout_id
-            if segment.role:  # advantage groups are keyed by (task, role)
-                group = f"{group}/{segment.role}"
-            samples.append(
-                {
-                    "tokens": segment.prompt_tokens.tolist() + segment.response_tokens.tolist(),
-                    "response_length": response_length,
-                    "loss_mask": segment.response_masks.tolist(),
-                    "rollout_log_probs": segment.response_logprobs.tolist(),
-                    "reward": float(trajectory.trajectory_reward),
-                    "status": SLIME_STATUS.get(status, "completed" if not status else "aborted"),
-                    "rollout_id": trajectory.rollout_id,
-                    "group_index": group_index.setdefault(group, len(group_index)),
-                    "index": len(samples),
-                    "label": task.get("ground_truth") if isinstance(task, dict) else None,
-                    "weight_versions": [str(v) for v in segment.version_runs()],
-                    "metadata": metadata,
-                }
-            )
+        for sample in fields:
+            metadata = sample["metadata"]
+            record = records[metadata["segment_index"]].to_dict()
+            carried = {name: value for name, value in record.items() if name not in _SLIME_NATIVE}
+            samples.append({
+                **sample,
+                "rollout_id": trajectory.rollout_id,
+                "group_index": group_index.setdefault(metadata["group_key"], len(group_index)),
+                "index": len(samples),
+                "metadata": {**carried, **metadata},
+            })
     return samples
-

@@ -134,10 +134,17 @@ def test_slime_samples_one_per_segment_with_shared_rollout_id():
     assert first["tokens"] == [1, 2, 3, 4, 5, 6, 7]
     assert first["response_length"] == len(first["loss_mask"]) == len(first["rollout_log_probs"]) == 4
     assert first["loss_mask"] == [1, 1, 0, 1]
-    assert first["status"] == "completed" and samples[2]["status"] == "aborted"
+    assert first["status"] == "completed" and not first["remove_sample"] and first["reward"] == 0.3
+    # r1 ended POLICY_ERROR (an infrastructure failure): masked and removed, no reward, its own kept for logging
+    failed = samples[2]
+    assert failed["status"] == "failed" and failed["remove_sample"] and set(failed["loss_mask"]) == {0}
+    assert failed["reward"] == 0.0 and set(failed["rollout_log_probs"]) == {0.0}
+    assert failed["metadata"]["masked"] and failed["metadata"]["episode_reward"] == 1
     assert first["metadata"]["segment_index"] == 0 and second["metadata"]["segment_index"] == 1
     assert first["metadata"]["num_segments"] == 2
-    assert first["group_index"] == second["group_index"] == samples[2]["group_index"]  # r0, r1 share g0
+    # advantage groups are the task (r0 and r1 share group_id g0 but not their task)
+    assert first["group_index"] == second["group_index"] != samples[2]["group_index"]
+    assert first["metadata"]["group_key"] == "0" and samples[2]["metadata"]["group_key"] == "1"
     assert first["label"] == ["a", 1]
     assert [s["index"] for s in samples] == [0, 1, 2]
 

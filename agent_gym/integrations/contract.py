@@ -34,6 +34,7 @@ __all__ = [
     "TrainingSegment",
     "advantage_group_key",
     "failure_reason",
+    "filler_token_id",
     "group_advantages",
     "is_infra_failure",
     "own_segments",
@@ -159,6 +160,22 @@ def failure_reason(trajectory: Trajectory) -> str | None:
     steps = getattr(trajectory, "steps", None) or []
     error = steps[-1].info.get("error") if steps else None
     return str(error) if error else None
+
+
+def filler_token_id(tokenizer: Any) -> int:
+    """The id that stands in, masked, for the empty prompt or response of an episode that failed before sampling.
+
+    Trainers need at least one id on each side of a row; adapters give such an episode one
+    masked id instead of an empty list: the tokenizer's pad id, else its eos id, else 0.
+
+    Args:
+        tokenizer: A Hugging Face tokenizer, or None.
+    """
+    for name in ("pad_token_id", "eos_token_id"):
+        value = getattr(tokenizer, name, None)
+        if isinstance(value, int):
+            return value
+    return 0
 
 
 def advantage_group_key(trajectory: Trajectory, role: str | None = None) -> str:

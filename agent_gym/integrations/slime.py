@@ -23,20 +23,24 @@ rollout router named in ``args`` and fills the sample the way their trainers rea
   ``spaces_between_special_tokens`` need no translation (the ids are recorded as sampled and
   decoded locally), and are recorded in ``metadata["sampling"]`` with the rest.
 
-Each trainable segment of the episode becomes one sample: ``tokens`` (prompt + response ids),
-``response_length``, ``loss_mask`` (1 on sampled ids, 0 on tool and user ids),
-``rollout_log_probs`` (the server's, 0 where masked), ``status``, ``reward``, ``session_id``,
-``rollout_id`` and ``metadata`` (``env_id``, ``task_id``, ``agent_gym_status``,
-``reward_parts``, ``sampling``, segment position, ``group_key``, ``masked``, ``error``).
-An episode of one segment fills and returns the given sample; a summarized episode returns a
-``list`` of copies sharing one ``rollout_id`` (the sample's, else its ``index``).
+Each trainable segment of the episode becomes one sample, built by
+:func:`~agent_gym.integrations.slime_samples.slime_fields` exactly as :func:`agent_gym.export.to_slime_samples`
+builds its dicts: ``tokens`` (prompt + response ids), ``response_length``, ``loss_mask`` (1 on sampled
+ids, 0 on tool and user ids), ``rollout_log_probs`` (the server's, 0 where masked), ``status``,
+``reward``, ``remove_sample``, ``session_id``, ``rollout_id`` and ``metadata`` (the keys of
+:data:`~agent_gym.integrations.slime_samples.SAMPLE_METADATA_KEYS`, ``env_id``, ``sampling``: the
+episode's recorded sampling, ``slime_sampling_params``: the dict slime sent). An episode of one
+segment fills and returns the given sample; a summarized episode returns a ``list`` of copies sharing
+one ``rollout_id`` (the sample's, else its ``index``).
 
 Statuses (slime's ``Sample.Status``): ``ENV_DONE``/``MAX_STEPS`` -> COMPLETED,
-``TRUNCATION``/``PROMPT_TRUNCATION`` -> TRUNCATED, a request the server aborted -> ABORTED,
-other infrastructure failures (server down, env error, timeout) -> FAILED with
-``remove_sample=True`` (slime zeroes the loss of such a sample; FAILED alone is not masked),
-an all-zero ``loss_mask``, a reward of 0.0 and ``metadata["masked"]``. Bad configuration (an
-unknown env id, a missing ``args`` field) raises :class:`~agent_gym.errors.ConfigError`.
+``TRUNCATION``/``PROMPT_TRUNCATION`` -> TRUNCATED, a request the server aborted -> ABORTED, other
+infrastructure failures (server down, env error, timeout) -> FAILED. ABORTED and FAILED samples
+have ``remove_sample=True`` (slime zeroes the loss of such a sample; the status alone is not
+masked), an all-zero ``loss_mask``, a reward of 0.0 and ``metadata["masked"]``; an episode that
+failed before sampling anything is one masked pad id after its prompt (never an empty response).
+Bad configuration (an unknown env id, a missing ``args`` field) raises
+:class:`~agent_gym.errors.ConfigError`.
 
 Rewards per segment follow ``args.agent_gym_reward_assignment`` (``"episode"``, slime's
 full reward on each segment, or ``"split"``, ``reward / K``; see
@@ -62,17 +66,10 @@ import gymnasium as gym
 
 from agent_gym.envs import register_envs
 from agent_gym.errors import ConfigError
-from agent_gym.export import SLIME_STATUS
-from agent_gym.integrations.contract import (
-    RewardAssignment,
-    TrainingSegment,
-    failure_reason,
-    group_advantages,
-    training_segments,
-)
+from agent_gym.integrations.contract import RewardAssignment, filler_token_id, group_advantages
+from agent_gym.integrations.slime_samples import slime_fields
 from agent_gym.policy import SamplingParams, VLLMPolicy
 from agent_gym.rollout import collect_async
-from agent_gym.types import EpisodeStatus
 
 __all__ = [
     "SLIME_SAMPLING_NAMES",
@@ -104,7 +101,6 @@ SLIME_SAMPLING_NAMES: dict[str, str] = {
 # Names slime sends that need no translation: ids are recorded as sampled and decoded locally.
 _RECORDED_ONLY = frozenset({"skip_special_tokens", "no_stop_trim", "spaces_between_special_tokens", "custom_params",
                             "return_logprob", "n"})
-_ABORT_TEXT = "finish_reason='abort'"
 _POLICIES: dict[str, VLLMPolicy] = {}
 
 
@@ -235,15 +231,6 @@ def _status(sample: Any, name: str) -> Any:
     return status_type[name.upper()] if status_type is not None else name
 
 
-def _slime_status(segment: TrainingSegment) -> str:
-    if segment.status == EpisodeStatus.POLICY_ERROR.value and _ABORT_TEXT in (failure_reason(segment.trajectory)
-                                                                             or ""):
-        return "aborted"
-    if segment.masked:
-        return "failed"
-    return SLIME_STATUS.get(segment.status, "completed")
-
-
 def _rollout_int(sample: Any, rollout_id: str) -> int:
     for value in (getattr(sample, "rollout_id", None), getattr(sample, "index", None)):
         if value is not None:
@@ -252,62 +239,54 @@ def _rollout_int(sample: Any, rollout_id: str) -> int:
 
 
 def episode_samples(sample: Any, trajectory: Any, *, env_id: str, sampling: Mapping[str, Any] | None = None,
-                    reward_assignment: RewardAssignment | str = RewardAssignment.EPISODE) -> Any:
+                    reward_assignment: RewardAssignment | str = RewardAssignment.EPISODE,
+                    pad_token_id: int = 0) -> Any:
     """Fill ``sample`` (one segment) or copies of it (several) from one episode.
+
+    The fields come from :func:`~agent_gym.integrations.slime_samples.slime_fields`, as those of
+    :func:`agent_gym.export.to_slime_samples`: ``tokens``, ``response_length``, ``loss_mask``,
+    ``rollout_log_probs``, ``status``, ``reward``, ``remove_sample``, ``weight_versions`` (when the
+    sample has the field), ``rollout_id`` (the sample's, else its ``index``) and ``metadata``: the
+    sample's own, the keys of :data:`~agent_gym.integrations.slime_samples.SAMPLE_METADATA_KEYS`,
+    ``env_id``, ``sampling`` (the episode's recorded sampling) and ``slime_sampling_params`` (the
+    dict slime sent). An episode that failed before sampling gets one masked ``pad_token_id``.
 
     Args:
         sample: A slime ``Sample`` (or any object with its attributes).
         trajectory: The episode (from ``collect``).
-        env_id: The env id recorded in ``metadata``.
-        sampling: The sampling dict the episode ran with (recorded in ``metadata``).
+        env_id: The env id recorded in ``metadata`` (when the episode records none).
+        sampling: The sampling dict slime sent (recorded in ``metadata["slime_sampling_params"]``).
         reward_assignment: ``"episode"`` or ``"split"``.
+        pad_token_id: Stand-in id of an empty prompt or response (masked).
 
     Returns:
         ``sample`` itself for a one-segment episode, else a list of copies sharing ``rollout_id``.
     """
-    segments = training_segments(trajectory, reward_assignment=reward_assignment)
+    fields = slime_fields(trajectory, reward_assignment=reward_assignment, pad_token_id=pad_token_id)
     rollout_id = _rollout_int(sample, trajectory.rollout_id)
-    task = getattr(trajectory, "task", None)
-    error = failure_reason(trajectory) if segments[0].masked or segments[0].status == "POLICY_ERROR" else None
-    parts = {k: v for k, v in (getattr(trajectory, "metrics", None) or {}).items() if k.endswith("reward")}
+    incoming = dict(getattr(sample, "metadata", None) or {})
+    previously_masked = bool(incoming.get("masked"))  # a sample slime hands back after an abort: ours to reset
     out = []
-    for segment in segments:
-        target = sample if len(segments) == 1 else copy.copy(sample)
-        status = _slime_status(segment)
-        failed = status == "failed"
-        target.tokens = segment.prompt_ids + segment.response_ids
-        target.response_length = len(segment.response_ids)
-        target.loss_mask = [0] * len(segment.response_mask) if failed else list(segment.response_mask)
-        target.rollout_log_probs = list(segment.response_logprobs)
+    for row in fields:
+        target = sample if len(fields) == 1 else copy.copy(sample)
+        target.tokens = row["tokens"]
+        target.response_length = row["response_length"]
+        target.loss_mask = row["loss_mask"]
+        target.rollout_log_probs = row["rollout_log_probs"]
         target.response = ""
-        target.status = _status(sample, status)
-        target.reward = 0.0 if failed else segment.reward
+        target.status = _status(sample, row["status"])
+        target.reward = row["reward"]
         target.rollout_id = rollout_id
-        if failed:
-            target.remove_sample = True
+        if row["remove_sample"] or previously_masked:
+            target.remove_sample = row["remove_sample"]
         if hasattr(target, "weight_versions"):
-            target.weight_versions = [str(v) for v in segment.version_runs]
+            target.weight_versions = row["weight_versions"]
         target.metadata = {
-            **(getattr(sample, "metadata", None) or {}),
-            "env_id": env_id,
-            "task_id": task.get("id") if isinstance(task, dict) else None,
-            "agent_gym_rollout_id": trajectory.rollout_id,
-            "agent_gym_status": segment.status,
-            "reward": target.reward,
-            "episode_reward": segment.episode_reward,
-            "reward_parts": parts,
-            "reward_assignment": str(RewardAssignment(reward_assignment)),
-            "group_key": segment.group_key,
-            "segment_index": segment.index,
-            "num_segments": segment.count,
-            "role": segment.role,
-            "parent_segment": segment.parent_segment,
-            "spawn_step": segment.spawn_step,
-            "agent_index": segment.agent_index,
-            "loss_weight": segment.loss_weight,
-            "masked": segment.masked,
-            "error": error,
-            "sampling": dict(sampling or {}),
+            **incoming,
+            **row["metadata"],
+            "env_id": getattr(trajectory, "env_id", "") or env_id,
+            "sampling": dict(getattr(trajectory, "sampling", None) or {}),
+            "slime_sampling_params": dict(sampling or {}),
         }
         out.append(target)
     return out[0] if len(out) == 1 else out
@@ -359,7 +338,8 @@ async def generate(args: Any, sample: Any, sampling_params: Mapping[str, Any], e
                                         tasks=[task] if task is not None else None,
                                         num_episodes=None if task is not None else 1, seed=int(seed), **options)
     recorded = {**dict(sampling_params or {}), "evaluation": bool(evaluation)}
-    return episode_samples(sample, trajectory, env_id=env_id, sampling=recorded, reward_assignment=assignment)
+    return episode_samples(sample, trajectory, env_id=env_id, sampling=recorded, reward_assignment=assignment,
+                           pad_token_id=filler_token_id(policy.tokenizer))
 
 
 def _recorded_reward(sample: Any) -> float:

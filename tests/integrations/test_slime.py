@@ -1,22 +1,20 @@
 """slime/vime adapter end to end against the reference server speaking SGLang's /generate and vLLM's
 /inference/v1/generate.
 
-slime is not on PyPI: :class:`Sample` below restates the fields of ``slime/utils/types.py`` (THUDM/slime @
-624b824a898ab0ec1fcb4d373004c7f3852bf515), with its nested ``Status`` enum; the adapter takes any object
-with those attributes.
+slime is not on PyPI: :class:`slime_types.Sample` restates the fields of ``slime/utils/types.py``; the adapter
+takes any object with those attributes.
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
-from enum import Enum
 from types import SimpleNamespace
 from typing import Any
 
 import gymnasium as gym
 import httpx
 import pytest
+from slime_types import Sample
 
 import agent_gym  # noqa: F401 - registers the env ids
 from agent_gym.errors import ConfigError
@@ -29,50 +27,6 @@ ENV_ID = "agent_gym/ToolUse-v0"
 SAMPLING = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "max_new_tokens": 64, "stop": None,
             "stop_token_ids": list(range(0, 151643, 3)), "skip_special_tokens": False, "no_stop_trim": True,
             "spaces_between_special_tokens": False, "sampling_seed": 7}
-
-
-@dataclass
-class Sample:
-    """The fields of slime's ``Sample`` (slime/utils/types.py @ 624b824a), in declaration order."""
-
-    class Status(Enum):
-        PENDING = "pending"
-        COMPLETED = "completed"
-        TRUNCATED = "truncated"
-        ABORTED = "aborted"
-        FAILED = "failed"
-
-    group_index: int | None = None
-    index: int | None = None
-    rollout_id: int | None = None
-    prompt: Any = ""
-    tokens: list[int] = field(default_factory=list)
-    multimodal_inputs: dict | None = None
-    multimodal_train_inputs: dict | None = None
-    multimodal_train_input_id: str | None = None
-    apply_chat_template_kwargs: dict = field(default_factory=dict)
-    response: str = ""
-    response_length: int = 0
-    label: str | None = None
-    reward: Any = None
-    loss_mask: list[int] | None = None
-    weight_versions: list[str] = field(default_factory=list)
-    rollout_log_probs: list[float] | None = None
-    rollout_top_p_token_ids: Any = None
-    rollout_top_p_token_offsets: Any = None
-    rollout_routed_experts: Any = None
-    remove_sample: bool = False
-    teacher_log_probs: list[float] | None = None
-    status: Status = Status.PENDING
-    metadata: dict = field(default_factory=dict)
-    generate_function_path: str | None = None
-    custom_rm_path: str | None = None
-    train_metadata: dict | None = None
-    session_id: str | None = None
-    non_generation_time: float = 0.0
-
-    def get_reward_value(self, args):
-        return self.reward if not getattr(args, "reward_key", None) else self.reward[args.reward_key]
 
 
 def summary_memory() -> MemorySummary:
@@ -134,7 +88,9 @@ def test_samples_are_token_exact_against_the_server(reference_server, tiny_model
     md = sample.metadata
     assert md["env_id"] == ENV_ID and md["task_id"] == tasks[0]["id"] and md["task"] == tasks[0]
     assert md["reward"] == sample.reward and not md["masked"] and md["error"] is None
-    assert isinstance(md["reward_parts"], dict) and md["sampling"]["max_new_tokens"] == 64
+    assert isinstance(md["reward_parts"], dict) and md["slime_sampling_params"]["max_new_tokens"] == 64
+    assert "logprobs_mode" in md["sampling"]  # the episode's recorded sampling, as in the export's metadata
+    assert md["episode_status"] in ("ENV_DONE", "MAX_STEPS", "TRUNCATION", "PROMPT_TRUNCATION")
     # the reward function returns the recorded reward for a sample, a list and an empty list
     assert asyncio.run(reward_func(args, sample)) == sample.reward
     assert asyncio.run(reward_func(args, [sample, sample])) == [sample.reward] * 2
@@ -204,7 +160,7 @@ def test_server_down_and_rejected_task_are_failed_samples_with_the_reason(tiny_m
         assert sample.status == Sample.Status.FAILED and sample.remove_sample is True
         assert sample.reward == 0.0 and set(sample.loss_mask or [0]) == {0}
         assert len(sample.loss_mask) == sample.response_length
-        assert sample.metadata["masked"] is True and sample.metadata["agent_gym_status"] == status
+        assert sample.metadata["masked"] is True and sample.metadata["episode_status"] == status
         assert words in sample.metadata["error"]
 
 
