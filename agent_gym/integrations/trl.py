@@ -8,7 +8,8 @@ prompts and the trainer. It runs one agent_gym episode per prompt entry with
 * ``completion_ids``: the sampled ids and the environment's ids between turns (tool results,
   user nudges, chat-template glue), exactly as the model read them;
 * ``logprobs``: the policy's logprob of each sampled id (0 on environment ids);
-* ``env_mask``: 1 on sampled ids, 0 on environment ids (TRL multiplies its loss mask by it);
+* ``env_mask``: 1 on sampled ids, 0 on environment ids (TRL multiplies its loss mask by it), 0
+  everywhere for an episode that failed for infrastructure reasons;
 * extra fields TRL hands to the reward functions: ``episode_reward`` (the reward under the
   chosen :class:`~agent_gym.integrations.contract.RewardAssignment`, None for an episode that
   failed for infrastructure reasons), ``episode_status``, ``episode_metrics``, ``episode_segments``,
@@ -20,7 +21,9 @@ Pass :func:`episode_reward` (or :func:`metric_reward`) as the reward function. A
 for infrastructure reasons (env error, policy error, timeout; see
 :func:`~agent_gym.integrations.contract.is_infra_failure`) gets reward None, which TRL treats as
 unscorable: it leaves the group baseline and its advantage is 0, so the trainer never learns from a
-fake zero.
+fake zero; its ``env_mask`` is all 0, so none of its ids enters TRL's loss, token count or KL term.
+An episode that failed before its first turn has no ids: its sample is one masked pad id of prompt
+and one of completion (:func:`episode_sample`), a row TRL accepts anywhere in a batch.
 
 **Which task a prompt runs.** TRL gives the rollout function the dataset's ``prompt`` values only.
 A prompt is a task: the task dict itself, its JSON (what :func:`task_dataset` writes), or the task's
@@ -72,9 +75,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from agent_gym.errors import ConfigError, MissingExtraError
-from agent_gym.integrations.contract import RewardAssignment, advantage_group_key, own_segments, training_segments
+from agent_gym.integrations.contract import (
+    RewardAssignment,
+    advantage_group_key,
+    filler_token_id,
+    own_segments,
+    training_segments,
+)
 from agent_gym.integrations.trl_data import episode_reward, metric_reward, task_dataset, task_prompt
-from agent_gym.integrations.trl_environment import environment_dataset, environment_factory
+from agent_gym.integrations.trl_environment import environment_dataset, environment_factory, masking_trainer
 from agent_gym.types import EpisodeStatus
 
 __all__ = [
@@ -82,6 +91,8 @@ __all__ = [
     "environment_dataset",
     "environment_factory",
     "episode_reward",
+    "episode_sample",
+    "masking_trainer",
     "metric_reward",
     "rollout_func",
     "task_dataset",
@@ -272,12 +283,12 @@ class RolloutFunction:
                                                 "episode_reward", "episode_status", "episode_metrics",
                                                 "episode_segments", "episode_failure", "rollout_id", "task_id",
                                                 "model_version")}
-        filler = _filler_id(tokenizer)
+        filler = filler_token_id(tokenizer)
         for (task, problem), trajectory in zip(resolved, trajectories, strict=True):
             if trajectory is None:
                 sample = _placeholder(task, problem, filler)
             else:
-                sample = _sample(trajectory, self.reward_assignment, filler)
+                sample = episode_sample(trajectory, reward_assignment=self.reward_assignment, pad_token_id=filler)
             for key, value in sample.items():
                 out[key].append(value)
         return out
@@ -497,30 +508,45 @@ def _completion_budget(trainer: Any) -> int | None:
     return int(value) if value else None
 
 
-def _filler_id(tokenizer: Any) -> int:
-    """The id a sample without completion ids gets (masked): TRL needs at least one."""
-    for name in ("pad_token_id", "eos_token_id"):
-        value = getattr(tokenizer, name, None)
-        if isinstance(value, int):
-            return value
-    return 0
+def episode_sample(
+    trajectory: Any,
+    *,
+    reward_assignment: RewardAssignment | str = RewardAssignment.EPISODE,
+    pad_token_id: int = 0,
+) -> dict[str, Any]:
+    """The TRL rollout fields of one episode: its own agent's last segment (see the module doc).
 
+    An episode that failed for infrastructure reasons has an all-zero ``env_mask`` (none of its ids
+    enters TRL's loss, its token count or its KL term), logprobs 0 and ``episode_reward`` None
+    (TRL leaves it out of its group's baseline, advantage 0). An empty prompt or completion (an
+    episode that failed before its first turn) is one masked ``pad_token_id``: TRL needs at least
+    one id on each side.
 
-def _sample(trajectory: Any, assignment: RewardAssignment, filler: int) -> dict[str, Any]:
-    """One TRL sample from an episode: its last segment (see the module doc)."""
-    segments = training_segments(trajectory, reward_assignment=assignment)
+    Args:
+        trajectory: The episode (from ``collect``).
+        reward_assignment: The reward the sample carries (``"episode"`` or ``"split"``).
+        pad_token_id: Stand-in id of an empty prompt or completion.
+
+    Returns:
+        ``prompt_ids``, ``completion_ids``, ``logprobs``, ``env_mask``, ``episode_reward``,
+        ``episode_status``, ``episode_metrics``, ``episode_segments``, ``episode_failure``,
+        ``rollout_id``, ``task_id`` and ``model_version``.
+    """
+    segments = training_segments(trajectory, reward_assignment=reward_assignment)
     segment = own_segments(segments)[-1]  # the episode's own agent's last segment (not a subagent's)
+    prompt = segment.prompt_ids or [pad_token_id]
     completion, mask, logprobs = segment.response_ids, segment.response_mask, segment.response_logprobs
     if not completion:
-        completion, mask, logprobs = [filler], [0], [0.0]
+        completion, mask, logprobs = [pad_token_id], [0], [0.0]
     failure = None
     if segment.masked:
+        mask, logprobs = [0] * len(completion), [0.0] * len(completion)
         steps = getattr(trajectory, "steps", None) or []
         info = steps[-1].info if steps else {}
         failure = str(info.get("error") or info.get("end_reason") or segment.status)
     task = getattr(trajectory, "task", None)
     return {
-        "prompt_ids": segment.prompt_ids,
+        "prompt_ids": prompt,
         "completion_ids": completion,
         "logprobs": logprobs,  # the contract's: 0 where the mask is 0
         "env_mask": mask,

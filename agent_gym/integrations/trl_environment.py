@@ -27,6 +27,13 @@ which end TRL's loop) nor envs whose tools change from episode to episode or dur
 call is one env step (TRL may put several calls in one message; the env would count them as one
 step), so ``max_steps`` bounds the calls.
 
+**Failures.** An env that raises (at ``reset`` for a reason other than a rejected task, or in a
+step: a tool runner, a server, the grader) or that ends the episode with an infrastructure status
+(``ENV_ERROR``, ``TIMEOUT``) ends the episode as masked (:attr:`AgentEnvironment.masked`):
+``get_reward()`` is None, so TRL leaves it out of its group's baseline with advantage 0. TRL itself
+cannot mask the row's ids; build the trainer with :func:`masking_trainer` (``masking_trainer(GRPOTrainer)``)
+so none of them reaches the loss.
+
 TRL parses the model's tool calls with the tokenizer's ``response_template``; for a tokenizer TRL
 does not recognise (agent_gym's embedded tiny agent among them) set it first, e.g.
 ``tokenizer.response_template = trl.chat_template_utils.qwen3_template`` for the Hermes
@@ -44,8 +51,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, Optional, Union
 
 from agent_gym.errors import ConfigError, MissingExtraError
+from agent_gym.integrations.contract import INFRA_FAILURE_STATUSES
+from agent_gym.types import EpisodeStatus
 
-__all__ = ["ANSWER_INSTRUCTION", "AgentEnvironment", "environment_dataset", "environment_factory"]
+__all__ = ["ANSWER_INSTRUCTION", "AgentEnvironment", "environment_dataset", "environment_factory", "masking_trainer"]
 
 ANSWER_INSTRUCTION = (
     "Give the final answer by calling the answer tool (its argument is the answer only) instead of writing "
@@ -180,6 +189,10 @@ class AgentEnvironment:
         reward: The episode's return so far.
         done: Whether the episode has ended.
         status: The episode's status once it ended ("" before).
+        masked: Whether the episode failed for infrastructure reasons (the env raised, or it ended
+            with a status of :data:`~agent_gym.integrations.contract.INFRA_FAILURE_STATUSES`):
+            ``get_reward`` is then None and :func:`masking_trainer` leaves its ids out of the loss.
+        failure: Why it failed, or None.
     """
 
     env_id: str = ""
@@ -194,6 +207,8 @@ class AgentEnvironment:
         self.reward = 0.0
         self.done = False
         self.status = ""
+        self.masked = False
+        self.failure: str | None = None
 
     def reset(self, **row: Any) -> str | None:
         """Start an episode on the row's task (``task``: dict or JSON, or ``task_id``).
@@ -204,26 +219,34 @@ class AgentEnvironment:
         Returns:
             None: the row's prompt already holds the question.
 
+        An env that cannot start for another reason (it raised something else) leaves the
+        episode over and masked: its tools answer with an error and ``get_reward`` is None.
+
         Raises:
             ConfigError: The row names no task, or the env rejects it.
         """
         task = self._task_of(row)
+        self.reward = 0.0
+        self.done = False
+        self.status = ""
+        self.masked = False
+        self.failure = None
         try:
             self.env.reset(options={"task": task})
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"row: {self.env_id} rejects the task {task.get('id', '?')!r}: {exc}") from None
-        self.reward = 0.0
-        self.done = False
-        self.status = ""
+        except Exception as exc:  # the env could not start (a sandbox, a server): not the model's doing
+            self._fail(f"env.reset raised {type(exc).__name__}: {exc}")
         return None
 
-    def get_reward(self) -> float:
+    def get_reward(self) -> float | None:
         """The episode's return so far: tool-call shaping plus the answer's score once given.
 
         Returns:
-            The sum of the env's step rewards since ``reset``.
+            The sum of the env's step rewards since ``reset``; None for an episode that failed for
+            infrastructure reasons, which TRL leaves out of its group's baseline (advantage 0).
         """
-        return float(self.reward)
+        return None if self.masked else float(self.reward)
 
     def answer(self, answer: str) -> str:
         """Give the final answer; this ends the episode.
@@ -261,15 +284,77 @@ class AgentEnvironment:
         if self.env.unwrapped.task is None:
             return "Error: no episode; reset() was not called."
         before = len(self.env.unwrapped.messages)
-        observation, reward, terminated, truncated, info = self.env.step(text)
+        try:
+            observation, reward, terminated, truncated, info = self.env.step(text)
+        except Exception as exc:  # a tool runner, a server or the grader failed: not the model's doing
+            self._fail(f"env.step raised {type(exc).__name__}: {exc}")
+            return "Error: the environment failed; the episode is over."
         self.reward += float(reward)
         added = [m["content"] for m in observation[before + 1:]]
         if terminated or truncated:
             self.done = True
             self.status = str(info.get("status", ""))
+            if self.status in INFRA_FAILURE_STATUSES:
+                self.masked = True
+                self.failure = str(info.get("error") or info.get("end_reason") or self.status)
             if truncated:
                 added.append(f"(The episode ended: {info.get('end_reason') or self.status}.)")
         return "\n".join(str(a) for a in added)
+
+    def _fail(self, reason: str) -> None:
+        """End the episode as an infrastructure failure (``ENV_ERROR``, masked)."""
+        self.done = True
+        self.status = EpisodeStatus.ENV_ERROR.value
+        self.masked = True
+        self.failure = reason
+
+
+def masking_trainer(trainer_class: type) -> type:
+    """A subclass of TRL's ``GRPOTrainer`` (or of a subclass of it) that leaves failed episodes out of the loss.
+
+    TRL's tool loop builds the token sequences of an ``environment_factory`` run itself and gives an
+    environment no way to mask its row: an episode whose env failed (:attr:`AgentEnvironment.masked`)
+    gets reward None from ``get_reward`` (out of the group's baseline, advantage 0), but its ids
+    would still count in TRL's loss normaliser and, with ``beta > 0``, in its KL term. The subclass
+    zeroes the loss mask of those rows after TRL scored the batch (and recounts the ids the loss
+    is normalised by), so none of their ids reaches the loss.
+
+    Args:
+        trainer_class: ``trl.GRPOTrainer`` or a subclass.
+
+    Returns:
+        ``Masking<name>``, a subclass to build instead of ``trainer_class``.
+
+    Example:
+        >>> from trl import GRPOTrainer  # doctest: +SKIP
+        >>> trainer = masking_trainer(GRPOTrainer)(model=..., environment_factory=environment_factory(env_id),
+        ...                                        ...)  # doctest: +SKIP
+    """
+    if not isinstance(trainer_class, type) or not hasattr(trainer_class, "_generate_and_score_completions"):
+        raise TypeError(f"trainer_class: expected trl.GRPOTrainer or a subclass, got {trainer_class!r}")
+
+    class Masking(trainer_class):
+        def _generate_and_score_completions(self, inputs: Any) -> Any:
+            output = super()._generate_and_score_completions(inputs)
+            environments = list(getattr(self, "environments", None) or [])
+            failed = [i for i, e in enumerate(environments) if getattr(e, "masked", False)]
+            if not failed:
+                return output
+            completion_mask = output["completion_mask"]
+            if len(environments) != completion_mask.shape[0]:
+                raise RuntimeError(f"masking_trainer: {len(environments)} environments for "
+                                   f"{completion_mask.shape[0]} rows; this TRL version scores batches differently")
+            key = "tool_mask" if output.get("tool_mask") is not None else "completion_mask"
+            mask = output[key].clone()
+            mask[failed] = 0
+            output[key] = mask
+            loss_mask = completion_mask * output["tool_mask"] if key == "tool_mask" else mask
+            output["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()
+            return output
+
+    Masking.__name__ = Masking.__qualname__ = f"Masking{trainer_class.__name__}"
+    Masking.__doc__ = f"{trainer_class.__name__} whose loss leaves out the rows of failed agent_gym episodes."
+    return Masking
 
 
 def _tool_method(name: str, function: Mapping[str, Any]) -> Callable[..., str]:

@@ -232,6 +232,83 @@ def test_environment_factory_runs_one_grpo_step(tmp_path):
     assert {e.env.unwrapped.task["id"] for e in trainer.environments} == {tasks[0]["id"]}
 
 
+def _recording(trainer_class):
+    """``trainer_class`` recording what it scored: its loss mask and advantages, per row."""
+    scored = {}
+
+    class Recording(trainer_class):
+        def _generate_and_score_completions(self, inputs):
+            output = super()._generate_and_score_completions(inputs)
+            mask = output["completion_mask"]
+            if output.get("tool_mask") is not None:
+                mask = mask * output["tool_mask"]
+            scored.update(loss_mask=mask.clone(), advantages=output["advantages"].clone(),
+                          completion_mask=output["completion_mask"].clone(),
+                          num_items_in_batch=float(output["num_items_in_batch"]))
+            return output
+
+    return Recording, scored
+
+
+def test_environment_factory_masks_episodes_whose_env_failed(tmp_path):
+    """An env that cannot start (its rows come first): reward None and, with masking_trainer, no id in the loss."""
+    from training_faults import ENV_ID as FAULTY
+    from trl import GRPOConfig, GRPOTrainer
+    from trl.chat_template_utils import qwen3_template
+
+    from agent_gym.integrations.trl import masking_trainer
+
+    model, tokenizer = _model_and_tokenizer()
+    tokenizer.response_template = qwen3_template
+    tasks = _tasks("lookup", 2)
+    args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=2,
+                      max_completion_length=64, max_steps=1, use_cpu=True, report_to="none", logging_steps=1,
+                      save_strategy="no", learning_rate=1e-4, bf16=False, seed=0, gradient_checkpointing=False,
+                      max_tool_calling_iterations=2, shuffle_dataset=False, beta=0.04)
+    environment = environment_factory(FAULTY, env_kwargs={"fault": "reset", "only": [tasks[0]["id"]]}, max_steps=4)
+    Trainer, scored = _recording(masking_trainer(GRPOTrainer))
+    trainer = Trainer(model=model, processing_class=tokenizer, args=args,
+                      train_dataset=environment_dataset(ENV, tasks), environment_factory=environment)
+    trainer.train()
+    logged = next(h for h in trainer.state.log_history if "loss" in h)
+    assert math.isfinite(logged["loss"])
+    masked = [e.masked for e in trainer.environments]
+    assert masked == [True, True, False, False]  # the first task's env could not start
+    assert all("SandboxError" in e.failure and e.get_reward() is None for e in trainer.environments[:2])
+    assert scored["completion_mask"][:2].sum() > 0  # the model wrote ids in those rows ...
+    assert scored["loss_mask"][:2].sum() == 0 and scored["advantages"][:2].abs().sum() == 0  # ... none trains
+    assert scored["loss_mask"][2:].sum() > 0 and scored["num_items_in_batch"] == float(scored["loss_mask"].sum())
+    with pytest.raises(TypeError, match="GRPOTrainer"):
+        masking_trainer(object)
+
+
+def test_a_batch_whose_first_rows_failed_before_their_first_turn_trains(tmp_path):
+    """The server is down for the first task: its rows are one masked id each, and GRPOTrainer steps."""
+    from training_faults import OracleServer, oracle_turns
+    from trl import GRPOConfig, GRPOTrainer
+
+    from agent_gym.integrations.verl import VerlServerPolicy
+
+    model, tokenizer = _model_and_tokenizer()
+    tasks = _tasks("lookup", 2)
+    server = OracleServer(tokenizer, oracle_turns(tasks), "down", only={tasks[0]["question"]})
+    policy = VerlServerPolicy(server, tokenizer, {"temperature": 1.0}, max_response_length=512, max_model_len=4096)
+    rollout = rollout_func(ENV, policy=policy, max_steps=4)
+    args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=2,
+                      max_completion_length=256, max_steps=1, use_cpu=True, report_to="none", logging_steps=1,
+                      save_strategy="no", learning_rate=1e-4, bf16=False, seed=0, gradient_checkpointing=False,
+                      shuffle_dataset=False, beta=0.04)
+    Trainer, scored = _recording(GRPOTrainer)
+    trainer = Trainer(model=model, processing_class=tokenizer, args=args, train_dataset=task_dataset(tasks),
+                      reward_funcs=episode_reward, rollout_func=rollout)
+    trainer.train()
+    assert [t.status for t in rollout.last_trajectories] == ["POLICY_ERROR"] * 2 + ["ENV_DONE"] * 2
+    assert math.isfinite(next(h for h in trainer.state.log_history if "loss" in h)["loss"])
+    assert scored["loss_mask"][:2].sum() == 0 and scored["advantages"][:2].abs().sum() == 0
+    assert scored["loss_mask"][2:].sum() > 0
+    policy.close()
+
+
 def test_environment_class_plays_a_task_with_its_tools():
     Environment = environment_factory(ENV)
     task = _tasks("lookup", 1)[0]
@@ -334,6 +411,7 @@ def test_a_server_that_is_down_gives_masked_samples_with_the_reason():
     assert out["episode_status"] == ["POLICY_ERROR"] * 2 and all(out["episode_failure"])
     assert out["model_version"] == [-1, -1]  # no sampled id: no version (TRL's per-sample model version)
     assert out["env_mask"] == [[0], [0]] or all(sum(m) == 0 for m in out["env_mask"])
+    assert all(len(p) >= 1 and len(c) >= 1 for p, c in zip(out["prompt_ids"], out["completion_ids"], strict=True))
     assert episode_reward(episode_reward=out["episode_reward"]) == [None, None]
     assert metric_reward("res_reward")(episode_metrics=out["episode_metrics"],
                                        episode_reward=out["episode_reward"]) == [None, None]
