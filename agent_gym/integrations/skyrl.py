@@ -46,6 +46,7 @@ from agent_gym.integrations.contract import (
     RewardAssignment,
     TrainingSegment,
     failure_reason,
+    filler_token_id,
     is_infra_failure,
     neutral_rewards,
     parse_task,
@@ -368,9 +369,7 @@ class AgentGymGenerator:
         self.collect_options = {"progress": False, **collect_options}
         self._next_seed = int(seed)
         if pad_token_id is None:
-            tokenizer = getattr(policy, "tokenizer", None)
-            pad_token_id = next((i for i in (getattr(tokenizer, "pad_token_id", None),
-                                             getattr(tokenizer, "eos_token_id", None)) if i is not None), 0)
+            pad_token_id = filler_token_id(getattr(policy, "tokenizer", None))
         self.pad_token_id = int(pad_token_id)
 
     # ------------------------------------------------------------------ planning
@@ -493,8 +492,8 @@ class AgentGymGenerator:
         response, mask, logprobs = segment.response_ids, segment.response_mask, segment.response_logprobs
         if not response:  # an episode that failed before sampling: one masked stand-in id
             response, mask, logprobs = [self.pad_token_id], [0], [0.0]
-        if segment.masked:
-            mask = [0] * len(response)
+        if segment.masked:  # no id of a failed episode enters the loss (logprobs 0 where masked, as everywhere)
+            mask, logprobs = [0] * len(response), [0.0] * len(response)
         last = segment.is_last
         reason = "abort" if segment.masked else (stop_reason(segment.status) if last else "stop")
         out["prompt_token_ids"].append(prompt)  # the segment's own lists (made for this call)

@@ -20,10 +20,12 @@ final answer; its earlier segments are not trained on (``extra_fields["agent_gym
 says how many there were). Its reward follows the chosen
 :class:`~agent_gym.integrations.contract.RewardAssignment` (``"split"`` gives it ``reward / K``);
 verl takes no per-sample loss weight. An episode that failed for infrastructure reasons (server
-error, env error, timeout) has an all-zero ``response_mask``, so it gives no gradient, and
-``extra_fields["agent_gym_masked"]`` set; verl's GRPO still counts its reward in the group's mean
-(an agent loop sees one row, not its group), so prefer the SkyRL generator or slime where such
-failures are frequent.
+error, env error, timeout) has an all-zero ``response_mask`` (it gives no gradient), reward 0.0
+and ``extra_fields["agent_gym_masked"]`` set. An agent loop sees one row, not its group, so it
+cannot keep that reward out of the group's baseline: verl's own ``grpo`` estimator averages it in;
+:func:`~agent_gym.integrations.verl_advantage.grpo_advantages` (registered by
+:func:`~agent_gym.integrations.verl_advantage.register_advantage_estimator` as ``agent_gym_grpo``)
+leaves every row with an all-zero mask out of its group.
 
 verl is imported only by ``AgentGymAgentLoop`` (``pip install 'agent-gym[verl]'``; verl 0.9.1
 pins ``transformers<5.11``).
@@ -47,22 +49,27 @@ from agent_gym.errors import ConfigError, MissingExtraError
 from agent_gym.integrations.contract import (
     RewardAssignment,
     failure_reason,
+    filler_token_id,
     own_segments,
     parse_task,
     training_segments,
 )
+from agent_gym.integrations.verl_advantage import ADVANTAGE_ESTIMATOR, grpo_advantages, register_advantage_estimator
 from agent_gym.memory import MemoryConfig
 from agent_gym.policy import ChatTokenBuilder, SamplingParams, TokenPolicyBase
 from agent_gym.rollout import RolloutOptions, collect_async
 from agent_gym.types import FinishReason, Message, PolicyOutput
 
 __all__ = [
+    "ADVANTAGE_ESTIMATOR",
     "AGENT_NAME",
     "AgentGymAgentLoop",  # noqa: F822 - built on first access by __getattr__ (verl imported then)
     "EpisodeSettings",
     "VerlServerPolicy",
     "agent_loop_fields",
     "finish_reason",
+    "grpo_advantages",
+    "register_advantage_estimator",
     "run_row",
     "shared_builder",
 ]
@@ -234,6 +241,8 @@ def agent_loop_fields(
     with ``response_mask`` 1 on sampled ids; both fit verl's padded lengths: a longer response is
     cut to its first ``response_length`` ids (as verl's own loops do), a longer prompt keeps its
     last ``prompt_length`` ids and the sample is masked (its ids are no longer what the model saw).
+    An episode that failed for infrastructure reasons is masked with ``reward_score`` 0.0 (its own
+    total stays in ``extra_fields["agent_gym_episode_reward"]``).
 
     Args:
         trajectory: The episode (from ``collect``).
@@ -264,7 +273,7 @@ def agent_loop_fields(
     if not response:
         response, mask, logprobs = [pad_token_id], [0], [0.0]
     if masked:
-        mask = [0] * len(response)
+        mask, logprobs = [0] * len(response), [0.0] * len(response)
     conversation = getattr(trajectory, "chat_completions", None) or []
     metrics = getattr(trajectory, "metrics", None) or {}
     extra = {
@@ -287,7 +296,7 @@ def agent_loop_fields(
             "response_ids": response,
             "response_mask": mask,
             "response_logprobs": logprobs if with_logprobs else None,
-            "reward_score": float(segment.reward),
+            "reward_score": 0.0 if segment.masked else float(segment.reward),
             "num_turns": sum(1 for m in conversation if m.get("role") != "system"),
             "extra_fields": extra,
         },
@@ -511,7 +520,7 @@ def _loop_class() -> type:
                 agent_gym.errors.ConfigError: Neither the loop nor the row names a registered env id.
                 ValueError: The row's task is not a dict or valid JSON.
             """
-            pad = next((i for i in (self.tokenizer.pad_token_id, self.tokenizer.eos_token_id) if i is not None), 0)
+            pad = filler_token_id(self.tokenizer)
             fields = await run_row(
                 self.settings,
                 self.policy(sampling_params),
@@ -525,6 +534,7 @@ def _loop_class() -> type:
 
     AgentGymAgentLoop.__module__ = __name__
     AgentGymAgentLoop.__qualname__ = "AgentGymAgentLoop"
+    register_advantage_estimator()
     return register(AGENT_NAME)(AgentGymAgentLoop)
 
 

@@ -211,6 +211,7 @@ def test_infrastructure_failures_are_masked_and_neutral_in_their_group(qwen_toke
     out = generator.to_output(episodes)
     check_generator_output(out, 4, step_wise=False)
     assert out["loss_masks"] == [[1, 0, 1], [1, 0, 1], [0, 0, 0], [0, 0, 0]]
+    assert out["rollout_logprobs"][2:] == [[0.0] * 3] * 2  # logprobs 0 where masked, as everywhere
     assert out["stop_reasons"] == ["stop", "stop", "abort", "abort"]
     assert out["rewards"] == [1.0, 0.0, 0.5, 0.0]  # c carries t's mean: a and b keep their baseline
     assert out["trajectory_ids"] == [TrajectoryKey("t", 0), TrajectoryKey("t", 1), TrajectoryKey("t", 2),

@@ -23,11 +23,13 @@ import torch
 import agent_gym  # noqa: F401 - registers the env ids
 from agent_gym.errors import ConfigError
 from agent_gym.integrations.verl import (
+    ADVANTAGE_ESTIMATOR,
     AGENT_NAME,
     EpisodeSettings,
     VerlServerPolicy,
     agent_loop_fields,
     finish_reason,
+    grpo_advantages,
     run_row,
 )
 from agent_gym.memory import MemoryConfig, MemorySummary
@@ -208,6 +210,49 @@ def test_loop_fields_fit_verls_lengths_and_mask_what_cannot_train():
     assert agent_loop_fields(ok, prompt_length=8, response_length=8)["output"]["num_turns"] == 1
 
 
+def test_a_failed_episode_carries_no_reward_and_no_logprobs():
+    failed = _trajectory("ENV_ERROR", [1, 2], [5, 6, 7], [1, 0, 1])
+    failed.trajectory_reward = 0.1  # shaping paid before the env failed: not an outcome
+    out = agent_loop_fields(failed, prompt_length=8, response_length=8)["output"]
+    assert out["reward_score"] == 0.0 and out["response_mask"] == [0, 0, 0] and out["response_logprobs"] == [0.0] * 3
+    assert out["extra_fields"]["agent_gym_episode_reward"] == 0.1
+
+
+def _verl_grpo(scores, mask, index, eps=1e-6):
+    """verl 0.9.1's compute_grpo_outcome_advantage (every row of a group in its statistics)."""
+    totals = scores.sum(-1)
+    out = torch.zeros_like(totals)
+    for key in set(index):
+        rows = [i for i, k in enumerate(index) if k == key]
+        values = totals[rows]
+        mean, std = (values.mean(), values.std()) if len(rows) > 1 else (torch.tensor(0.0), torch.tensor(1.0))
+        out[rows] = (values - mean) / (std + eps)
+    return out.unsqueeze(-1) * mask
+
+
+def test_the_advantage_estimator_leaves_masked_rows_out_of_their_group():
+    scores = torch.zeros(7, 3)
+    scores[:, -1] = torch.tensor([1.0, 0.0, 0.5, 0.0, 1.0, 3.0, 2.0])
+    mask = torch.ones(7, 3)
+    mask[2] = 0  # a masked row (reward 0.5) in group a
+    mask[4] = 0  # the only other row of group b
+    index = ["a", "a", "a", "b", "b", "c", "d"]
+    advantages, returns = grpo_advantages(scores, mask, index)
+    assert torch.equal(advantages, returns)
+    expected = _verl_grpo(scores[[0, 1]], mask[[0, 1]], ["a", "a"])  # group a without its masked row
+    assert torch.allclose(advantages[[0, 1]], expected)
+    assert advantages[2].abs().sum() == 0 and advantages[4].abs().sum() == 0
+    assert advantages[3].abs().sum() == 0  # alone among the rows that ran: nothing to compare with
+    # prompts sampled once keep verl's rule (no baseline); without masked rows it is verl's grpo
+    assert torch.allclose(advantages[5:], _verl_grpo(scores[5:], mask[5:], ["c", "d"]))
+    full = torch.ones(4, 3)
+    assert torch.allclose(grpo_advantages(scores[:4], full, index[:4])[0], _verl_grpo(scores[:4], full, index[:4]))
+    centred, _ = grpo_advantages(scores[[0, 1, 2]], mask[[0, 1, 2]], ["a"] * 3,
+                                 config={"norm_adv_by_std_in_grpo": False})
+    assert centred[:, -1].tolist() == [0.5, -0.5, 0.0]
+    assert ADVANTAGE_ESTIMATOR == "agent_gym_grpo"
+
+
 def test_rows_name_their_env_and_task_or_share_a_drawn_task(qwen_tokenizer, summarized):
     settings = EpisodeSettings.build(max_steps=2, reward_assignment="split")
 
@@ -332,6 +377,15 @@ def test_loop_registers_with_verls_decorator_and_returns_agent_loop_output(verl,
     no_logprobs = _run(verl, AGENT_NAME, FakeServerManager(VerlTokenOutput), qwen_tokenizer,
                        {**SAMPLING, "logprobs": False}, env_id=ENV_ID, index=0)
     assert no_logprobs.response_logprobs is None
+
+
+def test_the_advantage_estimator_registers_with_verl(verl):
+    from verl.trainer.ppo import core_algos
+
+    from agent_gym.integrations.verl import register_advantage_estimator
+
+    assert register_advantage_estimator() == register_advantage_estimator() == ADVANTAGE_ESTIMATOR
+    assert core_algos.get_adv_estimator_fn(ADVANTAGE_ESTIMATOR) is grpo_advantages
 
 
 def test_loops_from_the_agent_loop_config_yaml(verl, qwen_tokenizer):
