@@ -5,24 +5,29 @@ with a tokenizer, sampling parameters and limits, point it at inference servers
 (``server_addresses``), call ``initialize()`` once, then
 ``generate_agent_trajectories_async(tasks)`` for every batch of tasks
 ``[{"id", "question", "ground_truth"}]``. ``GymEngineWrapper`` implements it by
-running an agent_gym environment over the tasks with a ``VLLMPolicy``.
+running an agent_gym environment over the tasks with a ``VLLMPolicy``; its records
+follow the training contract (:func:`training_records`).
 """
 
 from __future__ import annotations
 
 import abc
 import asyncio
+import dataclasses
 import re
 from collections.abc import Sequence
 from typing import Any
 
+import torch
+
 from agent_gym.checks import check_float, check_gamma, check_int, check_timeout
 from agent_gym.errors import ConfigError
+from agent_gym.integrations.contract import filler_token_id, neutral_rewards, training_segments
 from agent_gym.policy.client_options import ClientOptions
 from agent_gym.policy.completions import CompletionsFn, ServerCompletions
 from agent_gym.policy.routing import normalize_address
 from agent_gym.policy.vllm_client import VLLMClient
-from agent_gym.segments import split_segments
+from agent_gym.segments import split_segments, trajectory_segments
 from agent_gym.types import Trajectory
 
 __all__ = [
@@ -34,6 +39,7 @@ __all__ = [
     "CompletionsFn",
     "GymEngineWrapper",
     "split_segments",
+    "training_records",
     "validate_server_address",
 ]
 
@@ -77,6 +83,57 @@ def validate_server_address(address: Any) -> str:
     if not sep or not host or not port.isdigit() or int(port) > 65535 or "@" in name or not base.endswith("://" + name):
         raise ConfigError(f"server address: expected 'IP:PORT' with a port in [0, 65535], got {address!r}")
     return name
+
+
+def training_records(episodes: Sequence[Trajectory], *, pad_token_id: int = 0) -> list[Trajectory]:
+    """The records an engine hands a trainer: one per trainable segment, under the training contract.
+
+    Each record is one segment of an episode (:func:`~agent_gym.segments.split_segments`; the
+    segments of an episode share ``rollout_id``). A record of an episode that failed for
+    infrastructure reasons (``ENV_ERROR``, ``POLICY_ERROR``, ``TIMEOUT``) has all-zero
+    ``response_masks`` and ``response_logprobs`` (its segment too), and as ``trajectory_reward``
+    the mean reward of the episodes of its task (the contract's advantage group) that did run
+    (:func:`~agent_gym.integrations.contract.neutral_rewards`; 0.0 when none did): a trainer that
+    averages a group's rewards into its baseline gets the same mean as without it, and the
+    record gives no gradient. Its ``status`` says why; its own rewards stay in ``metrics``. A
+    record without prompt or response ids (an episode that failed before sampling) gets one
+    masked ``pad_token_id`` in their place. The episodes given are not changed.
+
+    Args:
+        episodes: Episodes from ``collect``.
+        pad_token_id: Stand-in id of an empty prompt or response.
+
+    Returns:
+        The records, in episode then segment order.
+    """
+    per_episode = [training_segments(episode) for episode in episodes]
+    rewards = neutral_rewards((s.group_key, s.advantage_id, s.reward, s.masked) for segs in per_episode for s in segs)
+    out: list[Trajectory] = []
+    for episode, segments in zip(episodes, per_episode, strict=True):
+        records = split_segments([episode])  # type: ignore[list-item]
+        for record, contract in zip(records, segments, strict=True):
+            if not contract.masked and contract.prompt_ids and contract.response_ids:
+                out.append(record)
+                continue
+            segment = trajectory_segments(record)[0]
+            prompt = segment.prompt_tokens if contract.prompt_ids else torch.tensor([pad_token_id])
+            response, versions = segment.response_tokens, segment.weight_versions
+            if not contract.response_ids:
+                response, versions = torch.tensor([pad_token_id]), torch.tensor([-1])
+            mask = segment.response_masks if not contract.masked else torch.zeros_like(segment.response_masks)
+            logprobs = segment.response_logprobs if not contract.masked else torch.zeros_like(segment.response_logprobs)
+            if not contract.response_ids:
+                mask, logprobs = torch.zeros(1, dtype=mask.dtype), torch.zeros(1, dtype=logprobs.dtype)
+            changed = dataclasses.replace(segment, prompt_tokens=prompt, response_tokens=response,
+                                          response_masks=mask, response_logprobs=logprobs, weight_versions=versions)
+            fields: dict[str, Any] = {"prompt_tokens": prompt, "response_tokens": response, "response_masks": mask,
+                                      "response_logprobs": logprobs}
+            if hasattr(record, "segments"):
+                fields["segments"] = [changed]
+            if contract.masked:
+                fields["trajectory_reward"] = rewards[contract.advantage_id]
+            out.append(dataclasses.replace(record, **fields))
+    return out
 
 
 class BaseEngineWrapper(abc.ABC):
@@ -328,10 +385,11 @@ class GymEngineWrapper(BaseEngineWrapper):
             tasks: Dicts with ``id``, ``question`` and ``ground_truth``.
 
         Returns:
-            One ``StepTrajectory`` per trainable segment, in task order; the
-            segments of an episode share ``rollout_id``, the samples of a task
-            share ``group_id``. Every task comes back, failed episodes with their
-            status (POLICY_ERROR, TIMEOUT, ENV_ERROR).
+            One ``StepTrajectory`` per trainable segment, in task order
+            (:func:`training_records`); the segments of an episode share
+            ``rollout_id``, the samples of a task share ``group_id``. Every task
+            comes back, failed episodes with their status (POLICY_ERROR, TIMEOUT,
+            ENV_ERROR), masked and with a reward that leaves their task's mean as it is.
         """
         if not isinstance(tasks, list) or not all(isinstance(t, dict) for t in tasks):
             raise TypeError(f"tasks: expected list[dict], got {type(tasks).__name__}")
@@ -361,7 +419,7 @@ class GymEngineWrapper(BaseEngineWrapper):
             progress=False,
             seed=seed,
         )
-        return list(split_segments(episodes))
+        return training_records(episodes, pad_token_id=filler_token_id(self.tokenizer))
 
     def generate_agent_trajectories(self, tasks: list[dict[str, Any]]) -> list[Trajectory]:
         """Blocking version of :meth:`generate_agent_trajectories_async` (works inside a running loop too)."""

@@ -191,3 +191,27 @@ def test_split_segments_one_record_per_segment():
 def test_server_address_rejects(address):
     with pytest.raises(ConfigError, match="IP:PORT"):
         validate_server_address(address)
+
+
+def test_training_records_mask_failures_with_a_reward_neutral_in_their_task():
+    import dataclasses
+
+    from agent_gym.engine import training_records
+    from agent_gym.types import Step, StepTrajectory
+
+    solved = _two_segment_episode()
+    wrong = dataclasses.replace(solved, rollout_id="w", trajectory_reward=0.0)
+    lost = dataclasses.replace(solved, rollout_id="l", trajectory_reward=0.1, status="POLICY_ERROR")
+    down = StepTrajectory(prompt_tokens=[], response_tokens=[], response_masks=[], rollout_id="d", task={"id": "u"},
+                          status="POLICY_ERROR", steps=[Step(info={"error": "policy raised ServerError"})])
+    records = training_records([solved, wrong, lost, down], pad_token_id=7)
+    assert [r.rollout_id for r in records] == ["r", "r", "w", "w", "l", "l", "d"]
+    assert [r.response_masks.tolist() for r in records[:2]] == [[1, 0, 1], [1]]  # healthy records as they were
+    for record in records[4:6]:  # lost: every id masked, the task's mean reward over the episodes that ran
+        assert set(record.response_masks.tolist()) == {0} and set(record.response_logprobs.tolist()) == {0.0}
+        assert record.segments[0].response_masks.tolist() == record.response_masks.tolist()
+        assert record.trajectory_reward == 0.5 and record.status == "POLICY_ERROR"
+    assert lost.trajectory_reward == 0.1 and lost.segments[0].response_masks.tolist() == [1, 0, 1]  # not changed
+    [empty] = records[6:]  # down before its first turn: a well-formed masked record, no reward to compare with
+    assert empty.prompt_tokens.tolist() == [7] and empty.response_tokens.tolist() == [7]
+    assert empty.response_masks.tolist() == [0] and empty.trajectory_reward == 0.0
