@@ -157,3 +157,18 @@ def test_slime_samples_skip_empty_segments_unless_asked():
     assert to_slime_samples([empty]) == []
     [sample] = to_slime_samples([empty], include_empty=True)
     assert sample["response_length"] == 0 and sample["rollout_log_probs"] == []
+
+
+def test_slime_samples_give_an_empty_episode_one_masked_pad_id_and_follow_the_reward_assignment():
+    empty = _trajectory(5, segments=0, status="POLICY_ERROR")
+    empty.response_tokens = empty.response_tokens[:0]
+    empty.response_masks = empty.response_masks[:0]
+    empty.prompt_tokens = empty.prompt_tokens[:0]
+    empty.response_logprobs = None
+    [sample] = to_slime_samples([empty], pad_token_id=9)
+    assert sample["tokens"] == [9, 9] and sample["response_length"] == 1 and sample["loss_mask"] == [0]
+    assert sample["remove_sample"] and sample["status"] == "failed"
+    split = to_slime_samples([_trajectory(1, segments=2)], reward_assignment="split")
+    assert [s["reward"] for s in split] == [0.5, 0.5] and split[0]["metadata"]["reward_assignment"] == "split"
+    with pytest.raises(ValueError, match="reward_assignment"):
+        to_slime_samples([_trajectory(1)], reward_assignment="half")

@@ -191,3 +191,35 @@ def test_bad_configuration_is_a_clear_error(tiny_model_dir):
     assert to_sampling_params(SAMPLING).max_tokens == 64 and to_sampling_params(SAMPLING).seed == 7
     with pytest.raises(ValueError, match="reward"):
         asyncio.run(reward_func(args, Sample(index=5)))
+
+
+def _episode(status: str, error: str | None = None, reward: float = 0.1) -> Any:
+    import torch
+
+    from agent_gym.types import Segment, Step, StepTrajectory
+
+    segment = Segment(prompt_tokens=torch.tensor([1, 2]), response_tokens=torch.tensor([3, 4, 5]),
+                      response_masks=torch.tensor([1, 0, 1]), response_logprobs=torch.tensor([-0.5, 0.0, -0.25]))
+    return StepTrajectory(prompt_tokens=segment.prompt_tokens, response_tokens=segment.response_tokens,
+                          response_masks=segment.response_masks, trajectory_reward=reward, rollout_id="r",
+                          status=status, task={"id": "t", "question": "q", "ground_truth": "a"}, segments=[segment],
+                          steps=[Step(reward=reward, info={"error": error} if error else {})])
+
+
+def test_an_aborted_request_is_removed_and_a_regenerated_sample_is_not():
+    from agent_gym.integrations.slime import episode_samples
+
+    sample = Sample(index=4, metadata={"task": {"id": "t"}})
+    aborted = _episode("POLICY_ERROR", "policy raised: the server aborted the request (finish_reason='abort')")
+    episode_samples(sample, aborted, env_id=ENV_ID, pad_token_id=0)
+    assert sample.status == Sample.Status.ABORTED and sample.remove_sample  # slime trains ABORTED samples otherwise
+    assert sample.loss_mask == [0, 0, 0] and sample.rollout_log_probs == [0.0] * 3 and sample.reward == 0.0
+    assert sample.metadata["masked"] and "abort" in sample.metadata["error"] and sample.metadata["task"] == {"id": "t"}
+    # slime hands an aborted sample back for another try: a healthy episode is trained on again
+    episode_samples(sample, _episode("ENV_DONE", reward=1.0), env_id=ENV_ID, pad_token_id=0)
+    assert sample.status == Sample.Status.COMPLETED and not sample.remove_sample and sample.loss_mask == [1, 0, 1]
+    assert sample.reward == 1.0 and not sample.metadata["masked"] and sample.metadata["error"] is None
+    # a sample slime itself removed stays removed
+    other = Sample(index=5, remove_sample=True)
+    episode_samples(other, _episode("ENV_DONE", reward=1.0), env_id=ENV_ID, pad_token_id=0)
+    assert other.remove_sample
