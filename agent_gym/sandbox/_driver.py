@@ -10,7 +10,8 @@ Protocol (over the driver's stdin and stdout). A request is a 10-digit length, a
 ``marshal``-ed dict (the host is trusted) and ``size`` raw bytes. A reply is one JSON
 line (written by :func:`_json`; the host does not trust the sandbox) followed by ``size``
 raw bytes. Requests: ``run`` (a command in the persistent shell), ``exec`` (a command in
-a fresh process), ``write``, ``mkdir``, ``read``, ``stop_shell`` and ``close``. End of input means
+a fresh process; with ``channel``, its output through a pipe and a private channel on its
+fd 3), ``write``, ``mkdir``, ``read``, ``stop_shell`` and ``close``. End of input means
 the host is gone: the driver exits, and with it every process of the sandbox's PID namespace.
 
 When the driver starts as root (the host ran bubblewrap as root), it keeps only
@@ -340,6 +341,116 @@ def _exec(script, timeout, limit, env, cwd, root=False):
     return {"exit_code": code, "timed_out": timed_out, "truncated": truncated}, data
 
 
+class _Kept:
+    """Head and tail of a stream read in chunks, cut as ``_read_output`` cuts a file."""
+
+    def __init__(self, limit):
+        self.limit, self.size, self.head, self.tail = limit, 0, b"", b""
+
+    def add(self, chunk):
+        self.size += len(chunk)
+        if len(self.head) < self.limit:
+            self.head += chunk[: self.limit - len(self.head)]
+        self.tail = (self.tail + chunk)[-self.limit:]
+
+    def data(self):
+        if self.size <= self.limit:
+            return self.head, False
+        keep = self.limit - self.limit // 2
+        marker = f"\n[... output truncated: {self.size - self.limit} bytes cut ...]\n".encode()
+        return self.head[: self.limit // 2] + marker + self.tail[-keep:], True
+
+
+def _exec_channel(script, timeout, limit, env, cwd, send, cap):
+    """``_exec`` with the output read from a pipe and a private channel on the command's fd 3.
+
+    Nothing in the sandbox can open, block or replace the output (no file holds it). fd 3 is one
+    end of a socket pair (a socket cannot be opened again through ``/proc``): ``send`` is written
+    into it before the command starts, and up to ``cap`` bytes the command's processes write there
+    come back after the output. The command runs as the sandbox user; every process it left is
+    killed before the streams are read to their end.
+    """
+    import _socket
+
+    out_r, out_w = os.pipe()
+    mine, theirs = (s.detach() for s in _socket.socketpair())
+    view = memoryview(send)
+    while view:
+        view = view[os.write(mine, view):]
+    start_tick = _ticks_now()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setsid()
+            os.dup2(out_w, 1)
+            os.dup2(out_w, 2)
+            null = os.open("/dev/null", os.O_RDONLY)
+            os.dup2(null, 0)
+            os.dup2(theirs, 3)
+            os.set_inheritable(3, True)
+            os.closerange(4, 1 << 16)
+            _drop()
+            os.chdir(cwd)
+            os.execve("/bin/bash", ["bash", "--norc", "--noprofile", "-c", script], dict(ENV, **env))
+        finally:
+            os._exit(127)
+    os.close(out_w)
+    os.close(theirs)
+    for fd in (out_r, mine):
+        os.set_blocking(fd, False)
+    output, channel, overflow = _Kept(limit), [], False
+    open_fds = {out_r, mine}
+
+    def pump(wait):
+        nonlocal overflow
+        ready, _, _ = select.select([0, *open_fds], [], [], wait)
+        if 0 in ready and not os.read(0, 1 << 16):
+            _exit_all()
+        for fd in ready:
+            if fd == 0:
+                continue
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except BlockingIOError:
+                continue
+            except OSError:
+                chunk = b""
+            if not chunk:
+                open_fds.discard(fd)
+            elif fd == out_r:
+                output.add(chunk)
+            elif sum(map(len, channel)) + len(chunk) <= cap:
+                channel.append(chunk)
+            else:
+                overflow = True
+
+    deadline = time.monotonic() + timeout
+    timed_out = False
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            timed_out = True
+            _kill_since(start_tick, {os.getpid()})
+            _, status = os.waitpid(pid, 0)
+            break
+        pump(0.005)
+    _kill_since(start_tick, {os.getpid()} | ({SHELL.pid} if SHELL.pid else set()))
+    end = time.monotonic() + 5.0
+    while open_fds and time.monotonic() < end:  # every writer is gone: read to the end
+        pump(0.05)
+    for fd in (out_r, mine):
+        os.close(fd)
+    code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
+    data, truncated = output.data()
+    if timed_out:
+        code = 124
+    extra = b"".join(channel)
+    return ({"exit_code": code, "timed_out": timed_out, "truncated": truncated, "output_size": len(data),
+             "channel_overflow": overflow}, data + extra)
+
+
 def _write(path, data, mode, root=False):
     with As(root):
         parent = os.path.dirname(path)
@@ -445,6 +556,9 @@ def main():
                 if not SHELL.alive():
                     SHELL.start()
                 header, data = SHELL.run(payload, req["timeout"], req["limit"])
+            elif op == "exec" and "channel" in req:
+                header, data = _exec_channel(payload.decode(), req["timeout"], req["limit"], req.get("env", {}),
+                                             req.get("cwd", WORKDIR), req["channel"], req.get("cap", 1 << 22))
             elif op == "exec":
                 header, data = _exec(payload.decode(), req["timeout"], req["limit"], req.get("env", {}),
                                      req.get("cwd", WORKDIR), bool(req.get("root")))

@@ -351,6 +351,23 @@ class LocalSandbox:
         extra = {"env": dict(env or {}), "cwd": cwd or self.workdir, "root": self._root_ok(as_root)}
         return self._command("exec", command, timeout, extra)
 
+    def exec_with_channel(self, command: str, channel: bytes, timeout: float | None = None,
+                          env: Mapping[str, str] | None = None, cwd: str | None = None,
+                          cap: int = 4 * _SIZE_MIB) -> tuple[Result, bytes]:
+        """:meth:`exec` with a private channel: ``(result, the bytes that came back on the channel)``.
+
+        The output is read from a pipe (nothing in the sandbox can block, replace or reopen it as a
+        file), and the command's fd 3 is one end of a socket pair (which no process can open again
+        through ``/proc``): ``channel`` is written into it before the command starts, and up to
+        ``cap`` bytes that the command's processes write there come back. Every process the command
+        left is killed before either stream is read to its end. Runs as the sandbox user.
+        """
+        if not isinstance(channel, (bytes, bytearray)):
+            raise TypeError(f"channel: expected bytes, got {type(channel).__name__}")
+        extra = {"env": dict(env or {}), "cwd": cwd or self.workdir, "root": False, "channel": bytes(channel),
+                 "cap": int(cap)}
+        return self._command_parts("exec", command, timeout, extra)
+
     def write_file(self, path: str, data: str | bytes, mode: int = 0o644, as_root: bool = False) -> None:
         """Write ``data`` to ``path`` inside the sandbox as the sandbox user (parents are created).
 
@@ -438,6 +455,11 @@ class LocalSandbox:
         return bool(as_root)
 
     def _command(self, op: str, command: str, timeout: float | None, extra: dict[str, Any]) -> Result:
+        return self._command_parts(op, command, timeout, extra)[0]
+
+    def _command_parts(self, op: str, command: str, timeout: float | None,
+                       extra: dict[str, Any]) -> tuple[Result, bytes]:
+        """The command's :class:`Result` and the bytes its reply carried after the output (a channel's)."""
         if not isinstance(command, str):
             raise TypeError(f"command: expected str, got {type(command).__name__}")
         seconds = self.timeout if timeout is None else check_timeout("timeout", timeout, allow_none=False)
@@ -447,9 +469,12 @@ class LocalSandbox:
         try:
             reply, data = self._request(header, command.encode("utf-8", "surrogatepass"), seconds + 15.0)
         except SandboxError as exc:
-            return Result(exit_code=125, output=f"[sandbox error: {exc}]")
+            return Result(exit_code=125, output=f"[sandbox error: {exc}]"), b""
         if not reply.get("ok"):
-            return Result(exit_code=125, output=f"[sandbox error: {reply.get('error')}]")
+            return Result(exit_code=125, output=f"[sandbox error: {reply.get('error')}]"), b""
+        after = b""
+        if "output_size" in reply:
+            data, after = data[:int(reply["output_size"])], data[int(reply["output_size"]):]
         text = data.decode("utf-8", "replace")
         killed = None
         if self.cgroup is not None and self.cgroup.oom_kills() > kills:
@@ -457,7 +482,7 @@ class LocalSandbox:
             text += ("\n" if text and not text.endswith("\n") else "") + (
                 f"[a process was killed: the sandbox reached its memory limit of {self.limits.memory_mb} MiB]")
         return Result(exit_code=int(reply["exit_code"]), output=text, timed_out=bool(reply["timed_out"]),
-                      truncated=bool(reply["truncated"]), killed=killed)
+                      truncated=bool(reply["truncated"]), killed=killed), after
 
     def _file_op(self, header: dict[str, Any], payload: bytes) -> bytes:
         reply, data = self._request(header, payload, 60.0)
