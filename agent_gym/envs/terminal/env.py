@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import shlex
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from agent_gym.checks import check_float, check_int
 from agent_gym.core import AgentEnv
-from agent_gym.envs.terminal.grading import REWARD_MODES, TestReport, grade_test_run
-from agent_gym.envs.terminal.loader import BUILTIN_TASK_DIR, builtin_tasks, find_task_dirs, load_task, resolve_setup
+from agent_gym.envs.terminal.baseline import BASELINES, Baseline, baseline_key, judge
+from agent_gym.envs.terminal.grading import REWARD_MODES, SCORED_OUTCOMES, TestReport, grade_test_run
+from agent_gym.envs.terminal.loader import builtin_tasks, find_task_dirs, load_task
+from agent_gym.envs.terminal.runner import run_tests_on
+from agent_gym.envs.terminal.sandboxes import BACKENDS, SandboxSpec, open_task_sandbox, select_backend
 from agent_gym.errors import ConfigError
 from agent_gym.rewards import RewardConfig
 from agent_gym.sandbox import LocalSandbox, SandboxError, SandboxLimits
@@ -22,39 +23,16 @@ from agent_gym.types import EpisodeStatus
 
 __all__ = ["BACKENDS", "SOLUTION_PATH", "TEST_ENV", "TerminalEnv", "parse_pytest_summary", "select_backend"]
 
-BACKENDS = ("auto", "local", "docker")
-"""Sandbox backends of :class:`TerminalEnv`: ``auto`` uses Docker for tasks that name an image."""
-
 _SOLUTION_END = "__AGENT_GYM_SOLUTION_END__"
 SOLUTION_PATH = "/tmp/solution.sh"
 """Where the reference solution's ``solution.sh`` is written and run from as a file (``bash`` reads
 the file, so a command in it that reads standard input cannot swallow the rest of the script)."""
 
 TEST_ENV: dict[str, str] = {"TEST_DIR": "/tests", "HOME": "/tmp", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-"""Environment of the test command (on top of the sandbox's). The pytest plugins that
-happen to be installed on the host are not loaded (a task's tests must not depend on
-them, as in a task image with a plain pytest; they also cost seconds per grading); a
+"""Environment of the test command (on top of the sandbox's, never the agent's shell's). The
+pytest plugins that happen to be installed on the host are not loaded (a task's tests must not
+depend on them, as in a task image with a plain pytest; they also cost seconds per grading); a
 task that needs one names it (``pytest -p NAME``)."""
-
-
-def select_backend(task: Mapping[str, Any], backend: str = "auto") -> str:
-    """``"local"`` or ``"docker"``: the backend an episode of ``task`` runs in.
-
-    ``auto`` picks Docker for a task that names an image (``task["image"]``) and the local
-    bubblewrap sandbox otherwise; ``local`` and ``docker`` force one (``local`` refuses a task
-    that names an image: its files and programs are in that image).
-
-    Raises:
-        ValueError: For an unknown backend or a task with an image forced to ``local``.
-    """
-    if backend not in BACKENDS:
-        raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
-    image = task.get("image")
-    if backend == "local" and image:
-        raise ValueError(f"task {task.get('id')!r} names the image {image!r}: it needs backend='docker' or 'auto'")
-    if backend == "auto":
-        return "docker" if image else "local"
-    return backend
 
 
 def parse_pytest_summary(output: str) -> tuple[int, int]:
@@ -75,9 +53,9 @@ class TerminalEnv(AgentEnv):
     bubblewrap namespaces, no network, a writable copy-on-write root where the host allows
     it, a persistent bash session in the task's ``WORKDIR``, ``/app`` by default), set up from
     the task's Dockerfile as a build would (see ``docs/terminal_bench.md``). The model calls
-    ``bash(command)`` and ``submit()``; after the episode the task's tests are copied to
-    ``/tests`` and run in a fresh process of the same sandbox (in the agent's shell with
-    ``run_tests_in_same_shell``).
+    ``bash(command)`` and ``submit()``; after the episode every process of the sandbox is
+    stopped, the task's tests are copied to ``/tests`` and run in a fresh process of the same
+    sandbox, never in the agent's shell (also for ``run_tests_in_same_shell`` tasks).
 
     ## Action Space
     The next assistant message (``str`` or ``PolicyOutput``) with hermes
@@ -94,11 +72,16 @@ class TerminalEnv(AgentEnv):
     ``parser_name`` (:mod:`~agent_gym.envs.terminal.grading`): 1 when every test passed, else
     0 (``reward_mode="resolved"``, the default), or the fraction of tests that passed
     (``reward_mode="fraction"``); Harbor tasks: the reward written to
-    ``/logs/verifier/reward.txt`` (1 or not under ``resolved``). Given when the episode ends
-    (also at ``max_steps``; not when the policy output was cut short or failed); the text of
-    an ``<answer>`` earns nothing by itself. A test run that grades nothing (timeout, runner
-    could not run, unreadable output, no tests) earns nothing and ends the episode ENV_ERROR
-    (see :meth:`step`). ``toolcall_reward`` shapes tool use as in
+    ``/logs/verifier/reward.txt`` (1 or not under ``resolved``). On the local sandbox, pytest
+    reports its results to the grader on a private channel with a key of the run
+    (:mod:`~agent_gym.envs.terminal.verdict`): what the agent's programs print during the tests
+    does not count. Given when the episode ends (also at ``max_steps``; not when the policy
+    output was cut short or failed); the text of an ``<answer>`` earns nothing by itself. A test
+    run that grades nothing (timeout, runner could not run, unreadable output, no tests) is
+    judged against the task's initial state (:meth:`baseline`): if the runner grades the
+    initial state, the failure is the agent's (outcome ``invalid``, reward 0, ENV_DONE);
+    otherwise it earns nothing and ends the episode ENV_ERROR (see :meth:`step`).
+    ``toolcall_reward`` shapes tool use as in
     :class:`~agent_gym.core.AgentEnv`. ``info["tests"]`` has ``outcome``, ``passed``,
     ``total``, ``resolved``, ``results``, ``exit_code`` and ``reason`` at the end.
 
@@ -144,10 +127,14 @@ class TerminalEnv(AgentEnv):
 
     ## Version History
     * v0: graded as Terminal-Bench grades (``parser_name``, resolved-only reward, Dockerfile
-      semantics, ``solution.sh`` run as a file, ``run_tests_in_same_shell``; ungraded runs end
-      ENV_ERROR); ``tools=`` raises instead of being ignored; one step limit (``max_steps``); tool
-      calls after ``submit`` are refused; ``info["end_reason"]``; first version.
+      semantics, ``solution.sh`` run as a file; ungraded runs end ENV_ERROR); ``tools=`` raises
+      instead of being ignored; one step limit (``max_steps``); tool calls after ``submit`` are
+      refused; ``info["end_reason"]``; tests never run in the agent's shell, pytest's results come
+      on a private channel, a runner the agent broke scores 0 (``invalid``); first version.
     """
+
+    HOST_PATH_TASK_KEYS = ("path", "dockerfile", "compose")
+    """Task keys read as host paths: ``agent-gym serve-env`` refuses them in a client's task."""
 
     default_system_prompt = (
         "You are an expert Linux user working in a bash shell inside a sandbox with no network. "
@@ -259,102 +246,10 @@ class TerminalEnv(AgentEnv):
         self._submitted = False
         self._graded = None
         self.last_report = None
-        limits = self.limits
-        if task.get("memory_mb") and not self._limits_given:
-            limits = dataclasses.replace(limits, memory_mb=int(task["memory_mb"]))
-        if self.sandbox_factory is not None:
-            env_vars = {str(k): str(v) for k, v in dict(task.get("env") or {}).items()}
-            self.sandbox = self.sandbox_factory(task, env_vars)
-            self._apply_setup(task, list(task.get("setup") or []), backend="sandbox_factory")
-        elif select_backend(task, self.backend) == "docker":
-            from agent_gym.sandbox.docker import DockerSandbox
-
-            image = task.get("image") or self.docker_image or task.get("base_image")
-            if not image:
-                raise ConfigError(f"task {task['id']!r}: the Docker backend needs an image (the task names none; "
-                                  "pass docker_image=...)")
-            base_env, base_workdir = DockerSandbox.image_config(image)
-            if task.get("image"):  # the task's image holds its environment
-                plan: dict[str, Any] = {"env": {**base_env, **dict((task.get("compose") or {}).get("env") or {})},
-                                        "workdir": (task.get("compose") or {}).get("workdir") or base_workdir or "/app",
-                                        "steps": []}
-            else:
-                plan = resolve_setup(task, base_env, base_workdir or "/app")
-            self.sandbox = DockerSandbox(image, limits, timeout=self.command_timeout, env=plan["env"],
-                                         workdir=plan["workdir"], pool_size=self.docker_pool_size)
-            self._apply_setup(task, plan["steps"], backend="docker")
-        else:
-            plan = resolve_setup(task, sandbox_base_env())
-            # the task's files (solution, tests) may lie under a directory the sandbox shows (a regular
-            # install puts the shipped tasks under the Python prefix): the agent must not read them
-            hidden = [p for p in (str(BUILTIN_TASK_DIR), task.get("path")) if p and os.path.exists(p)]
-            self.sandbox = LocalSandbox(limits, timeout=self.command_timeout, env=plan["env"], workdir=plan["workdir"],
-                                        writable_root=self.writable_root, hide=hidden)
-            self._apply_setup(task, plan["steps"], backend="local")
+        self.sandbox = open_task_sandbox(task, self.sandbox_spec())
         limit = self.limits.output_bytes + 1000
         return [as_tool(self.bash, time_limit=None, max_output_chars=limit),
                 as_tool(self.submit, time_limit=None, max_output_chars=limit)]
-
-    def _apply_setup(self, task: Mapping[str, Any], steps: list[Any], backend: str) -> None:
-        """Run the Dockerfile's steps in order (as root where the sandbox can), then hand the files over.
-
-        Raises:
-            SandboxError: Naming the task, the step and the backend, when a step fails.
-        """
-        sandbox = self.sandbox
-        as_root = isinstance(sandbox, LocalSandbox) and sandbox.as_root
-        kw = {"as_root": True} if as_root else {}
-        where = "the local sandbox" + ("" if getattr(sandbox, "writable_root", True) else " (read-only root)")
-        where = {"docker": "the Docker backend", "sandbox_factory": "the sandbox_factory's sandbox"}.get(backend, where)
-        hint = ""
-        if backend == "local":
-            base = task.get("base_image")
-            hint = ("; the local sandbox runs the steps without network on the host's programs"
-                    + (f", not on the image {base!r}" if base else "")
-                    + ("" if getattr(sandbox, "writable_root", True) else
-                       f", with a read-only root (writable_root=False or unavailable here: "
-                       f"{writable_root_unavailable_reason()})")
-                    + "; run the task with backend='docker' and an image built from its Dockerfile")
-        batch = getattr(sandbox, "write_files", None)
-        pending: list[tuple[str, bytes | None, int]] = []
-        for index, (kind, first, second) in enumerate(steps):
-            try:
-                if batch is not None and kind in ("file", "dir"):  # one transfer for a run of COPY/WORKDIR steps
-                    data, mode = second if isinstance(second, tuple) else (second, 0o644)
-                    pending.append((first, data, mode) if kind == "file" else (first, None, 0o755))
-                    if index + 1 == len(steps) or steps[index + 1][0] not in ("file", "dir"):
-                        batch(pending)
-                        pending = []
-                    continue
-                if kind == "file":
-                    data, mode = second if isinstance(second, tuple) else (second, 0o644)
-                    sandbox.write_file(first, data, mode, **kw) if kw else sandbox.write_file(first, data, mode)
-                    continue
-                env: dict[str, str] | None = None
-                cwd: str | None = "/"
-                if kind == "dir" and hasattr(sandbox, "make_dirs"):
-                    sandbox.make_dirs([first], **kw)
-                    continue
-                if kind == "dir":
-                    command = f"mkdir -p -- {shlex.quote(first)}"
-                else:
-                    command = first
-                    env, cwd = (second or {}).get("env"), (second or {}).get("cwd")
-                    if cwd:
-                        command = f"mkdir -p -- {shlex.quote(cwd)} && cd -- {shlex.quote(cwd)} && {{\n{command}\n}}"
-                    later = sorted(k for k in dict(getattr(sandbox, "env", None) or {}) if k not in (env or {}))
-                    if env is not None and later:  # variables an ENV after this step defines
-                        command = f"unset {' '.join(map(shlex.quote, later))}\n{command}"
-                result = sandbox.exec(command, timeout=300.0, env=env, **kw)
-            except SandboxError as exc:
-                what = "making the directory" if kind == "dir" else "COPY to"
-                raise SandboxError(f"task {task['id']!r}: {what} {first} failed on {where}: {exc}{hint}") from None
-            if not result.ok:
-                label = "WORKDIR" if kind == "dir" else "RUN"
-                raise SandboxError(f"task {task['id']!r}: {label} {first!r:.200} failed on {where} with exit code "
-                                   f"{result.exit_code}: {result.output[-500:]}{hint}")
-        if as_root:
-            sandbox.finish_setup()
 
     def release_episode(self) -> None:
         """Close the episode's sandbox (every process killed, every file dropped); safe twice."""
@@ -401,14 +296,15 @@ class TerminalEnv(AgentEnv):
         ``exit_code``, ``results``; see :class:`~agent_gym.envs.terminal.grading.TestReport`). A
         run that did not grade the work (timeout, runner could not run, unreadable output, no
         tests) earns nothing and ends the episode ENV_ERROR (see :meth:`step`), never a wrong
-        answer; a policy output cut short or failed is not graded (None).
+        answer, unless the agent broke a runner that grades the task's initial state (outcome
+        ``invalid``: 0); a policy output cut short or failed is not graded (None).
         """
         if status not in (EpisodeStatus.ENV_DONE, EpisodeStatus.MAX_STEPS):
             return None
         passed, total, score = self._grade()
         report = self.last_report
         info["tests"] = report.as_info() if report is not None else {"passed": passed, "total": total}
-        if report is not None and not report.graded:
+        if report is not None and not report.scored:
             return None
         return score
 
@@ -421,7 +317,7 @@ class TerminalEnv(AgentEnv):
         """
         observation, reward, terminated, truncated, info = super().step(action)
         tests = info.get("tests")
-        if isinstance(tests, dict) and tests.get("outcome") not in (None, "graded"):
+        if isinstance(tests, dict) and tests.get("outcome") not in (None, *SCORED_OUTCOMES):
             info["status"] = EpisodeStatus.ENV_ERROR
             info["end_reason"] = f"tests_{tests['outcome']}"
             terminated, truncated = False, True
@@ -437,15 +333,18 @@ class TerminalEnv(AgentEnv):
     def run_tests(self) -> tuple[int, int, float]:
         """Run the task's tests now on the sandbox's current state: ``(passed, total, score)``.
 
-        The task's test files are copied to ``/tests`` (a fresh ``/tests`` and ``/logs``) and the
-        test command runs with :attr:`test_env` in the task's working directory: in a fresh
-        process after the persistent shell and everything it started are stopped (files stay),
-        or, for a task with ``run_tests_in_same_shell``, in the agent's shell as it is. The
-        output is parsed by the task's ``parser_name``
-        (:func:`~agent_gym.envs.terminal.grading.grade_test_run`); the report is kept in
-        :attr:`last_report` and the output in ``last_test_output``. ``score`` is the reward of
-        ``reward_mode`` (0 when the run graded nothing). The episode goes on (the next ``bash``
-        call starts a new shell with the saved state); :meth:`step` calls this once when the episode ends.
+        Every process of the sandbox is stopped (files stay), the task's test files are copied
+        to a fresh ``/tests`` (and ``/logs``), and the test command runs in a fresh process with
+        :meth:`test_environment` in the task's working directory, never in the agent's shell
+        (:func:`~agent_gym.envs.terminal.runner.run_tests_on`). pytest's own report comes back on
+        the local sandbox's private channel (:mod:`~agent_gym.envs.terminal.verdict`); otherwise
+        the output is read by the task's ``parser_name``. A run that did not grade is judged
+        against the task's initial state (:meth:`baseline`): the agent's doing scores 0
+        (``invalid``), the runner's own failure is not graded
+        (:func:`~agent_gym.envs.terminal.baseline.judge`). The report is kept in :attr:`last_report`
+        and the output in ``last_test_output``; ``score`` is the reward of ``reward_mode`` (0 when
+        the run graded nothing). The episode goes on (the next ``bash`` call starts a new shell
+        with the saved state); :meth:`step` calls this once when the episode ends.
         """
         task = self.task or {}
         sandbox = self.sandbox
@@ -453,44 +352,55 @@ class TerminalEnv(AgentEnv):
         self.last_report = None
         if sandbox is None:
             return (0, 0, 0.0)
-        try:
-            same_shell = bool(task.get("run_tests_in_same_shell"))
-            if not same_shell:
-                sandbox.stop_shell()
-            sandbox.exec("find /tests /logs -mindepth 1 -delete 2>/dev/null; mkdir -p /logs/verifier", timeout=30)
-            for path, data in dict(task.get("test_files") or {}).items():
-                sandbox.write_file(path, data, mode=0o755 if path.endswith(".sh") else 0o644)
-            timeout = float(task.get("test_timeout", 60.0))
-            if same_shell:
-                assigns = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.test_env.items())
-                result = sandbox.run(f"env {assigns} {task['test_command']}", timeout=timeout)
-            else:
-                result = sandbox.exec(str(task["test_command"]), timeout=timeout, env=self.test_env)
-            self.last_test_output = result.output
-            if task.get("format") == "harbor":
-                report = self._harbor_report(sandbox, result)
-            else:
-                report = grade_test_run(result.output, result.exit_code, result.timed_out,
-                                        str(task.get("parser_name") or "pytest"))
-        except SandboxError as exc:
-            report = TestReport("could_not_run", reason=f"the sandbox failed: {exc}")
+        run = run_tests_on(sandbox, task, self.test_environment(sandbox))
+        self.last_test_output = run.output
+        report = judge(run, lambda: self.baseline(task), float(task.get("test_timeout", 60.0)))
         self.last_report = report
         score = report.score(self.reward_mode)
         return (report.passed, report.total, 0.0 if score is None else score)
 
-    @staticmethod
-    def _harbor_report(sandbox: Any, result: Any) -> TestReport:
-        if result.timed_out:
-            return TestReport("timeout", reason="the verifier ran past its time limit", exit_code=result.exit_code)
+    def test_environment(self, sandbox: Any) -> dict[str, str]:
+        """The test command's variables: :attr:`test_env`, with the local sandbox's own ``PATH`` first.
+
+        The task's ``PATH`` entries follow the sandbox's (``/usr/bin``, the Python it runs), so
+        a program the agent wrote into a directory of the task's ``PATH`` cannot stand in for
+        ``python3`` or ``bash``; a ``PATH`` in :attr:`test_env` is used as it is.
+        """
+        env = dict(self.test_env)
+        if "PATH" not in env and isinstance(sandbox, LocalSandbox):
+            own = sandbox_base_env()["PATH"].split(":") + str(sandbox.env.get("PATH", "")).split(":")
+            env["PATH"] = ":".join(dict.fromkeys(p for p in own if p))
+        return env
+
+    def baseline(self, task: Mapping[str, Any]) -> Baseline | None:
+        """What the task's test runner gives on its initial state: a fresh sandbox of the task, tested untouched.
+
+        Computed once per task and process (:data:`~agent_gym.envs.terminal.baseline.BASELINES`),
+        only when a run did not grade by itself; None when no sandbox could be opened for it.
+        """
+        spec = self.sandbox_spec()
+        factory = spec.sandbox_factory
+        where = ("factory", id(factory)) if factory is not None else (select_backend(task, spec.backend),
+                                                                       spec.docker_image, spec.writable_root)
+        key = baseline_key(task, where, spec.limits, sorted(self.test_env.items()))
+        return BASELINES.get(key, lambda: self._probe(task, spec))
+
+    def _probe(self, task: Mapping[str, Any], spec: SandboxSpec) -> Baseline | None:
         try:
-            text = sandbox.read_file("/logs/verifier/reward.txt").decode().strip()
-            value = min(max(float(text), 0.0), 1.0)
-        except (SandboxError, ValueError) as exc:
-            return TestReport("could_not_run", reason=f"no reward in /logs/verifier/reward.txt ({exc})",
-                              exit_code=result.exit_code)
-        # Harbor's verifier writes the reward itself: one "test" that passes when it is 1
-        return TestReport("graded", results={"reward": "passed" if value == 1.0 else "failed"},
-                          exit_code=result.exit_code, value=value)
+            sandbox = open_task_sandbox(task, spec)
+        except (SandboxError, ConfigError):
+            return None
+        try:
+            return Baseline.of(run_tests_on(sandbox, task, self.test_environment(sandbox)))
+        finally:
+            sandbox.close()
+
+    def sandbox_spec(self) -> SandboxSpec:
+        """How this env opens its sandboxes (from its current settings)."""
+        return SandboxSpec(backend=self.backend, limits=self.limits, limits_given=self._limits_given,
+                           command_timeout=self.command_timeout, docker_image=self.docker_image,
+                           docker_pool_size=self.docker_pool_size, writable_root=self.writable_root,
+                           sandbox_factory=self.sandbox_factory)
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()

@@ -10,15 +10,21 @@ Shipped parsers (more with :func:`register_parser`):
   ``XPASS`` followed by a test id is one result (``PASSED``, ``SKIPPED`` and ``XFAIL`` pass;
   ``FAILED``, ``ERROR`` and ``XPASS`` fail); other lines are ignored. Terminal-Bench keys a
   result by the part of the test id after the last ``::``; this parser keys it by the whole id.
+  A test listed more than once fails if any of its lines fails (Terminal-Bench lets the last
+  line win, so passing lines printed after the summary would overrule it). Where the sandbox has
+  a private channel, Terminal-v0 reads pytest's results from it instead of from this text
+  (:mod:`~agent_gym.envs.terminal.verdict`).
 * ``swebench``: the text between ``SWEBench results starts here`` and ``SWEBench results ends
   here`` is ``PASSED`` (one test ``tests`` passes) or anything else (it fails).
 
 :func:`grade_test_run` gives a :class:`TestReport`. Its ``outcome`` says whether the run
 graded the work at all: ``"graded"``, or ``"timeout"`` (the run passed its time limit),
 ``"could_not_run"`` (the runner is missing or failed before any test: no results and exit
-code 126/127 or a missing module), ``"parse_error"`` (no results the parser can read) or
-``"no_tests"`` (a readable summary with no test in it). Only a graded run is a verdict on the
-work: Terminal-Bench counts the task resolved when every test passed, which
+code 126/127 or a missing module), ``"parse_error"`` (no results the parser can read),
+``"no_tests"`` (a readable summary with no test in it) or ``"invalid"`` (the run failed in one of
+those ways after the agent acted, while on the task's initial state it graded: the agent broke
+the runner, which scores 0; see :mod:`~agent_gym.envs.terminal.baseline`). A graded or invalid run
+is a verdict on the work: Terminal-Bench counts the task resolved when every test passed, which
 :meth:`TestReport.score` gives by default (``mode="resolved"``); ``mode="fraction"`` gives the
 fraction of tests that passed.
 """
@@ -36,6 +42,7 @@ __all__ = [
     "OUTCOMES",
     "PARSERS",
     "REWARD_MODES",
+    "SCORED_OUTCOMES",
     "TestReport",
     "get_parser",
     "grade_test_run",
@@ -44,8 +51,12 @@ __all__ = [
     "register_parser",
 ]
 
-OUTCOMES = ("graded", "timeout", "could_not_run", "parse_error", "no_tests")
-"""Outcomes of a test run; every one but ``graded`` means the work was not graded."""
+OUTCOMES = ("graded", "timeout", "could_not_run", "parse_error", "no_tests", "invalid")
+"""Outcomes of a test run: ``graded`` and ``invalid`` (scores 0) are verdicts on the work; the others mean
+that the work was not graded."""
+
+SCORED_OUTCOMES = ("graded", "invalid")
+"""The outcomes that are a verdict on the work (see :attr:`TestReport.scored`)."""
 
 REWARD_MODES = ("resolved", "fraction")
 """``resolved``: 1 when every test passed (Terminal-Bench's verdict), else 0; ``fraction``: passed / total."""
@@ -74,7 +85,8 @@ def parse_pytest(output: str) -> dict[str, str]:
         name = words[1].split(" - ", 1)[0].strip()
         if not name or name.startswith("="):
             continue
-        results[name] = _PYTEST_STATUS[words[0]]
+        if results.get(name) != "failed":  # a test that failed stays failed, whatever follows
+            results[name] = _PYTEST_STATUS[words[0]]
     return results
 
 
@@ -145,8 +157,13 @@ class TestReport:
 
     @property
     def graded(self) -> bool:
-        """True when the run is a verdict on the work."""
+        """True when the runner read the tests' results."""
         return self.outcome == "graded"
+
+    @property
+    def scored(self) -> bool:
+        """True when the run is a verdict on the work: graded, or invalid (the agent broke the runner: 0)."""
+        return self.outcome in SCORED_OUTCOMES
 
     @property
     def passed(self) -> int:
@@ -160,17 +177,19 @@ class TestReport:
 
     @property
     def resolved(self) -> bool | None:
-        """Terminal-Bench's verdict: every test passed (None when the run was not graded)."""
-        if not self.graded:
+        """Terminal-Bench's verdict: every test passed (False when invalid, None when the run was not graded)."""
+        if not self.scored:
             return None
-        return self.total > 0 and self.passed == self.total
+        return self.graded and self.total > 0 and self.passed == self.total
 
     def score(self, mode: str = "resolved") -> float | None:
-        """The reward in [0, 1] for ``mode`` (one of :data:`REWARD_MODES`), None when not graded."""
+        """The reward in [0, 1] for ``mode`` (one of :data:`REWARD_MODES`): 0 when invalid, None when not graded."""
         if mode not in REWARD_MODES:
             raise ValueError(f"mode: expected one of {REWARD_MODES}, got {mode!r}")
-        if not self.graded:
+        if not self.scored:
             return None
+        if not self.graded:
+            return 0.0
         if mode == "resolved":
             return 1.0 if self.resolved else 0.0
         if self.value is not None:
