@@ -94,7 +94,7 @@ def swebench_task(root):
 
 
 def same_shell_task(root, same_shell):
-    """The tests read a variable the agent exported in its shell: only the same shell has it."""
+    """The tests read a variable the agent exported in its shell (which never reaches them)."""
     return write_task(
         root, f"same-shell-{same_shell}".lower(),
         meta={"run_tests_in_same_shell": same_shell},

@@ -163,12 +163,14 @@ def test_swebench_parser_task(tmp_path):
 
 
 @needs_bwrap
-def test_run_tests_in_same_shell(tmp_path):
-    for same_shell, expected in ((True, 1.0), (False, 0.0)):
+def test_run_tests_in_same_shell_still_runs_them_in_a_fresh_process(tmp_path):
+    # the agent's shell state (here an exported variable; a function or PATH could stand in for the runner)
+    # never reaches the tests, whatever the task says (see test_grader_attacks for the attacks)
+    for same_shell in (True, False):
         env = TerminalEnv(tasks=[same_shell_task(tmp_path, same_shell)], limits=SMALL)
         try:
             info = episode(env, [bash("export ANSWER=42; cd /tmp"), SUBMIT])
-            assert info["res_reward"] == expected, (same_shell, env.last_test_output[-800:])
+            assert info["res_reward"] == 0.0 and info["tests"]["outcome"] == "graded", env.last_test_output[-800:]
         finally:
             env.close()
 
