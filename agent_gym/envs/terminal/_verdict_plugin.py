@@ -28,6 +28,8 @@ import os
 import stat
 import sys
 
+__all__ = ["pytest_collectreport", "pytest_runtest_logreport", "pytest_sessionfinish"]
+
 _FD_VAR = "AGENT_GYM_VERDICT_FD"
 _SAVED = "AGENT_GYM_SAVED_"
 _RESTORED = ("PYTEST_ADDOPTS", "PYTHONPATH", "PYTHONSAFEPATH")

@@ -20,7 +20,8 @@ anywhere, ``RUN`` as root in the sandbox without network. A ``docker-compose.yam
 service gives the Dockerfile, the environment, the working directory and the memory limit
 (more than one service is an error). ``task.yaml``'s ``parser_name`` (default ``pytest``)
 picks the test parser (:mod:`agent_gym.envs.terminal.grading`) and
-``run_tests_in_same_shell`` runs the tests in the agent's shell. A task that names an image
+``run_tests_in_same_shell`` is read but the tests never run in the agent's shell (see
+:mod:`~agent_gym.envs.terminal.runner`). A task that names an image
 (``image`` in ``task.yaml``, ``[environment] docker_image`` in ``task.toml``) runs in that
 image with the Docker backend.
 """
