@@ -361,9 +361,14 @@ class LocalSandbox:
         through ``/proc``): ``channel`` is written into it before the command starts, and up to
         ``cap`` bytes that the command's processes write there come back. Every process the command
         left is killed before either stream is read to its end. Runs as the sandbox user.
+
+        Raises:
+            ValueError: If ``channel`` is over 64 KiB (it must fit the socket's buffer).
         """
         if not isinstance(channel, (bytes, bytearray)):
             raise TypeError(f"channel: expected bytes, got {type(channel).__name__}")
+        if len(channel) > 1 << 16:
+            raise ValueError(f"channel: expected at most 65536 bytes, got {len(channel)}")
         extra = {"env": dict(env or {}), "cwd": cwd or self.workdir, "root": False, "channel": bytes(channel),
                  "cap": int(cap)}
         return self._command_parts("exec", command, timeout, extra)
