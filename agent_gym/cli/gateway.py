@@ -46,6 +46,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--strict-tool-calls", action="store_true",
                         help="answer a turn whose tool call is malformed with a 422 error instead of its text")
     parser.add_argument("--max-retries", type=int, default=3, help="retries of a failed upstream request")
+    parser.add_argument("--server-api-key", default=None, metavar="KEY",
+                        help="API key of the --server(s) (their --api-key; default $VLLM_API_KEY)")
     parser.add_argument("--model", default=None, help="model name reported to clients (default: the upstream's)")
     parser.add_argument("--tool-call-parser", default=None, metavar="NAME",
                         help="how the model writes tool calls, by vLLM's names (default: from the chat template)")
@@ -88,9 +90,10 @@ def build_gateway(args: argparse.Namespace) -> Any:
     sampling = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature)
     tool_parser: str | None = getattr(args, "tool_call_parser", None)
     reasoning_parser: str | None = getattr(args, "reasoning_parser", None)
+    upstream_key = resolve_token(getattr(args, "server_api_key", None), "VLLM_API_KEY").token
     policy = VLLMPolicy(args.server, _tokenizer(args.tokenizer), sampling,
-                        client_options=ClientOptions(max_retries=args.max_retries), tool_parser=tool_parser,
-                        reasoning_parser=reasoning_parser)
+                        client_options=ClientOptions(max_retries=args.max_retries, api_key=upstream_key),
+                        tool_parser=tool_parser, reasoning_parser=reasoning_parser)
     writer = None
     if args.output:
         from agent_gym.export import TrajectoryWriter

@@ -7,11 +7,16 @@ import json
 import sys
 from typing import Any
 
-__all__ = ["add_parser", "run"]
+__all__ = ["TOKEN_ENV", "add_parser", "build_app", "run"]
+
+TOKEN_ENV = "AGENT_GYM_ENV_TOKEN"
+"""Environment variable read for the server's token when ``--token`` is not given."""
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register the ``serve-env`` subcommand on an ``argparse`` subparsers object."""
+    from agent_gym.serving.limits import RequestLimits
+
     parser = subparsers.add_parser(
         "serve-env",
         help="serve an agent_gym env over OpenEnv's HTTP/WebSocket API (needs agent-gym[openenv])",
@@ -19,33 +24,65 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "GET /health and the /ws session protocol of OpenEnv's EnvClient, one env instance per session. The "
         "action is {\"message\": str} (the assistant message); the observation holds the conversation "
         "(messages), terminated, truncated, info, reward and done. Step it from OpenEnv's clients, or as an "
-        "agent_gym env with agent_gym.envs.openenv.OpenEnvEnv(url).",
+        "agent_gym env with agent_gym.envs.openenv.OpenEnvEnv(url). A client resets to one of the env's own "
+        "tasks (seed, task_id, or a task whose id is one of them); other tasks are refused unless "
+        "--allow-client-tasks.",
     )
     parser.add_argument("env_id", metavar="ID", help="a registered env id, e.g. agent_gym/ToolUse-v0")
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8200, help="port to bind (default 8200)")
     parser.add_argument("--max-sessions", type=int, default=64, help="most concurrent sessions (default 64)")
     parser.add_argument("--env-kwargs", default="{}", metavar="JSON", help="gym.make keyword arguments as JSON")
+    parser.add_argument("--token", default=None, metavar="TOKEN",
+                        help=f"every route but /health needs 'Authorization: Bearer TOKEN' (default ${TOKEN_ENV}; "
+                             "none: no token)")
+    parser.add_argument("--allow-client-tasks", action="store_true",
+                        help="take tasks sent by clients (never their host-path keys, e.g. SWE-v0's repo_path); by "
+                             "default a client resets only to the env's own tasks")
+    parser.add_argument("--max-body-mb", type=float, default=RequestLimits().max_body_bytes / 2**20, metavar="MB",
+                        help="largest request body or WebSocket message in MiB (default 8)")
     parser.add_argument("--log-level", default="warning", help="uvicorn log level (default warning)")
     parser.set_defaults(func=run)
     return parser
 
 
+def build_app(args: argparse.Namespace) -> tuple[Any, Any]:
+    """``(app, token)``: the guarded OpenEnv app described by ``args`` and its resolved token.
+
+    Raises:
+        ConfigError: A bad env id or argument.
+        MissingExtraError: ``openenv-core`` is not installed.
+        ValueError: Malformed ``--env-kwargs`` or a blank token.
+    """
+    from agent_gym.errors import ConfigError
+    from agent_gym.serving.auth import TokenGuard, resolve_token
+    from agent_gym.serving.env_server import create_env_server
+    from agent_gym.serving.limits import BodyLimit
+
+    token = resolve_token(args.token, TOKEN_ENV)
+    env_kwargs = json.loads(args.env_kwargs)
+    if not isinstance(env_kwargs, dict):
+        raise ConfigError(f"--env-kwargs: expected a JSON object, got {args.env_kwargs!r}")
+    app = create_env_server(args.env_id, max_sessions=args.max_sessions, env_kwargs=env_kwargs,
+                            client_tasks=args.allow_client_tasks)
+    app.add_middleware(BodyLimit, max_bytes=int(args.max_body_mb * 2**20))
+    if token.token is not None:
+        app.add_middleware(TokenGuard, token=token.token, open_paths=("/health",))
+    return app, token
+
+
 def run(args: argparse.Namespace) -> int:
-    """Serve until interrupted; returns the exit code (2 for a bad argument or a missing extra)."""
+    """Serve until SIGINT/SIGTERM; returns the exit code (2 for a bad argument or a missing extra)."""
     from agent_gym.errors import ConfigError, MissingExtraError
-    from agent_gym.integrations.openenv import create_openenv_app
+    from agent_gym.serving.runner import run_server
 
     try:
-        env_kwargs = json.loads(args.env_kwargs)
-        if not isinstance(env_kwargs, dict):
-            raise ConfigError(f"--env-kwargs: expected a JSON object, got {args.env_kwargs!r}")
-        app = create_openenv_app(args.env_id, max_sessions=args.max_sessions, env_kwargs=env_kwargs)
+        app, token = build_app(args)
     except (ConfigError, MissingExtraError, ValueError, TypeError) as exc:
         print(f"agent-gym serve-env: {exc}", file=sys.stderr)
         return 2
-    import uvicorn
-
-    print(f"serving {args.env_id} (OpenEnv API) at http://{args.host}:{args.port}", flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False)
-    return 0
+    tasks = "client tasks allowed (host-path keys refused)" if args.allow_client_tasks else \
+        "resets to the env's own tasks only"
+    return run_server(app, host=args.host, port=args.port, name=f"agent-gym serve-env {args.env_id} (OpenEnv API)",
+                      auth=f"{token.describe()}; {tasks}", authenticated=token.token is not None,
+                      log_level=args.log_level, ws_max_size=int(args.max_body_mb * 2**20))

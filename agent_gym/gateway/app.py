@@ -167,6 +167,9 @@ def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = 
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        # the first trajectory built imports its tensor library (seconds): do it now, off the loop, not
+        # while serving a trainer's request
+        await run_blocking(lambda: GatewaySession("warm-up", parser=store.parser).trajectory())
         yield
         await off_loop.aclose()
         with contextlib.suppress(Exception):
@@ -479,8 +482,8 @@ def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = 
         return _json({"sessions": store.list()})
 
     def large(session: GatewaySession) -> bool:
-        """Whether building the session's record is heavy enough to leave the loop for."""
-        return bool(session.steps) and int(session.steps[-1].info.get("num_prompt_tokens") or 0) > 8192
+        """Whether building the session's record is heavy enough to leave the loop for (its steps' prompt ids)."""
+        return sum(int(step.info.get("num_prompt_tokens") or 0) for step in session.steps) > 16384
 
     @app.get("/sessions/{session_id}/trajectory")
     async def _trajectory(session_id: str, request: Request) -> Response:

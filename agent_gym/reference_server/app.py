@@ -6,7 +6,12 @@ server-sent events token by token, see :mod:`agent_gym.reference_server.streamin
 ``GET /health``, and the token-in ``POST /inference/v1/generate`` (vLLM) and ``POST /generate``
 (SGLang) of :mod:`agent_gym.reference_server.token_routes`. Errors use vLLM's body
 ``{"error": {"message", "type", "param", "code"}}``. Generation runs in the backend's worker
-thread (or without a model in fake mode), never on the event loop.
+thread (or without a model in fake mode), never on the event loop; so do the tokenization and
+template rendering of a large request (:mod:`agent_gym.reference_server.guards`). Requests are
+bounded by :class:`~agent_gym.serving.limits.RequestLimits` (413 / 400); a generation whose
+client disconnects is cancelled; a chat template sent with a request is refused unless
+``trust_request_chat_template`` (then rendered in a bounded sandbox, see
+:mod:`agent_gym.serving.templates`); with ``api_key`` every route but ``/health`` needs it.
 
 :class:`Faults` holds the *testing aids* (failing, hanging, dying, malformed answers) that the
 command line can switch on; they only affect the two generation endpoints.
@@ -33,6 +38,7 @@ from pydantic import BaseModel, ValidationError
 
 from agent_gym.parsers import make_parser
 from agent_gym.reference_server.backends import SeqResult
+from agent_gym.reference_server.guards import ClientGone, Guards, protect, until_done_or_gone
 from agent_gym.reference_server.protocol import (
     BadRequest,
     ChatRequest,
@@ -40,12 +46,15 @@ from agent_gym.reference_server.protocol import (
     DetokenizeRequest,
     TokenizeRequest,
     context_error,
+    encode_text,
     message_text,
     to_gen_request,
 )
 from agent_gym.reference_server.rl_control import PausableBackend, dev_mode_enabled, register_rl_routes
 from agent_gym.reference_server.streaming import stream_completions
 from agent_gym.reference_server.token_routes import register_token_routes
+from agent_gym.serving.limits import RequestLimits
+from agent_gym.serving.templates import TemplateLimits, check_template_kwargs, render_in_sandbox
 
 __all__ = ["Faults", "create_app"]
 
@@ -155,7 +164,8 @@ def _assistant_message(text: str, parser: Any) -> dict[str, Any]:
 
 def create_app(
     backend: Any, *, served_model_name: str | None = None, faults: Faults | None = None, dev_mode: bool | None = None,
-    tool_call_parser: str | None = None,
+    tool_call_parser: str | None = None, limits: RequestLimits | None = None, api_key: str | None = None,
+    trust_request_chat_template: bool = False, template_limits: TemplateLimits | None = None,
 ) -> FastAPI:
     """Build the FastAPI app serving ``backend``.
 
@@ -174,12 +184,19 @@ def create_app(
             returns the text as it is either way.
         dev_mode: Serve vLLM's RL routes (pause, resume, weight reload; see
             :mod:`agent_gym.reference_server.rl_control`); None reads ``VLLM_SERVER_DEV_MODE``.
+        limits: Request limits (default :class:`~agent_gym.serving.limits.RequestLimits`).
+        api_key: vLLM's ``--api-key``: every route but ``/health`` needs ``Authorization: Bearer KEY``.
+        trust_request_chat_template: vLLM's ``--trust-request-chat-template``: a template sent with a
+            request (or structured template arguments) is rendered, in a bounded sandbox, instead of refused.
+        template_limits: The sandbox's bounds (default :class:`~agent_gym.serving.templates.TemplateLimits`).
 
     Returns:
         The app; ``app.state.backend`` is ``backend`` (in dev mode, its
         :class:`~agent_gym.reference_server.rl_control.PausableBackend`).
     """
     app = FastAPI(title="agent_gym reference server", docs_url=None, redoc_url=None)
+    guards = Guards(limits)
+    protect(app, guards.limits, api_key)
     if dev_mode_enabled() if dev_mode is None else dev_mode:
         backend = PausableBackend(backend)
         register_rl_routes(app, backend)
@@ -206,14 +223,27 @@ def create_app(
         error = _validation_error(exc.errors())
         return JSONResponse(error.openai_body(), status_code=error.status)
 
+    @app.exception_handler(ClientGone)
+    async def _gone(_: Request, exc: ClientGone) -> Response:
+        return Response(status_code=499)  # nobody reads it: the client went away and its generation was cancelled
+
     def chat_prompt(
-        messages: list[dict[str, Any]], tools: Any, kwargs: dict | None, add_gen: bool, cont: bool = False
+        messages: list[dict[str, Any]], tools: Any, kwargs: dict | None, add_gen: bool, cont: bool = False,
+        template: Any = None,
     ) -> list[int]:
+        guards.conversation(messages, tools)
+        kwargs, client_template = check_template_kwargs(kwargs, trust=trust_request_chat_template, template=template)
         msgs = []
         for m in messages:
             if not isinstance(m, dict) or "role" not in m:
                 raise BadRequest("each message must be an object with a 'role'", param="messages")
             msgs.append({**m, "content": message_text(m.get("content"))})
+        if client_template is not None:
+            special = {name: getattr(tok, name, None) for name in ("bos_token", "eos_token", "pad_token", "unk_token")}
+            text = render_in_sandbox(client_template, msgs, tools=tools, add_generation_prompt=add_gen and not cont,
+                                     special_tokens={k: v for k, v in special.items() if isinstance(v, str)},
+                                     kwargs=kwargs, limits=template_limits)
+            return encode_text(tok, text, add_special_tokens=False, param="chat_template")
         try:
             enc = tok.apply_chat_template(
                 msgs,
@@ -221,7 +251,7 @@ def create_app(
                 tokenize=True,
                 add_generation_prompt=add_gen and not cont,
                 continue_final_message=cont,
-                **(kwargs or {}),
+                **kwargs,
             )
         except Exception as exc:  # template errors are the client's messages' fault
             raise BadRequest(f"chat template failed: {exc}", param="messages") from exc
@@ -252,22 +282,36 @@ def create_app(
         }
 
     @app.post("/tokenize")
-    async def tokenize(req: TokenizeRequest) -> dict[str, Any]:
-        if req.messages is not None:
-            ids = chat_prompt(req.messages, req.tools, req.chat_template_kwargs, req.add_generation_prompt)
-        elif req.prompt is not None:
-            ids = tok.encode(req.prompt, add_special_tokens=req.add_special_tokens)
-        else:
-            raise BadRequest("either 'prompt' or 'messages' is required", param="prompt")
-        strs = tok.convert_ids_to_tokens(ids) if req.return_token_strs else None
-        return {"count": len(ids), "max_model_len": backend.max_model_len, "tokens": ids, "token_strs": strs}
+    async def tokenize(request: Request) -> Response:
+        req = await _parse_body(request, TokenizeRequest)
+
+        def count() -> bytes:
+            if req.messages is not None:
+                ids = chat_prompt(req.messages, req.tools, req.chat_template_kwargs, req.add_generation_prompt,
+                                  template=req.chat_template)
+            elif req.prompt is not None:
+                ids = encode_text(tok, req.prompt, add_special_tokens=req.add_special_tokens)
+            else:
+                raise BadRequest("either 'prompt' or 'messages' is required", param="prompt")
+            strs = tok.convert_ids_to_tokens(ids) if req.return_token_strs else None
+            return orjson.dumps({"count": len(ids), "max_model_len": backend.max_model_len, "tokens": ids,
+                                 "token_strs": strs})
+
+        heavy = _client_template(req.chat_template, req.chat_template_kwargs)
+        return Response(await guards.prepare(request, count, heavy=heavy), media_type="application/json")
 
     @app.post("/detokenize")
-    async def detokenize(req: DetokenizeRequest) -> dict[str, Any]:
-        for t in req.tokens:
-            if not 0 <= t < backend.vocab_size:
-                raise BadRequest(f"Token id {t} is out of vocabulary (size {backend.vocab_size}).", param="tokens")
-        return {"prompt": tok.decode(req.tokens)}
+    async def detokenize(request: Request) -> Response:
+        req = await _parse_body(request, DetokenizeRequest)
+
+        def text() -> bytes:
+            for t in req.tokens:
+                if not 0 <= t < backend.vocab_size:
+                    raise BadRequest(f"Token id {t} is out of vocabulary (size {backend.vocab_size}).",
+                                     param="tokens")
+            return orjson.dumps({"prompt": tok.decode(req.tokens)})
+
+        return Response(await guards.prepare(request, text), media_type="application/json")
 
     @app.post("/v1/completions")
     async def completions(request: Request) -> Response:
@@ -280,17 +324,25 @@ def create_app(
         if req.echo:
             raise BadRequest("echo=true is not supported by this reference server.", param="echo")
         max_tokens = 16 if req.max_tokens is None else req.max_tokens
+        guards.sampling(req.n, None)
+        guards.prompts(len(prompts), req.n)
         top = 0 if req.logprobs is None else req.logprobs
-        gens = []
-        for p in prompts:
-            ids = tok.encode(p, add_special_tokens=req.add_special_tokens) if isinstance(p, str) else p
-            if not ids:
-                raise BadRequest("The prompt cannot be empty.", param="prompt")
-            err = context_error(backend.max_model_len, len(ids), max_tokens)
-            if err is not None:
-                raise err
-            gens.append(to_gen_request(req, ids, max_tokens=max_tokens, top_logprobs=top,
-                                       vocab_size=backend.vocab_size))
+
+        def prepare() -> list[Any]:
+            gens = []
+            for p in prompts:
+                ids = encode_text(tok, p, add_special_tokens=req.add_special_tokens) if isinstance(p, str) else p
+                if not ids:
+                    raise BadRequest("The prompt cannot be empty.", param="prompt")
+                err = context_error(backend.max_model_len, len(ids), max_tokens)
+                if err is not None:
+                    raise err
+                gens.append(to_gen_request(req, ids, max_tokens=max_tokens, top_logprobs=top,
+                                           vocab_size=backend.vocab_size))
+            return gens
+
+        gens = await guards.prepare(request, prepare)
+        guards.sampling(None, max_tokens)  # after the context check, whose answer a client may look for
         if req.stream:
             usage = bool((req.stream_options or {}).get("include_usage"))
             as_ids = req.return_tokens_as_token_ids
@@ -305,41 +357,46 @@ def create_app(
                 cut_after=faults.cut_stream_after,
             )
             return StreamingResponse(events, media_type="text/event-stream")
-        results = await asyncio.gather(*(backend.generate(g) for g in gens))
-        choices: list[dict[str, Any]] = []
-        prompt_tokens = completion_tokens = 0
-        for g, samples in zip(gens, results, strict=False):
-            prompt_tokens += len(g.prompt_ids)
-            for s in samples:
-                completion_tokens += len(s.token_ids)
-                choices.append(
-                    {
-                        "index": len(choices),
-                        "text": s.text,
-                        "logprobs": _completion_logprobs(s, token_text, req.return_tokens_as_token_ids)
-                        if req.logprobs is not None
-                        else None,
-                        "finish_reason": s.finish_reason,
-                        "stop_reason": s.stop_reason,
-                        "prompt_logprobs": None,
-                        "prompt_token_ids": list(g.prompt_ids) if req.return_token_ids else None,
-                        "token_ids": list(s.token_ids) if req.return_token_ids else None,
-                    }
-                )
-        return _json(
-            {
-                "id": f"cmpl-{uuid.uuid4().hex}",
-                "object": "text_completion",
-                "created": int(time.time()),
-                "model": name,
-                "choices": choices,
-                "usage": {
-                    "prompt_tokens": prompt_tokens,
-                    "completion_tokens": completion_tokens,
-                    "total_tokens": prompt_tokens + completion_tokens,
-                },
-            }
-        )
+        results = await until_done_or_gone(request, asyncio.gather(*(backend.generate(g) for g in gens)))
+
+        def answer() -> bytes:
+            choices: list[dict[str, Any]] = []
+            prompt_tokens = completion_tokens = 0
+            for g, samples in zip(gens, results, strict=False):
+                prompt_tokens += len(g.prompt_ids)
+                for s in samples:
+                    completion_tokens += len(s.token_ids)
+                    choices.append(
+                        {
+                            "index": len(choices),
+                            "text": s.text,
+                            "logprobs": _completion_logprobs(s, token_text, req.return_tokens_as_token_ids)
+                            if req.logprobs is not None
+                            else None,
+                            "finish_reason": s.finish_reason,
+                            "stop_reason": s.stop_reason,
+                            "prompt_logprobs": None,
+                            "prompt_token_ids": list(g.prompt_ids) if req.return_token_ids else None,
+                            "token_ids": list(s.token_ids) if req.return_token_ids else None,
+                        }
+                    )
+            return orjson.dumps(
+                {
+                    "id": f"cmpl-{uuid.uuid4().hex}",
+                    "object": "text_completion",
+                    "created": int(time.time()),
+                    "model": name,
+                    "choices": choices,
+                    "usage": {
+                        "prompt_tokens": prompt_tokens,
+                        "completion_tokens": completion_tokens,
+                        "total_tokens": prompt_tokens + completion_tokens,
+                    },
+                }
+            )
+
+        size = sum(len(s.token_ids) for samples in results for s in samples)
+        return Response(await guards.answer(size, answer), media_type="application/json")
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:
@@ -350,6 +407,7 @@ def create_app(
             return injected
         if not req.messages:
             raise BadRequest("messages must be a non-empty list.", param="messages")
+        guards.conversation(req.messages, req.tools)
         if req.stream:
             raise BadRequest("stream=true is supported by /v1/completions only in this reference server.",
                              param="stream")
@@ -359,18 +417,26 @@ def create_app(
                              param="tool_choice")
         if auto_tools and tool_parser is None:
             raise BadRequest('"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set')
-        ids = chat_prompt(
-            req.messages, req.tools, req.chat_template_kwargs, req.add_generation_prompt, req.continue_final_message
-        )
-        max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
-        err = context_error(backend.max_model_len, len(ids), max_tokens)
-        if err is not None:
-            raise err
-        if max_tokens is None:
-            max_tokens = backend.max_model_len - len(ids)
+        requested = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
+        guards.sampling(req.n, None)
         top = (req.top_logprobs or 0) if req.logprobs else 0
-        gen = to_gen_request(req, ids, max_tokens=max_tokens, top_logprobs=top, vocab_size=backend.vocab_size)
-        samples = await backend.generate(gen)
+
+        def prepare() -> tuple[list[int], Any]:
+            ids = chat_prompt(req.messages, req.tools, req.chat_template_kwargs, req.add_generation_prompt,
+                              req.continue_final_message, template=req.chat_template)
+            max_tokens = requested
+            err = context_error(backend.max_model_len, len(ids), max_tokens)
+            if err is not None:
+                raise err
+            guards.sampling(None, max_tokens)
+            if max_tokens is None:
+                max_tokens = min(backend.max_model_len - len(ids), guards.limits.max_tokens)
+            return ids, to_gen_request(req, ids, max_tokens=max_tokens, top_logprobs=top,
+                                       vocab_size=backend.vocab_size)
+
+        ids, gen = await guards.prepare(request, prepare,
+                                        heavy=_client_template(req.chat_template, req.chat_template_kwargs))
+        samples = await until_done_or_gone(request, backend.generate(gen))
         choices = []
         for i, s in enumerate(samples):
             choices.append(
@@ -403,7 +469,7 @@ def create_app(
             }
         )
 
-    register_token_routes(app, backend, model_name=name, faults=faults)
+    register_token_routes(app, backend, model_name=name, faults=faults, guards=guards)
     return app
 
 
@@ -427,12 +493,17 @@ async def _parse_body(request: Request, model: type[_Body]) -> _Body:
     except orjson.JSONDecodeError:
         try:
             data = json.loads(raw)
-        except ValueError as exc:
-            raise BadRequest(f"the request body is not valid JSON: {exc}") from None
+        except (ValueError, RecursionError) as exc:
+            raise BadRequest(f"the request body is not valid JSON: {str(exc)[:200]}") from None
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         raise _validation_error(exc.errors()) from None
+
+
+def _client_template(template: Any, kwargs: Any) -> bool:
+    """Whether a request sends a chat template of its own (rendered, when trusted, in a child process)."""
+    return template is not None or isinstance(kwargs, dict) and "chat_template" in kwargs
 
 
 def _split_prompts(prompt: Any) -> list[str | list[int]]:

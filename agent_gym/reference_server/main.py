@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from collections.abc import Sequence
 from typing import Any
 
 from agent_gym.inference import DEFAULT_CACHE_BYTES, LOGPROBS_MODES
 from agent_gym.reference_server.app import Faults, create_app
+from agent_gym.serving.auth import resolve_token
+from agent_gym.serving.limits import add_limit_arguments, limits_from_args
 
-__all__ = ["add_server_arguments", "build_app", "main", "serve"]
+__all__ = ["API_KEY_ENV", "add_server_arguments", "build_app", "main", "serve"]
+
+API_KEY_ENV = "VLLM_API_KEY"
+"""Environment variable read for the API key when ``--api-key`` is not given (vLLM's)."""
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +59,14 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
         "--tool-call-parser", default=None, metavar="NAME",
         help="as vLLM's flag: the parser that takes tool calls out of the answers' text (hermes, llama3_json, ...)",
     )
+    parser.add_argument("--api-key", default=None, metavar="KEY",
+                        help=f"as vLLM's flag: every route but /health needs 'Authorization: Bearer KEY' (default "
+                             f"${API_KEY_ENV}; none: no key)")
+    parser.add_argument("--trust-request-chat-template", action="store_true",
+                        help="as vLLM's flag: render chat templates (and structured template arguments) sent with "
+                             "requests, in a bounded sandbox; without it they are refused with a 400")
     parser.add_argument("--log-level", default="warning", help="uvicorn log level (default warning)")
+    add_limit_arguments(parser)
     test = parser.add_argument_group("testing aids (fake answers and fault injection; never in real use)")
     test.add_argument(
         "--fake-tokens",
@@ -147,25 +160,29 @@ def build_app(args: argparse.Namespace) -> Any:
     if args.enable_auto_tool_choice and not args.tool_call_parser:
         raise SystemExit("--enable-auto-tool-choice requires --tool-call-parser")
     parser_name = args.tool_call_parser if args.enable_auto_tool_choice else None
-    return create_app(backend, served_model_name=args.served_model_name, faults=faults, tool_call_parser=parser_name)
+    key = resolve_token(getattr(args, "api_key", None), API_KEY_ENV)
+    app = create_app(backend, served_model_name=args.served_model_name, faults=faults, tool_call_parser=parser_name,
+                     limits=limits_from_args(args), api_key=key.token,
+                     trust_request_chat_template=bool(getattr(args, "trust_request_chat_template", False)))
+    app.state.api_key_source = key
+    return app
 
 
 def serve(args: argparse.Namespace) -> int:
-    """Run the server until interrupted; returns the exit code."""
-    import uvicorn
+    """Run the server until SIGINT/SIGTERM; returns the exit code (130/143 after a signal)."""
+    from agent_gym.serving.runner import run_server
 
-    app = build_app(args)
-    logger.warning("agent_gym reference server on http://%s:%d", args.host, args.port)
-    uvicorn.run(
-        app,
-        host=args.host,
-        port=args.port,
-        log_level=args.log_level,
-        access_log=False,
-        timeout_keep_alive=30,
-        timeout_graceful_shutdown=5,
-    )
-    return 0
+    try:
+        app = build_app(args)
+    except ValueError as exc:
+        print(f"agent_gym reference server: {exc}", file=sys.stderr)
+        return 2
+    key = app.state.api_key_source
+    templates = "client chat templates rendered in a sandbox" if args.trust_request_chat_template else \
+        "client chat templates refused"
+    return run_server(app, host=args.host, port=args.port, name="agent_gym reference server",
+                      auth=key.describe("API key") + f"; {templates}", authenticated=key.token is not None,
+                      log_level=args.log_level)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -21,6 +21,7 @@ __all__ = [
     "DetokenizeRequest",
     "TokenizeRequest",
     "context_error",
+    "encode_text",
     "message_text",
     "to_gen_request",
 ]
@@ -72,6 +73,7 @@ class ChatRequest(_Sampling):
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]] | None = None
     tool_choice: Any = None
+    chat_template: Any = None
     chat_template_kwargs: dict[str, Any] | None = None
     add_generation_prompt: bool = True
     continue_final_message: bool = False
@@ -90,6 +92,7 @@ class TokenizeRequest(BaseModel):
     prompt: str | None = None
     messages: list[dict[str, Any]] | None = None
     tools: list[dict[str, Any]] | None = None
+    chat_template: Any = None
     chat_template_kwargs: dict[str, Any] | None = None
     add_generation_prompt: bool = True
     add_special_tokens: bool = True
@@ -120,6 +123,19 @@ def message_text(content: Any) -> str:
                 raise BadRequest(f"only text content parts are supported, got {part!r:.80}", param="messages")
         return "".join(parts)
     raise BadRequest(f"message content must be a string or a list of text parts, got {type(content).__name__}")
+
+
+def encode_text(tokenizer: Any, text: str, *, add_special_tokens: bool, param: str = "prompt") -> list[int]:
+    """``tokenizer.encode(text)``; text it cannot encode (lone surrogates, say) is the client's error.
+
+    Raises:
+        BadRequest: The tokenizer refused the text.
+    """
+    try:
+        return list(tokenizer.encode(text, add_special_tokens=add_special_tokens))
+    except (TypeError, ValueError, UnicodeError) as exc:
+        raise BadRequest(f"{param}: the tokenizer cannot encode this text ({type(exc).__name__}: {str(exc)[:100]}); "
+                         "lone surrogates are not text", param=param) from None
 
 
 def context_error(max_model_len: int, prompt_len: int, max_tokens: int | None) -> BadRequest | None:

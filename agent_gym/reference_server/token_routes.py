@@ -34,7 +34,14 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agent_gym.reference_server.backends import SeqResult
-from agent_gym.reference_server.protocol import BadRequest, CompletionRequest, context_error, to_gen_request
+from agent_gym.reference_server.guards import Guards, until_done_or_gone
+from agent_gym.reference_server.protocol import (
+    BadRequest,
+    CompletionRequest,
+    context_error,
+    encode_text,
+    to_gen_request,
+)
 from agent_gym.reference_server.rl_control import version_spans
 
 __all__ = ["RECORDED_ANSWERS", "SGLangGenerateRequest", "VLLMGenerateRequest", "register_token_routes",
@@ -117,7 +124,8 @@ async def _body(request: Request, model: type[BaseModel]) -> Any:
         raise BadRequest(f"{where}: {first.get('msg')}", param=where or None) from None
 
 
-def register_token_routes(app: FastAPI, backend: Any, *, model_name: str, faults: Any = None) -> None:
+def register_token_routes(app: FastAPI, backend: Any, *, model_name: str, faults: Any = None,
+                          guards: Guards | None = None) -> None:
     """Add ``/inference/v1/generate``, ``/generate`` and ``/debug/token_answers`` to ``app``.
 
     Args:
@@ -126,28 +134,40 @@ def register_token_routes(app: FastAPI, backend: Any, *, model_name: str, faults
             ``async generate(GenRequest)``).
         model_name: The served model name reported in answers.
         faults: The app's fault injection (anything with ``async before(request)``), or None.
+        guards: The app's request limits (default ones).
     """
     answers: deque[dict[str, Any]] = deque(maxlen=RECORDED_ANSWERS)
+    guards = guards or Guards()
 
-    async def generate(prompt_ids: list[int], sampling: dict[str, Any], *, default_max: int | None,
-                       top_logprobs: int, sglang: bool = False) -> tuple[Any, list[SeqResult]]:
+    async def generate(request: Request, prompt_ids: list[int], sampling: dict[str, Any], *,
+                       default_max: int | None, top_logprobs: int, sglang: bool = False) -> tuple[Any, list[SeqResult]]:
         if not prompt_ids:
             raise BadRequest("The prompt cannot be empty.", param="token_ids")
         max_tokens = sampling.get("max_tokens")
         if max_tokens is None:
-            max_tokens = default_max if default_max is not None else backend.max_model_len - len(prompt_ids)
+            max_tokens = default_max if default_max is not None else min(backend.max_model_len - len(prompt_ids),
+                                                                         guards.limits.max_tokens)
+        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool):
+            raise BadRequest(f"sampling_params.max_tokens: expected an int, got {max_tokens!r:.40}",
+                             param="sampling_params")
         err = context_error(backend.max_model_len, len(prompt_ids), max_tokens)
         if err is not None:
             raise sglang_context_error(backend.max_model_len, len(prompt_ids), max_tokens) if sglang else err
-        try:
-            req = CompletionRequest.model_validate({**sampling, "prompt": prompt_ids, "max_tokens": max_tokens})
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(x) for x in first.get("loc", ()))
-            raise BadRequest(f"sampling_params.{where}: {first.get('msg')}", param="sampling_params") from None
-        gen = to_gen_request(req, prompt_ids, max_tokens=max_tokens, top_logprobs=top_logprobs,
-                             vocab_size=backend.vocab_size)
-        return gen, await backend.generate(gen)
+        guards.sampling(sampling.get("n"), max_tokens,
+                        param="sampling_params." + ("max_new_tokens" if sglang else "max_tokens"))
+
+        def prepare() -> Any:
+            try:
+                req = CompletionRequest.model_validate({**sampling, "prompt": prompt_ids, "max_tokens": max_tokens})
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(x) for x in first.get("loc", ()))
+                raise BadRequest(f"sampling_params.{where}: {first.get('msg')}", param="sampling_params") from None
+            return to_gen_request(req, prompt_ids, max_tokens=max_tokens, top_logprobs=top_logprobs,
+                                  vocab_size=backend.vocab_size)
+
+        gen = await guards.prepare(request, prepare)
+        return gen, await until_done_or_gone(request, backend.generate(gen))
 
     @app.post("/inference/v1/generate")
     async def vllm_generate(request: Request) -> Response:
@@ -158,8 +178,11 @@ def register_token_routes(app: FastAPI, backend: Any, *, model_name: str, faults
             raise BadRequest("stream=true is not supported by /inference/v1/generate in this reference server.",
                              param="stream")
         want = body.sampling_params.get("logprobs")
+        if want is not None and (isinstance(want, bool) or not isinstance(want, int)):
+            raise BadRequest(f"sampling_params.logprobs: expected an int, got {want!r:.40}", param="sampling_params")
         top = int(want or 0)
-        gen, samples = await generate(body.token_ids, body.sampling_params, default_max=None, top_logprobs=top)
+        gen, samples = await generate(request, body.token_ids, body.sampling_params, default_max=None,
+                                      top_logprobs=top)
         choices = []
         for i, s in enumerate(samples):
             content = None
@@ -198,14 +221,16 @@ def register_token_routes(app: FastAPI, backend: Any, *, model_name: str, faults
         if body.input_ids is not None:
             prompt_ids = list(body.input_ids)
         elif body.text is not None:
-            prompt_ids = backend.tokenizer.encode(body.text, add_special_tokens=False)
+            prompt_ids = encode_text(backend.tokenizer, body.text, add_special_tokens=False, param="text")
         else:
             raise BadRequest("either 'input_ids' or 'text' is required", param="input_ids")
         sampling = sglang_to_vllm_sampling(body.sampling_params)
         if sampling.get("n", 1) != 1:
             raise BadRequest("n > 1 is not supported by /generate in this reference server.", param="n")
         top = body.top_logprobs_num if body.return_logprob else 0
-        _, samples = await generate(prompt_ids, sampling, default_max=128, top_logprobs=top, sglang=True)
+        if not 0 <= top <= 20:
+            raise BadRequest(f"top_logprobs_num: expected an int in [0, 20], got {top}", param="top_logprobs_num")
+        _, samples = await generate(request, prompt_ids, sampling, default_max=128, top_logprobs=top, sglang=True)
         s = samples[0]
         if s.finish_reason == "length":
             finish: dict[str, Any] = {"type": "length", "length": len(s.token_ids)}

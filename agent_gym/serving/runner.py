@@ -3,14 +3,16 @@
 :func:`run_server` prints one line naming the address, whether only this machine can reach it
 (``127.0.0.1``, the default of every server) and how clients authenticate; then it serves until
 SIGINT or SIGTERM. Requests in flight get ``graceful_s`` seconds to finish, after which uvicorn
-cancels them; the ``on_stop`` callbacks run (closing a trajectory writer, say); the return value
-is the exit code a shell expects for the signal (130 for SIGINT, 143 for SIGTERM). Should the
-stop hang anyway (a request stuck in code that never yields), the process ends itself
-``hard_stop_s`` seconds after the signal.
+cancels them; the ``on_stop`` callbacks run (closing a trajectory writer, say); then the process
+runs its exit handlers (finalizers included) and ends with the exit code a shell expects for the
+signal (130 for SIGINT, 143 for SIGTERM), without the second or more an interpreter takes to tear
+down a large module graph. Should the stop hang anyway (a request stuck in code that never
+yields), the process ends itself ``hard_stop_s`` seconds after the signal.
 """
 
 from __future__ import annotations
 
+import atexit
 import ipaddress
 import os
 import signal
@@ -87,6 +89,7 @@ def run_server(
     ws_max_size: int | None = None,
     on_stop: Iterable[Callable[[], Any]] = (),
     extra_lines: Iterable[str] = (),
+    exit_on_signal: bool = True,
 ) -> int:
     """Serve ``app`` until a stop signal; returns the exit code (0, 130 after SIGINT, 143 after SIGTERM).
 
@@ -103,6 +106,8 @@ def run_server(
         ws_max_size: Largest WebSocket message accepted (uvicorn's ``ws_max_size``).
         on_stop: Called after serving ends (in order; a failure is printed, the rest still run).
         extra_lines: More lines printed after the start line.
+        exit_on_signal: After a signal (in the main thread), run the exit handlers and end the process
+            with its code at once instead of returning it.
     """
     import uvicorn
 
@@ -134,6 +139,12 @@ def run_server(
                 callback()
             except Exception as exc:  # noqa: BLE001 - every callback runs
                 print(f"{name}: stopping: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-    if received:
-        return 128 + int(received[0])
-    return 0
+    if not received:
+        return 0
+    code = 128 + int(received[0])
+    if exit_on_signal and main_thread:
+        atexit._run_exitfuncs()  # finalizers (sandboxes, pools) and log flushing, then no teardown
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        os._exit(code)
+    return code

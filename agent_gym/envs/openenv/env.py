@@ -32,6 +32,7 @@ Example:
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -79,6 +80,8 @@ class OpenEnvEnv(gym.Env):
         connect_timeout: Seconds to open the WebSocket.
         message_timeout: Seconds to wait for each answer.
         render_mode: ``"ansi"`` or None.
+        token: Sent as ``Authorization: Bearer TOKEN`` (a server started with ``--token``); default
+            ``$AGENT_GYM_ENV_TOKEN`` when set.
     """
 
     metadata = {"render_modes": ["ansi"]}
@@ -96,6 +99,7 @@ class OpenEnvEnv(gym.Env):
         connect_timeout: float = 10.0,
         message_timeout: float = 60.0,
         render_mode: str | None = None,
+        token: str | None = None,
     ) -> None:
         if not isinstance(url, str) or not url.startswith(("http://", "https://", "ws://", "wss://")):
             raise ValueError(f"url: expected an http:// or ws:// address of an OpenEnv server, got {url!r}")
@@ -113,6 +117,7 @@ class OpenEnvEnv(gym.Env):
         self.connect_timeout = connect_timeout
         self.message_timeout = message_timeout
         self.render_mode = render_mode
+        self.token = token if token is not None else os.environ.get("AGENT_GYM_ENV_TOKEN") or None
         self.action_space = AssistantMessageSpace()
         self.observation_space = ConversationSpace()
         self._client: Any = None
@@ -130,8 +135,9 @@ class OpenEnvEnv(gym.Env):
                 raise MissingExtraError("openenv-core", "openenv") from exc
             scheme, rest = self.url.split("://", 1)
             ws_url = f"{'wss' if scheme in ('https', 'wss') else 'ws'}://{rest}/ws"
+            headers = {"Authorization": f"Bearer {self.token}"} if self.token else None
             self._client = self._call("connect", connect, ws_url, open_timeout=self.connect_timeout,
-                                      max_size=_MAX_MESSAGE, compression=None)
+                                      max_size=_MAX_MESSAGE, compression=None, additional_headers=headers)
         return self._client
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

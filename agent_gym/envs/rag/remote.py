@@ -59,13 +59,15 @@ class RemoteRetriever:
         max_connections: Most connections kept open per process (one per calling thread);
             threads beyond that open a connection per request.
         snippet_chars: Characters of text shown per hit.
+        token: Sent as ``Authorization: Bearer TOKEN`` (a server started with ``--token``);
+            default ``$AGENT_GYM_RETRIEVER_TOKEN`` when set.
 
     Raises:
         ValueError: For a URL that is not http(s).
     """
 
     def __init__(self, url: str, *, timeout: float = 10.0, retries: int = 2, backoff: float = 0.2,
-                 max_connections: int = 64, snippet_chars: int = 200) -> None:
+                 max_connections: int = 64, snippet_chars: int = 200, token: str | None = None) -> None:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ValueError(f"url: expected an http(s) URL of a /retrieve endpoint, got {url!r}")
         self.url = url
@@ -90,12 +92,14 @@ class RemoteRetriever:
         self._lock = threading.Lock()
         self._seen: collections.OrderedDict[str, Document] = collections.OrderedDict()
         self._documents_endpoint = True
+        self.token = token if token is not None else os.environ.get("AGENT_GYM_RETRIEVER_TOKEN") or None
+        self._headers = {**_HEADERS, "Authorization": f"Bearer {self.token}"} if self.token else _HEADERS
 
     @property
     def settings(self) -> dict[str, Any]:
         """Constructor keyword arguments besides the URL."""
         return {"timeout": self.timeout, "retries": self.retries, "backoff": self.backoff,
-                "max_connections": self.max_connections, "snippet_chars": self.snippet_chars}
+                "max_connections": self.max_connections, "snippet_chars": self.snippet_chars, "token": self.token}
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild, (self.url, self.settings))
@@ -130,7 +134,7 @@ class RemoteRetriever:
             conn = self._connection()
             reused = conn.sock is not None
             try:
-                conn.request("POST", path, body=data, headers=_HEADERS)
+                conn.request("POST", path, body=data, headers=self._headers)
                 response = conn.getresponse()
                 body = response.read()
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):

@@ -173,6 +173,9 @@ class SWEEnv(AgentEnv):
     * v0: first version.
     """
 
+    HOST_PATH_TASK_KEYS = ("repo_path", "dir", "repo", "source.repo_path", "source.dir")
+    """Task keys read as host paths: ``agent-gym serve-env`` refuses them in a client's task."""
+
     default_system_prompt = (
         "You are a software engineer fixing a bug in the git repository at /app, in a sandbox with no network. "
         "Use the bash tool to run commands (the shell keeps its state) and str_replace_editor to view and edit "
