@@ -80,9 +80,12 @@ class Server:
         self.name = name
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log = open(os.devnull, "wb")  # noqa: SIM115 - closed in stop()
-        self.process = subprocess.Popen([*argv, "--port", str(self.port)], stdout=self.log, stderr=subprocess.STDOUT,
-                                        env={**os.environ, **(env or {})})
+        self.process = subprocess.Popen([*argv, "--port", str(self.port)], stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}, text=True,
+                                        errors="replace")
+        assert self.process.stdout is not None
+        self.start_line = self.process.stdout.readline().strip()  # where it listens, who may use it
+        threading.Thread(target=self._drain, daemon=True).start()
         deadline = time.monotonic() + timeout
         while True:
             if self.process.poll() is not None:
@@ -94,6 +97,11 @@ class Server:
                 raise RuntimeError(f"{name} did not start")
             time.sleep(0.2)
 
+    def _drain(self) -> None:
+        assert self.process.stdout is not None
+        for _ in self.process.stdout:
+            pass
+
     def stop(self) -> None:
         """SIGTERM the server (SIGKILL after 15 s)."""
         if self.process.poll() is None:
@@ -103,7 +111,6 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-        self.log.close()
 
 
 PROBE = r"""
@@ -458,14 +465,15 @@ def stop_in_flight(server: Server, name: str, heavy: tuple[str, bytes, dict[str,
     return time.monotonic() - began, 128 - code if code < 0 else code
 
 
-def heavy_request(name: str, sessions: list[dict[str, str]]) -> tuple[str, bytes, dict[str, str]] | None:
-    """A request that keeps server ``name`` busy for seconds (within its limits)."""
+def heavy_request(name: str, sessions: list[dict[str, str]],
+                  words: int = 1_000_000) -> tuple[str, bytes, dict[str, str]] | None:
+    """A request that keeps server ``name`` busy for seconds (within its limits): ``words`` words to tokenize."""
     auth = {"Authorization": f"Bearer {TOKEN}", "content-type": "application/json"}
     if name == "serve":
-        return "/v1/completions", json.dumps({"prompt": "word " * 1_000_000, "max_tokens": 4}).encode(), auth
+        return "/v1/completions", json.dumps({"prompt": "word " * words, "max_tokens": 4}).encode(), auth
     if name == "gateway":
         key = {**auth, "Authorization": f"Bearer {sessions[-1]['api_key']}"}
-        return "/v1/chat/completions", json.dumps({"messages": [{"role": "user", "content": "word " * 1_000_000}]}
+        return "/v1/chat/completions", json.dumps({"messages": [{"role": "user", "content": "word " * words}]}
                                                   ).encode(), key
     if name == "serve-retriever":
         return "/retrieve", json.dumps({"queries": ["capital of france " * 100] * 400, "topk": 3}).encode(), auth
@@ -568,6 +576,7 @@ def fuzz_one(name: str, server: Server, args: argparse.Namespace, rng: random.Ra
         "rss_start_mib": round(watch.rss[0], 1) if watch.rss else None,
         "rss_max_mib": round(max(watch.rss), 1) if watch.rss else None,
         "rss_end_mib": round(watch.rss[-1], 1) if watch.rss else None,
+        "start_line": server.start_line,
         "sessions": sessions,
     }
 
@@ -579,7 +588,9 @@ def stop_all(servers: dict[str, Server], results: list[dict[str, Any]], heavy: b
         if server.process.poll() is not None:
             result["stop_s"], result["stop_exit_code"] = float("nan"), server.process.returncode
             return
-        load = heavy_request(result["server"], result["sessions"]) if heavy else None
+        # light: a half-sent request everywhere, and the issue's case on the gateway (a conversation it renders)
+        load = heavy_request(result["server"], result["sessions"]) if heavy else \
+            heavy_request(result["server"], result["sessions"], 300_000) if result["server"] == "gateway" else None
         stop_s, code = stop_in_flight(server, result["server"], load)
         result["stop_s"], result["stop_exit_code"] = round(stop_s, 2), code
 
@@ -601,7 +612,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=4, help="requests in flight per server (default 4)")
     parser.add_argument("--fake-serve", action="store_true", help="agent-gym serve in fake mode (no model)")
     parser.add_argument("--light-stop", action="store_true",
-                        help="stop with only a half-sent request in flight (no heavy one)")
+                        help="stop with a half-sent request in flight (and a smaller conversation on the gateway)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None, help="write the results here as JSON")
     args = parser.parse_args(argv)
