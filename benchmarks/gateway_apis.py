@@ -24,7 +24,7 @@ import aiohttp
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gateway_overhead import _cpu, _port, _spawn  # noqa: E402
+from gateway_overhead import TRAINER, _cpu, _port, _spawn  # noqa: E402
 
 SYSTEM = "You are a helpful assistant."
 
@@ -47,16 +47,20 @@ async def _sessions(url: str, api: str, stream: bool, concurrency: int, turns: i
     path = "chat/completions" if api == "chat" else "responses"
     times: list[float] = []
     counter = iter(range(10**9))
+    trainer = {"Authorization": f"Bearer {TRAINER}"}
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency + 8)) as http:
 
         async def worker() -> None:
             while len(times) < turns:
                 sid = f"{api}{next(counter)}-{uuid.uuid4().hex[:8]}"
+                async with http.post(f"{url}/sessions", json={"session_id": sid}, headers=trainer) as r:
+                    key = (await r.json())["api_key"]
+                headers = {"content-type": "application/json", "Authorization": f"Bearer {key}"}
                 history = [{"role": "user", "content": "Start."}]
                 for k in range(per_session):
                     t0 = time.perf_counter()
                     async with http.post(f"{url}/sessions/{sid}/v1/{path}", data=_body(api, history, stream),
-                                         headers={"content-type": "application/json"}) as r:
+                                         headers=headers) as r:
                         if stream:
                             text = ""
                             async for line in r.content:
@@ -74,7 +78,7 @@ async def _sessions(url: str, api: str, stream: bool, concurrency: int, turns: i
                             text = _reply(api, data)
                     times.append(time.perf_counter() - t0)
                     history = [*history, {"role": "assistant", "content": text}, {"role": "user", "content": f"{k}"}]
-                async with http.post(f"{url}/sessions/{sid}/reward", json={"reward": 0.0}) as r:
+                async with http.post(f"{url}/sessions/{sid}/reward", json={"reward": 0.0}, headers=trainer) as r:
                     await r.read()
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))

@@ -15,6 +15,13 @@ CPU per turn minus the direct policy's CPU per turn (the work the gateway does i
 client's policy: prompt ids, request, decoding), next to what a pass-through proxy costs.
 
 Usage: ``python benchmarks/gateway_overhead.py [--turns 400] [--latency-ms 0]``
+
+``--compare BEFORE AFTER`` (two source trees of the package, e.g. ``git archive`` exports of two commits) runs
+instead the fake server and the gateway of each tree side by side and measures, in ``--rounds`` interleaved rounds,
+each server process's CPU time per turn and the median turn: the reference server under a direct ``VLLMPolicy``
+(token-in ``/v1/completions``), and the gateway under a chat client whose sessions the trainer creates
+(``POST /sessions``, then the session's key on every turn, the trainer's token on the reward): what the limits
+and the role check cost per turn.
 """
 
 from __future__ import annotations
@@ -67,8 +74,9 @@ def _cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _spawn(argv: list[str], port: int) -> subprocess.Popen:
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def _spawn(argv: list[str], port: int, env: dict[str, str] | None = None) -> subprocess.Popen:
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "AGENT_GYM_TRAINER_TOKEN": TRAINER, **(env or {})})
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:
@@ -117,20 +125,28 @@ async def _policy_sessions(address: str, tokenizer, concurrency: int, turns: int
     return times, cpu / len(times)
 
 
+TRAINER = "bench-trainer-token"
+"""The trainer's token the benchmark's gateways run with (``$AGENT_GYM_TRAINER_TOKEN``)."""
+
+
 async def _gateway_sessions(url: str, concurrency: int, turns: int, per_session: int, stream: bool = False):
     times: list[float] = []
     counter = iter(range(10**9))
+    trainer = {"Authorization": f"Bearer {TRAINER}"}
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency + 8)) as http:
 
         async def worker():
             while len(times) < turns:
                 sid = f"g{next(counter)}-{uuid.uuid4().hex[:8]}"
+                async with http.post(f"{url}/sessions", json={"session_id": sid}, headers=trainer) as r:
+                    key = (await r.json())["api_key"]  # the session id itself on a gateway without keys
+                headers = {"content-type": "application/json", "Authorization": f"Bearer {key}"}
                 msgs = _messages(0)
                 for k in range(per_session):
                     body = orjson.dumps({"model": "m", "messages": msgs, "stream": stream})
                     t0 = time.perf_counter()
                     async with http.post(f"{url}/sessions/{sid}/v1/chat/completions", data=body,
-                                         headers={"content-type": "application/json"}) as r:
+                                         headers=headers) as r:
                         if stream:
                             text = ""
                             async for line in r.content:
@@ -146,13 +162,65 @@ async def _gateway_sessions(url: str, concurrency: int, turns: int, per_session:
                     if not stream:
                         text = data["choices"][0]["message"]["content"]
                     msgs = msgs + [{"role": "assistant", "content": text}, {"role": "user", "content": f"More {k}."}]
-                async with http.post(f"{url}/sessions/{sid}/reward", json={"reward": 0.0}) as r:
+                async with http.post(f"{url}/sessions/{sid}/reward", json={"reward": 0.0}, headers=trainer) as r:
                     await r.read()
+                    if r.status != 200:
+                        raise RuntimeError(f"gateway answered {r.status} to the reward")
 
         cpu0 = time.process_time()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         cpu = time.process_time() - cpu0
     return times, cpu / len(times)
+
+
+def compare(trees: dict[str, str], turns: int, per_session: int, rounds: int, concurrency: list[int]) -> None:
+    """The reference server's and the gateway's CPU per turn and median turn for each source tree (see the docs)."""
+    from agent_gym.models import load_qwen_tokenizer
+
+    tokenizer = load_qwen_tokenizer()
+    py = sys.executable
+    procs: dict[str, tuple[subprocess.Popen, str, subprocess.Popen, str]] = {}
+    try:
+        for label, tree in trees.items():
+            env = {"PYTHONPATH": os.path.abspath(tree)}
+            sp, gp = _port(), _port()
+            server = _spawn([py, "-m", "agent_gym.reference_server", "--port", str(sp), "--fake-tokens", "8"], sp, env)
+            gateway = _spawn([py, "-m", "agent_gym", "gateway", "--server", f"127.0.0.1:{sp}", "--tokenizer", "qwen",
+                              "--port", str(gp), "--max-tokens", "16"], gp, env)
+            procs[label] = (server, f"127.0.0.1:{sp}", gateway, f"http://127.0.0.1:{gp}")
+            asyncio.run(_policy_sessions(f"127.0.0.1:{sp}", tokenizer, 1, 16, per_session))  # warm-up
+            asyncio.run(_gateway_sessions(f"http://127.0.0.1:{gp}", 1, 16, per_session))
+        print(f"fake server: 8 tokens; {turns} turns x {rounds} interleaved rounds per row, {per_session} per "
+              "session; medians over the rounds")
+        print("| server | concurrency | " + " | ".join(f"{t} CPU/turn" for t in trees) + " | CPU ratio | "
+              + " | ".join(f"{t} median turn" for t in trees) + " | latency ratio |")
+        print("|---|---|" + "---|" * (2 * len(trees) + 2))
+        for conc in concurrency:
+            cpu: dict[tuple[str, str], list[float]] = {}
+            wall: dict[tuple[str, str], list[float]] = {}
+            for r in range(rounds):
+                for label in (list(trees) if r % 2 == 0 else list(trees)[::-1]):
+                    server, address, gateway, url = procs[label]
+                    c0 = _cpu(server.pid)
+                    times, _ = asyncio.run(_policy_sessions(address, tokenizer, conc, turns, per_session))
+                    cpu.setdefault(("serve", label), []).append((_cpu(server.pid) - c0) / len(times))
+                    wall.setdefault(("serve", label), []).append(statistics.median(times))
+                    c0 = _cpu(gateway.pid)
+                    times, _ = asyncio.run(_gateway_sessions(url, conc, turns, per_session))
+                    cpu.setdefault(("gateway", label), []).append((_cpu(gateway.pid) - c0) / len(times))
+                    wall.setdefault(("gateway", label), []).append(statistics.median(times))
+            first, last = list(trees)[0], list(trees)[-1]
+            for name in ("serve", "gateway"):
+                c = {t: statistics.median(cpu[(name, t)]) * 1e3 for t in trees}
+                w = {t: statistics.median(wall[(name, t)]) * 1e3 for t in trees}
+                print(f"| {name} | {conc} | " + " | ".join(f"{c[t]:.3f} ms" for t in trees)
+                      + f" | {c[last] / c[first]:.3f} | " + " | ".join(f"{w[t]:.2f} ms" for t in trees)
+                      + f" | {w[last] / w[first]:.3f} |")
+    finally:
+        for server, _, gateway, _ in procs.values():
+            for proc in (gateway, server):
+                proc.kill()
+                proc.wait()
 
 
 def main() -> None:
@@ -161,7 +229,14 @@ def main() -> None:
     parser.add_argument("--per-session", type=int, default=4, help="turns per session")
     parser.add_argument("--latency-ms", type=float, default=0.0, help="fake server latency")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 64])
+    parser.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"), default=None,
+                        help="two source trees of the package: their servers' CPU per turn and latency side by side")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds of --compare")
     args = parser.parse_args()
+    if args.compare:
+        compare({"before": args.compare[0], "after": args.compare[1]}, args.turns, args.per_session, args.rounds,
+                args.concurrency)
+        return
 
     from agent_gym.models import load_qwen_tokenizer
 

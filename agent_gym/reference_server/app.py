@@ -44,6 +44,7 @@ from agent_gym.reference_server.protocol import (
     ChatRequest,
     CompletionRequest,
     DetokenizeRequest,
+    PromptBound,
     TokenizeRequest,
     context_error,
     encode_text,
@@ -205,6 +206,7 @@ def create_app(
     name = served_model_name or str(backend.model_path)
     created = int(time.time())
     token_text = _TokenText(tok)
+    bound = PromptBound(tok, backend.max_model_len)
     faults = faults or Faults()
     tool_parser = make_parser(tool_call_parser) if tool_call_parser else None
 
@@ -290,7 +292,7 @@ def create_app(
                 ids = chat_prompt(req.messages, req.tools, req.chat_template_kwargs, req.add_generation_prompt,
                                   template=req.chat_template)
             elif req.prompt is not None:
-                ids = encode_text(tok, req.prompt, add_special_tokens=req.add_special_tokens)
+                ids = encode_text(tok, req.prompt, add_special_tokens=req.add_special_tokens)  # no length check (vLLM)
             else:
                 raise BadRequest("either 'prompt' or 'messages' is required", param="prompt")
             strs = tok.convert_ids_to_tokens(ids) if req.return_token_strs else None
@@ -331,6 +333,8 @@ def create_app(
         def prepare() -> list[Any]:
             gens = []
             for p in prompts:
+                if isinstance(p, str):
+                    bound.check(p)
                 ids = encode_text(tok, p, add_special_tokens=req.add_special_tokens) if isinstance(p, str) else p
                 if not ids:
                     raise BadRequest("The prompt cannot be empty.", param="prompt")

@@ -19,6 +19,7 @@ __all__ = [
     "ChatRequest",
     "CompletionRequest",
     "DetokenizeRequest",
+    "PromptBound",
     "TokenizeRequest",
     "context_error",
     "encode_text",
@@ -136,6 +137,51 @@ def encode_text(tokenizer: Any, text: str, *, add_special_tokens: bool, param: s
     except (TypeError, ValueError, UnicodeError) as exc:
         raise BadRequest(f"{param}: the tokenizer cannot encode this text ({type(exc).__name__}: {str(exc)[:100]}); "
                          "lone surrogates are not text", param=param) from None
+
+
+class PromptBound:
+    """Refuses a text prompt that cannot fit the context before tokenizing it.
+
+    Every id covers at most ``longest`` bytes of text (4 bytes per character of the longest token
+    of the vocabulary, an upper bound), so a text of more than ``max_model_len * longest`` bytes has
+    more than ``max_model_len`` ids:
+    vLLM's over-long-prompt error is certain, and the seconds and memory of tokenizing megabytes
+    are saved. (Chat messages are not bounded this way: a template may drop text.)
+
+    Args:
+        tokenizer: The server's tokenizer.
+        max_model_len: The context length.
+    """
+
+    def __init__(self, tokenizer: Any, max_model_len: int) -> None:
+        self.tokenizer = tokenizer
+        self.max_model_len = max_model_len
+        self._longest: int | None = None
+
+    @property
+    def longest(self) -> int:
+        """At least the bytes of the longest token (read from the vocabulary once, in milliseconds)."""
+        if self._longest is None:
+            try:
+                self._longest = 4 * max(map(len, self.tokenizer.get_vocab()), default=0) or 1 << 30
+            except Exception:  # noqa: BLE001 - a tokenizer without a readable vocabulary: no bound
+                self._longest = 1 << 30
+        return self._longest
+
+    def check(self, text: str, param: str = "prompt") -> None:
+        """Raise vLLM's context error when ``text`` cannot fit (cheap for short texts).
+
+        Raises:
+            BadRequest: The text has more ids than the context holds, whatever they are.
+        """
+        if len(text) <= self.max_model_len:  # at most 4 bytes per character: decided only for long texts
+            return
+        size = len(text.encode("utf-8", "surrogatepass"))
+        least = -(-size // self.longest)
+        if least > self.max_model_len:
+            raise BadRequest(f"This model's maximum context length is {self.max_model_len} tokens. However, your "
+                             f"request has at least {least} input tokens. Please reduce the length of the input "
+                             "messages.", param=param)
 
 
 def context_error(max_model_len: int, prompt_len: int, max_tokens: int | None) -> BadRequest | None:

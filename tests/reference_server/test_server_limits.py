@@ -63,6 +63,7 @@ def servers(qwen_tokenizer):
         "trusting": Served(create_app(FakeBackend(qwen_tokenizer, num_tokens=4), trust_request_chat_template=True,
                                       template_limits=TemplateLimits(cpu_s=1, wall_s=3.0))),
         "keyed": Served(create_app(FakeBackend(qwen_tokenizer, num_tokens=4), api_key="serve-key")),
+        "short": Served(create_app(FakeBackend(qwen_tokenizer, num_tokens=4, max_model_len=64))),
     }
     yield made
     for server in made.values():
@@ -152,6 +153,15 @@ def test_health_answers_while_a_large_prompt_is_tokenized(servers):
     thread.join()
     assert result[0].status_code == 200 and result[0].json()["count"] > 100_000
     assert slowest < 1.0
+
+
+def test_a_text_prompt_that_cannot_fit_is_refused_before_it_is_tokenized(servers):
+    s = servers["short"]
+    began = time.perf_counter()
+    error = error_of(s.post("/v1/completions", {"prompt": "word " * 200_000, "max_tokens": 4}), 400)
+    assert "maximum context length" in error["message"] and "at least" in error["message"]
+    assert time.perf_counter() - began < 1.0  # a megabyte is not tokenized to find out
+    assert s.post("/v1/completions", {"prompt": "word " * 10, "max_tokens": 4}).status_code == 200
 
 
 def test_a_generation_stops_when_its_client_goes_away(qwen_tokenizer):
