@@ -395,8 +395,10 @@ class SWEEnv(AgentEnv):
     def grade_patch(self, task: Mapping[str, Any], patch: str) -> SWEReport:
         """Grade ``patch`` for ``task`` in a fresh sandbox (also without an episode: gold or empty patches)."""
         snapshot = snapshot_for(task["source"], task.get("bug_patch") or "")
+        factory = "local" if self.sandbox_factory is None else f"factory {id(self.sandbox_factory)}"
+        context = f"{self.image_for(task)}|{self.backend}|{factory}|{self.grading_limits}"
         return grade_patch(task, snapshot, patch, lambda: self.new_sandbox(task, "grader"),
-                           timeout=self.grading_timeout, max_patch_bytes=self.max_patch_bytes)
+                           timeout=self.grading_timeout, max_patch_bytes=self.max_patch_bytes, context=context)
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         """One step (see :class:`~agent_gym.core.AgentEnv`); a grading that failed ends it ENV_ERROR."""

@@ -1,43 +1,58 @@
 """Grading a SWE task: the agent's patch applied to a clean base, the hidden tests run, SWE-bench's rule.
 
-:func:`grade_patch` starts a fresh sandbox (never the one the agent used), extracts the task's
-base repository (:mod:`agent_gym.envs.swe.repo`), and then:
+:func:`grade_patch` grades one patch in fresh sandboxes (never the one the agent used):
 
-1. **Filters the patch.** Changes to files that decide how the tests run are dropped and listed
-   in the report (``dropped_files``): the task's test files (its test patch's files and every
-   test file by name: ``test_*.py``, ``*_test.py``, files under ``tests/`` or ``test/``), pytest's
-   configuration and plugin hooks (``conftest.py``, ``pytest.ini``, ``tox.ini``, ``setup.cfg``,
-   ``pyproject.toml``), start-up hooks of Python (``sitecustomize.py``, ``usercustomize.py``,
-   ``*.pth``) and what the task marks (``protected_files``). A patch over ``max_patch_bytes`` is not
-   applied at all.
-2. **Applies it** with ``git apply``, then ``git apply --3way``, then ``patch -p1 --fuzz=3``
-   (the first that works; the tree is reset between tries).
-3. **Applies the test patch** (the hidden tests) to the files, reset to base by step 1.
-4. **Runs the tests** (pytest, with plugins from the host's environment off and a reporter of
-   this module that writes each test's outcome to a file; or the task's own ``test_command``,
-   whose output its ``parser_name`` reads) under the grading time limit.
+1. **The base run** (:mod:`agent_gym.envs.swe.baseline`, once per task and process): the tests on the
+   base with the hidden tests applied. A base on which they cannot run makes the patch's grading
+   ``outcome == "error"`` (not a verdict: the episode ends ENV_ERROR and is masked), whatever the patch.
+2. **The policy** (:mod:`agent_gym.envs.swe.policy`): tests and runner configuration are dropped from
+   the patch (``dropped_files``); library code naming the test runner or the interpreter's
+   introspection, and modules that shadow others, are rejected (score 0, ``apply["policy"]``).
+   A patch over ``max_patch_bytes`` is not applied at all.
+3. **The patched tree** (:func:`agent_gym.envs.swe.runs.prepare`): the base extracted, the patch
+   applied with ``git apply``, then ``git apply --3way``, then ``patch -p1 --fuzz=3``; the tree's
+   changes checked against the policy (compiled files, start-up hooks, attribute files, links, files the
+   diff does not show, shadowing); the hidden tests applied (a patch that keeps them from applying,
+   when they apply to the base, scores 0).
+4. **The run** (:func:`agent_gym.envs.swe.runs.run_tests`): pytest in a guarded child process with the
+   base's configuration file and root directory, its verdict authenticated by a key written for that
+   run (:mod:`agent_gym.envs.swe.scripts.guarded_pytest`); or the task's own ``test_command``, whose
+   output its ``parser_name`` reads.
 
 Outcomes per test: ``passed``, ``failed``, ``error`` (setup, teardown or collection failed),
-``skipped``, ``xfailed`` and ``missing`` (never ran). SWE-bench's rule: the task is
-**resolved** when every ``FAIL_TO_PASS`` test and every ``PASS_TO_PASS`` test passed (an
-expected failure counts for ``PASS_TO_PASS`` only); missing, skipped and errored ``FAIL_TO_PASS``
-tests fail. A run that collected no test, wrote no results or ran out of time is **invalid**:
-with the agent's patch applied it scores 0 (the base collects the tests; the patch broke them),
-with nothing applied it is the task's fault (``outcome == "error"``, not graded).
+``skipped``, ``xfailed`` and ``missing`` (never ran). SWE-bench's rule: the task is **resolved** when
+every ``FAIL_TO_PASS`` test and every ``PASS_TO_PASS`` test passed (an expected failure counts for
+``PASS_TO_PASS`` only); missing, skipped and errored ``FAIL_TO_PASS`` tests fail; ``PASS_TO_PASS``
+tests that fail on the base are not counted. A patched run that collected no test, wrote no verdict,
+ran out of time, or whose guard saw the runner tampered with, is **invalid** (score 0): the base run
+showed that the tests run without the patch.
 """
 
 from __future__ import annotations
 
-import fnmatch
-import json
-import secrets
-import shlex
+import io
+import tarfile
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_gym.envs.swe.baseline import BaseRun, base_key, base_run_for
+from agent_gym.envs.swe.policy import (
+    CONFIG_NAMES,
+    PROTECTED_NAMES,
+    added_files,
+    filter_patch,
+    is_test_path,
+    shadowing_violations,
+    static_violations,
+    test_roots,
+    tree_violations,
+)
 from agent_gym.envs.swe.repo import Snapshot, patch_files, split_patch
+from agent_gym.envs.swe.runs import GIT_ENV, TestRun, Workspace, apply_patch_commands, host_python, prepare, run_tests
 from agent_gym.envs.terminal.grading import get_parser
 from agent_gym.errors import SandboxError, TestOutputError
 
@@ -46,15 +61,15 @@ __all__ = [
     "GIT_ENV",
     "PROTECTED_NAMES",
     "REPORTER_SOURCE",
-    "RUNNER",
-    "SHADOWING_ROOTS",
     "REWARD_MODES",
     "SWEReport",
     "apply_patch_commands",
+    "base_tree",
     "filter_patch",
     "grade_patch",
     "is_test_path",
     "judge",
+    "run_base",
 ]
 
 REWARD_MODES = ("resolved", "f2p_fraction")
@@ -63,26 +78,6 @@ that pass, when every PASS_TO_PASS test passes (else 0) - named partial credit."
 
 DEFAULT_MAX_PATCH_BYTES = 1 << 20
 """Largest patch graded (1 MiB); a bigger one scores 0 unapplied."""
-
-PROTECTED_NAMES = ("conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "sitecustomize.py",
-                   "usercustomize.py", "*.pth", ".pytest_cache")
-"""File names (any directory) whose changes the grader drops: they decide how tests run."""
-
-SHADOWING_ROOTS = ("pytest.py", "pytest", "_pytest", "pluggy.py", "pluggy", "py.py", "iniconfig.py", "iniconfig")
-"""Top-level names in the repository that would stand in for the test runner itself: changes under them are dropped
-(the runner is also imported before the repository is on ``sys.path``)."""
-
-RUNNER = ("python3 -c 'import sys; sys.path[:] = [p for p in sys.path if p not in (\"\", \".\")]; import pytest; "
-          "raise SystemExit(pytest.main())'")
-"""The default test runner: ``python3 -m pytest`` except that pytest and its plugins are imported before the
-repository is importable (the reporter plugin then puts the working directory first on ``sys.path``, as ``-m``
-would), so a module of the repository cannot stand in for pytest."""
-
-GIT_ENV = {"GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": "*",
-           "GIT_CONFIG_KEY_1": "core.hooksPath", "GIT_CONFIG_VALUE_1": "/dev/null",
-           "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "agent", "GIT_AUTHOR_EMAIL": "agent@localhost",
-           "GIT_COMMITTER_NAME": "agent", "GIT_COMMITTER_EMAIL": "agent@localhost"}
-"""Environment of git inside a sandbox (the repository is owned by another user than the tools')."""
 
 REPORTER_SOURCE = '''
 import json, os, sys
@@ -123,7 +118,7 @@ def pytest_sessionfinish(session, exitstatus):
             json.dump({"results": _results, "messages": _messages, "collect_errors": _errors,
                        "exitstatus": int(exitstatus), "collected": session.testscollected}, f)
 '''
-"""The pytest plugin the grader loads (``-p agent_gym_swe_report``): each test's outcome to a file."""
+"""A pytest plugin writing each test's outcome to a file (the task generator's runner; grading uses the guarded run)."""
 
 
 @dataclass
@@ -131,16 +126,19 @@ class SWEReport:
     """What grading said about one patch.
 
     Attributes:
-        outcome: ``"graded"``, ``"invalid"`` (the patch broke the test run: scores 0) or ``"error"``
-            (the task or the machine failed: not a verdict).
+        outcome: ``"graded"``, ``"invalid"`` (the patch broke the test run or the policy: scores 0) or
+            ``"error"`` (the task or the machine failed: not a verdict).
         apply: How the patch went in: ``method`` (``"git apply"``, ``"git apply --3way"``,
-            ``"patch --fuzz"``, ``"empty"``, ``"failed"``, ``"too_large"``), ``dropped_files``, ``error``.
+            ``"patch --fuzz"``, ``"empty"``, ``"failed"``, ``"too_large"``, ``"rejected"``),
+            ``dropped_files``, ``policy`` (why it was rejected), ``error``.
         results: ``{test: outcome}``.
         fail_to_pass / pass_to_pass: ``{test: outcome}`` of the task's lists (``missing`` if not run).
         reason: Why it is not resolved (empty when it is).
         exit_code: The test command's exit code.
         seconds: Wall time of the grading.
         test_output: The tail of the test command's output.
+        base: The base run: ``ok``, ``reason``, ``cached``, ``seconds``, ``p2p_failing_on_base``.
+        violations: What the guard of the test run found (``[key, detail]``).
     """
 
     outcome: str
@@ -152,6 +150,8 @@ class SWEReport:
     exit_code: int | None = None
     seconds: float = 0.0
     test_output: str = ""
+    base: dict[str, Any] = field(default_factory=dict)
+    violations: list[list[str]] = field(default_factory=list)
 
     @property
     def f2p_fraction(self) -> float:
@@ -188,43 +188,8 @@ class SWEReport:
         return {"outcome": self.outcome, "resolved": self.resolved, "reason": self.reason, "apply": dict(self.apply),
                 "f2p_fraction": self.f2p_fraction, "p2p_fraction": self.p2p_fraction,
                 "fail_to_pass": dict(self.fail_to_pass), "pass_to_pass": dict(self.pass_to_pass),
-                "results": dict(self.results), "exit_code": self.exit_code, "seconds": round(self.seconds, 3)}
-
-
-def is_test_path(path: str) -> bool:
-    """True for a test file by name: ``test_*.py``, ``*_test.py``, or any file under ``tests/`` or ``test/``."""
-    parts = path.split("/")
-    name = parts[-1]
-    return (fnmatch.fnmatch(name, "test_*.py") or fnmatch.fnmatch(name, "*_test.py")
-            or any(p in ("tests", "test", "testing") for p in parts[:-1]))
-
-
-def _protected(path: str, extra: Sequence[str]) -> bool:
-    name = path.rsplit("/", 1)[-1]
-    if any(fnmatch.fnmatch(name, pattern) for pattern in PROTECTED_NAMES) or path.split("/")[0] in SHADOWING_ROOTS:
-        return True
-    return is_test_path(path) or any(fnmatch.fnmatch(path, pattern) for pattern in extra)
-
-
-def filter_patch(patch: str, test_files: Sequence[str] = (), protected: Sequence[str] = ()) -> tuple[str, list[str]]:
-    """``(kept patch, dropped paths)``: the patch without the files the grader protects (module docstring)."""
-    kept: list[str] = []
-    dropped: list[str] = []
-    hidden = set(test_files)
-    for path, text in split_patch(patch):
-        if path in hidden or _protected(path, protected):
-            dropped.append(path)
-        else:
-            kept.append(text)
-    return "".join(kept), dropped
-
-
-def apply_patch_commands(path: str) -> list[tuple[str, str]]:
-    """``[(method, shell command)]`` tried in order to apply the patch file ``path`` in the repository."""
-    q = shlex.quote(path)
-    return [("git apply", f"git apply --binary --whitespace=nowarn {q}"),
-            ("git apply --3way", f"git apply --binary --3way --whitespace=nowarn {q}"),
-            ("patch --fuzz", f"patch -p1 --fuzz=3 --batch --forward --no-backup-if-mismatch -i {q}")]
+                "results": dict(self.results), "exit_code": self.exit_code, "seconds": round(self.seconds, 3),
+                "base": dict(self.base), "violations": [list(v) for v in self.violations]}
 
 
 def judge(results: Mapping[str, str], fail_to_pass: Sequence[str],
@@ -244,6 +209,153 @@ def judge(results: Mapping[str, str], fail_to_pass: Sequence[str],
     return f2p, p2p, "; ".join(reasons)
 
 
+# --------------------------------------------------------------------------- the base tree
+
+
+class BaseTree:
+    """The files of a base repository (from its archive): paths and, on demand, texts."""
+
+    def __init__(self, archive: bytes) -> None:
+        self._tar = tarfile.open(fileobj=io.BytesIO(archive))
+        self._members = {m.name.removeprefix("./"): m for m in self._tar.getmembers()
+                         if m.isfile() and not m.name.removeprefix("./").startswith(".git/")}
+        self.paths = frozenset(self._members)
+        self._lock = threading.Lock()
+
+    def text(self, path: str) -> str | None:
+        """The text of ``path`` in the base, or None when it has none."""
+        member = self._members.get(path)
+        if member is None:
+            return None
+        with self._lock:
+            handle = self._tar.extractfile(member)
+            data = handle.read() if handle is not None else b""
+        return data.decode("utf-8", "replace")
+
+
+_trees: OrderedDict[str, BaseTree] = OrderedDict()
+_trees_lock = threading.Lock()
+
+
+def base_tree(snapshot: Snapshot) -> BaseTree:
+    """The :class:`BaseTree` of ``snapshot`` (the last 16 are kept)."""
+    with _trees_lock:
+        if snapshot.commit in _trees:
+            _trees.move_to_end(snapshot.commit)
+            return _trees[snapshot.commit]
+    tree = BaseTree(snapshot.archive)
+    with _trees_lock:
+        _trees[snapshot.commit] = tree
+        while len(_trees) > 16:
+            _trees.popitem(last=False)
+    return tree
+
+
+def _protected(tree: BaseTree, task: Mapping[str, Any]) -> list[str]:
+    """Files whose content the guarded run checks: hidden tests, targets, tests beside them, configuration."""
+    hidden = set(patch_files(str(task.get("test_patch") or "")))
+    targets = [t.split("::")[0] for t in task.get("test_targets") or ()]
+    dirs = {t.rsplit("/", 1)[0] if "/" in t else "" for t in [*hidden, *targets]}
+    tests = [p for p in tree.paths if is_test_path(p)]
+    near = tests if len(tests) <= 500 else [p for p in tests if (p.rsplit("/", 1)[0] if "/" in p else "") in dirs]
+    config = [p for p in tree.paths if p.rsplit("/", 1)[-1] in CONFIG_NAMES]
+    return sorted(hidden | set(targets) | set(near) | set(config))
+
+
+def _roots(tree: BaseTree, task: Mapping[str, Any]) -> list[str]:
+    """The ``sys.path`` entries inside the repository when the tests run."""
+    env = dict(task.get("test_env") or {})
+    extra = [p.strip("/") for p in str(env.get("PYTHONPATH", "")).split(":") if p and not p.startswith("/")]
+    return sorted({"", *extra, *test_roots(tree.paths)})
+
+
+# --------------------------------------------------------------------------- runs
+
+
+def _tail(run: TestRun) -> str:
+    return run.output[-4000:]
+
+
+def _results(task: Mapping[str, Any], run: TestRun) -> tuple[dict[str, str], dict[str, str], str]:
+    """``(results, messages, why there are none)`` of a run."""
+    if run.verdict is not None and run.verdict.get("parse"):
+        try:
+            return get_parser(str(task.get("parser_name") or "pytest"))(run.output), {}, ""
+        except TestOutputError as exc:
+            return {}, {}, f"the test output has no results: {exc}"
+    if run.verdict is None:
+        return {}, {}, f"the test run wrote no results ({run.note}; exit code {run.exit_code})"
+    verdict = run.verdict
+    results = {str(k): str(v) for k, v in dict(verdict.get("results") or {}).items()}
+    messages = {str(k): str(v) for k, v in dict(verdict.get("messages") or {}).items()}
+    if not verdict.get("complete"):
+        return results, messages, f"the test run wrote no results (it did not finish; exit code {run.exit_code})"
+    if verdict.get("collect_errors") and not results:
+        return results, messages, f"test collection failed: {', '.join(map(str, verdict['collect_errors'][:5]))}"
+    if not results or verdict.get("collected") == 0:
+        return results, messages, "the test run collected no tests"
+    return results, messages, ""
+
+
+def run_base(task: Mapping[str, Any], snapshot: Snapshot, sandbox_factory: Callable[[], Any],
+             timeout: float = 120.0) -> BaseRun:
+    """The tests on the unpatched base with the hidden tests applied (see :mod:`~agent_gym.envs.swe.baseline`)."""
+    started = time.monotonic()
+    tree = base_tree(snapshot)
+    try:
+        sandbox = sandbox_factory()
+    except SandboxError as exc:
+        return BaseRun(False, f"the grading sandbox did not start: {exc}", machine_error=True)
+    try:
+        work = Workspace(sandbox)
+        prepared = prepare(work, snapshot.archive, snapshot.commit, "", str(task.get("test_patch") or ""), names=True)
+        names = prepared.names or {}
+        base = BaseRun(False, stdlib=set(names.get("stdlib") or ()), installed=set(names.get("installed") or ()),
+                       python=names.get("python"))
+        if not prepared.extracted:
+            base.reason = prepared.error or "the base repository did not extract"
+        elif prepared.test_patch == "failed":
+            base.reason = f"the hidden tests do not apply to the base: {prepared.test_patch_error}"
+        else:
+            run = run_tests(work, task, timeout, mode="observe", protected=_protected(tree, task))
+            base.exit_code, base.test_output = run.exit_code, _tail(run)
+            results, messages, problem = _results(task, run)
+            base.results, base.messages = results, messages
+            verdict = run.verdict or {}
+            base.config = {"ini": verdict.get("ini"), "rootdir": verdict.get("rootdir")}
+            base.tolerated = sorted({str(v[0]) for v in verdict.get("violations") or ()}
+                                    | {f"changed@{p}" for p in verdict.get("changed_files") or ()})
+            missing = [t for t in task.get("FAIL_TO_PASS") or () if t not in results]
+            if run.timed_out:
+                base.reason = f"the tests ran past the grading time limit of {timeout:g} s"
+            elif problem:
+                base.reason = problem
+            elif missing:
+                base.reason = f"FAIL_TO_PASS tests are not collected: {', '.join(missing[:5])}"
+            else:
+                base.ok = True
+    except SandboxError as exc:
+        base = BaseRun(False, f"the grading sandbox failed: {exc}", machine_error=True)
+    finally:
+        sandbox.close()
+    base.seconds = time.monotonic() - started
+    return base
+
+
+def _machine_ok(sandbox_factory: Callable[[], Any]) -> bool:
+    """Whether a fresh grading sandbox starts and runs a command (the machine works)."""
+    try:
+        sandbox = sandbox_factory()
+    except SandboxError:
+        return False
+    try:
+        return bool(sandbox.exec("true", timeout=30).ok)
+    except SandboxError:
+        return False
+    finally:
+        sandbox.close()
+
+
 def grade_patch(
     task: Mapping[str, Any],
     snapshot: Snapshot,
@@ -252,99 +364,114 @@ def grade_patch(
     *,
     timeout: float = 120.0,
     max_patch_bytes: int = DEFAULT_MAX_PATCH_BYTES,
+    context: str = "",
 ) -> SWEReport:
-    """Grade ``patch`` for ``task`` in a fresh sandbox from ``sandbox_factory()`` (see the module docstring).
+    """Grade ``patch`` for ``task`` in fresh sandboxes from ``sandbox_factory()`` (see the module docstring).
 
-    Never raises for what the patch does; a sandbox that fails gives ``outcome == "error"``.
+    ``context`` names what else shapes the test run (the image, the limits) in the key of the cached
+    base run. Never raises for what the patch does; a sandbox that fails before the patch's code
+    runs, or a base on which the tests cannot run, gives ``outcome == "error"``.
     """
     started = time.monotonic()
-    size = len(patch.encode("utf-8", "surrogateescape"))
-    if size > max_patch_bytes:
-        return SWEReport("invalid", apply={"method": "too_large", "dropped_files": [], "bytes": size},
-                         reason=f"the patch has {size} bytes, over the limit of {max_patch_bytes}",
-                         seconds=time.monotonic() - started)
-    test_patch = str(task.get("test_patch") or "")
-    kept, dropped = filter_patch(patch, patch_files(test_patch), list(task.get("protected_files") or ()))
-    try:
-        sandbox = sandbox_factory()
-    except SandboxError as exc:
-        return SWEReport("error", reason=f"the grading sandbox did not start: {exc}")
-    try:
-        report = _grade_in(sandbox, task, snapshot, kept, dropped, test_patch, timeout)
-    except SandboxError as exc:
-        report = SWEReport("error", reason=f"the grading sandbox failed: {exc}")
-    finally:
-        sandbox.close()
+    report = _grade(task, snapshot, patch, sandbox_factory, timeout, max_patch_bytes, context)
     report.seconds = time.monotonic() - started
     return report
 
 
-def _grade_in(sandbox: Any, task: Mapping[str, Any], snapshot: Snapshot, kept: str, dropped: list[str],
-              test_patch: str, timeout: float) -> SWEReport:
-    work = f"/tmp/agent_gym_swe_{secrets.token_hex(6)}"
-    sandbox.write_file(f"{work}/base.tar", snapshot.archive)
-    result = sandbox.exec(f"tar -xf {work}/base.tar -C /app && rm -f {work}/base.tar", timeout=120, env=GIT_ENV)
-    if not result.ok:
-        return SWEReport("error", reason=f"the base repository did not extract: {result.output[-300:]}")
+def _grade(task: Mapping[str, Any], snapshot: Snapshot, patch: str, sandbox_factory: Callable[[], Any],
+           timeout: float, max_patch_bytes: int, context: str) -> SWEReport:
+    size = len(patch.encode("utf-8", "surrogateescape"))
+    if size > max_patch_bytes:
+        return SWEReport("invalid", apply={"method": "too_large", "dropped_files": [], "bytes": size},
+                         reason=f"the patch has {size} bytes, over the limit of {max_patch_bytes}")
+    test_patch = str(task.get("test_patch") or "")
+    kept, dropped = filter_patch(patch, patch_files(test_patch), list(task.get("protected_files") or ()))
+    key = base_key(task, snapshot.commit, f"{context}|{timeout}")
+    base, cached = base_run_for(key, lambda: run_base(task, snapshot, sandbox_factory, timeout))
+    summary = base.summary(cached)
     apply: dict[str, Any] = {"method": "empty", "dropped_files": dropped}
-    if kept.strip():
-        sandbox.write_file(f"{work}/agent.patch", kept)
-        errors = []
-        for method, command in apply_patch_commands(f"{work}/agent.patch"):
-            result = sandbox.exec(command, timeout=60, env=GIT_ENV)
-            if result.ok:
-                apply["method"] = method
-                break
-            errors.append(f"{method}: {result.output.strip()[-300:]}")
-            sandbox.exec("git reset -q --hard && git clean -fdxq", timeout=60, env=GIT_ENV)
-        else:
-            apply.update(method="failed", error="\n".join(errors))
-            return SWEReport("invalid", apply=apply, reason="the patch does not apply to the base commit")
-    if test_patch.strip():
-        sandbox.write_file(f"{work}/test.patch", test_patch)
-        result = sandbox.exec(f"git apply --binary --whitespace=nowarn {work}/test.patch", timeout=60, env=GIT_ENV)
-        if not result.ok:
-            return SWEReport("error", apply=apply, reason=f"the test patch does not apply: {result.output[-300:]}")
-    sandbox.write_file(f"{work}/plugin/agent_gym_swe_report.py", REPORTER_SOURCE)
-    results_path = f"{work}/results.json"
-    env = {**GIT_ENV, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONPATH": f"{work}/plugin",
-           "PYTEST_ADDOPTS": "-p agent_gym_swe_report -p no:cacheprovider", "AGENT_GYM_SWE_RESULTS": results_path,
-           "PYTHONDONTWRITEBYTECODE": "1", "HOME": "/tmp",
-           **{str(k): str(v) for k, v in dict(task.get("test_env") or {}).items()}}
-    command = str(task.get("test_command") or "")
-    if not command:
-        targets = " ".join(shlex.quote(t) for t in task.get("test_targets") or ())
-        command = f"{RUNNER} -q -rA {targets}".strip()
-        env["AGENT_GYM_SWE_CWD_FIRST"] = "1"
-    run = sandbox.exec(command, timeout=timeout, env=env)
-    tail = run.output[-4000:]
-    applied = apply["method"] != "empty"
-    blame = "the patch" if applied else "the task"
+    if not base.ok:
+        return SWEReport("error", apply=apply, base=summary, test_output=base.test_output, exit_code=base.exit_code,
+                         reason=f"cannot grade: the tests do not run on the base ({base.reason})")
+    p2p = list(task.get("PASS_TO_PASS") or ())
+    summary["p2p_failing_on_base"] = [t for t in p2p if base.results.get(t) not in ("passed", "xfailed")]
+    p2p = [t for t in p2p if t not in summary["p2p_failing_on_base"]]
+    tree = base_tree(snapshot)
+    roots = _roots(tree, task)
+    shown = set(patch_files(kept))
+    new_files = [p for p, text in split_patch(kept) if "\nnew file mode" in text or "--- /dev/null" in text]
+    policy = static_violations(kept, tree.text) + shadowing_violations(
+        new_files, tree.paths, set(), roots, base.stdlib, base.installed)
+    if policy:
+        apply.update(method="rejected", policy=policy)
+        return SWEReport("invalid", apply=apply, base=summary,
+                         reason=f"the patch breaks the grading policy: {'; '.join(policy[:3])}")
+    if not kept.strip():
+        f2p, p2p_out, reason = judge(base.results, list(task.get("FAIL_TO_PASS") or ()), p2p)
+        return SWEReport("graded", apply=apply, results=dict(base.results), fail_to_pass=f2p, pass_to_pass=p2p_out,
+                         reason=reason, exit_code=base.exit_code, test_output=base.test_output, base=summary)
+    try:
+        sandbox = sandbox_factory()
+    except SandboxError as exc:
+        return SWEReport("error", apply=apply, base=summary, reason=f"the grading sandbox did not start: {exc}")
+    ran = False
+    try:
+        work = Workspace(sandbox)
+        prepared = prepare(work, snapshot.archive, snapshot.commit, kept, test_patch)
+        if not prepared.extracted:
+            return SWEReport("error", apply=apply, base=summary, reason=prepared.error or "the base did not extract")
+        if prepared.method == "failed":
+            apply.update(method="failed", error="\n".join(prepared.errors))
+            return SWEReport("invalid", apply=apply, base=summary, reason="the patch does not apply to the base commit")
+        apply["method"] = prepared.method
+        added, deleted = added_files(prepared.changes)
+        policy = tree_violations(prepared.changes, shown) + shadowing_violations(
+            added, tree.paths, deleted, roots, base.stdlib, base.installed)
+        if prepared.error:
+            policy.append(f"the tree could not be checked: {prepared.error}")
+        if policy:
+            apply.update(method="rejected", policy=policy)
+            return SWEReport("invalid", apply=apply, base=summary,
+                             reason=f"the patch breaks the grading policy: {'; '.join(policy[:3])}")
+        if prepared.test_patch == "failed":
+            return SWEReport("invalid", apply=apply, base=summary,
+                             reason="the patch keeps the hidden tests from applying (they apply to the base): "
+                                    f"{prepared.test_patch_error}")
+        ran = True
+        run = run_tests(work, task, timeout, tolerated=base.tolerated, pin=base.config,
+                        protected=_protected(tree, task), compiled=base.python == host_python())
+    except SandboxError as exc:
+        if not ran or not _machine_ok(sandbox_factory):
+            return SWEReport("error", apply=apply, base=summary, reason=f"the grading sandbox failed: {exc}")
+        return SWEReport("invalid", apply=apply, base=summary,
+                         reason=f"the grading sandbox failed while the patch's code ran (the patch): {exc}")
+    finally:
+        sandbox.close()
+    return _verdict_report(task, run, apply, summary, base, p2p, timeout)
+
+
+def _verdict_report(task: Mapping[str, Any], run: TestRun, apply: dict[str, Any], summary: dict[str, Any],
+                    base: BaseRun, p2p: list[str], timeout: float) -> SWEReport:
+    """The report of a patched run (the base ran the tests, so a broken run is the patch's)."""
+    tail = _tail(run)
+    verdict = run.verdict or {}
+    tolerated = set(base.tolerated)
+    violations = [[str(k), str(d)] for k, d in verdict.get("violations") or () if str(k) not in tolerated]
+    violations += [[f"changed@{p}", f"{p} changed while the tests ran"] for p in verdict.get("changed_files") or ()
+                   if f"changed@{p}" not in tolerated]
+    violations += [["channel", str(p)] for p in verdict.get("channel_problems") or ()]
 
     def bad(reason: str) -> SWEReport:
-        return SWEReport("invalid" if applied else "error", apply=apply, reason=f"{reason} ({blame})",
-                         exit_code=run.exit_code, test_output=tail)
+        return SWEReport("invalid", apply=apply, reason=f"{reason} (the patch)", exit_code=run.exit_code,
+                         test_output=tail, base=summary, violations=violations)
 
+    if violations:
+        return bad(f"the test run was tampered with: {'; '.join(d for _, d in violations[:3])}")
     if run.timed_out:
         return bad(f"the tests ran past the grading time limit of {timeout:g} s")
-    results: dict[str, str] = {}
-    collected = None
-    try:
-        data = json.loads(sandbox.read_file(results_path).decode("utf-8", "replace"))
-        results = {str(k): str(v) for k, v in dict(data.get("results") or {}).items()}
-        collected = int(data.get("collected") or 0)
-        if data.get("collect_errors") and not results:
-            return bad(f"test collection failed: {', '.join(map(str, data['collect_errors'][:5]))}")
-    except (SandboxError, ValueError, TypeError, AttributeError):
-        if task.get("parser_name") and task.get("parser_name") != "pytest-reporter":
-            try:
-                results = get_parser(str(task["parser_name"]))(run.output)
-            except TestOutputError as exc:
-                return bad(f"the test output has no results: {exc}")
-        else:
-            return bad(f"the test run wrote no results (exit code {run.exit_code})")
-    if not results or collected == 0:
-        return bad("the test run collected no tests")
-    f2p, p2p, reason = judge(results, list(task.get("FAIL_TO_PASS") or ()), list(task.get("PASS_TO_PASS") or ()))
-    return SWEReport("graded", apply=apply, results=results, fail_to_pass=f2p, pass_to_pass=p2p, reason=reason,
-                     exit_code=run.exit_code, test_output=tail)
+    results, _, problem = _results(task, run)
+    if problem:
+        return bad(problem)
+    f2p, p2p_out, reason = judge(results, list(task.get("FAIL_TO_PASS") or ()), p2p)
+    return SWEReport("graded", apply=apply, results=results, fail_to_pass=f2p, pass_to_pass=p2p_out, reason=reason,
+                     exit_code=run.exit_code, test_output=tail, base=summary)

@@ -82,7 +82,7 @@ def test_the_editor_views_edits_and_undoes_with_clear_messages(env):
         bash("printf '\\x00\\x01\\xff' > /app/blob.bin; echo outside > /tmp/outside.txt") + SUBMIT)
     assert terminated and info["status"] == EpisodeStatus.ENV_DONE
     swe = info["swe"]
-    assert swe["resolved"] and reward > 1.0 and swe["apply"]["method"] == "git apply"
+    assert swe["resolved"] and reward >= 1.0 and swe["apply"]["method"] == "git apply"
     patch = env.unwrapped.last_patch if hasattr(env, "unwrapped") else env.last_patch
     assert "notes/new.txt" in patch and "GIT binary patch" in patch and "outside" not in patch
     assert "# fixed" not in patch and swe["patch_bytes"] == len(patch.encode())

@@ -164,6 +164,7 @@ def test_a_module_of_the_repository_cannot_stand_in_for_the_test_runner(env):
     patch = (file_diff("pytest.py", None, forge) + file_diff("_pytest/__init__.py", None, forge)
              + file_diff("pygments/__init__.py", None, forge))  # pytest imports pygments as it starts
     report = env.grade_patch(env.tasks[0], patch)
-    assert report.outcome == "graded" and report.score() == 0.0, report.as_info()
-    assert set(report.apply["dropped_files"]) == {"pytest.py", "_pytest/__init__.py"}
-    assert report.fail_to_pass[f"{HIDDEN}::test_exact_width"] == "failed"
+    assert report.outcome == "invalid" and report.score() == 0.0, report.as_info()
+    policy = "\n".join(report.apply["policy"])
+    for name in ("pytest", "_pytest", "pygments"):
+        assert f"shadows the installed module {name!r}" in policy, policy
