@@ -46,12 +46,13 @@ from agent_gym.envs.swe.policy import (
     added_files,
     filter_patch,
     is_test_path,
+    patch_paths,
     shadowing_violations,
     static_violations,
     test_roots,
     tree_violations,
 )
-from agent_gym.envs.swe.repo import Snapshot, patch_files, split_patch
+from agent_gym.envs.swe.repo import Snapshot, patch_files
 from agent_gym.envs.swe.runs import GIT_ENV, TestRun, Workspace, apply_patch_commands, host_python, prepare, run_tests
 from agent_gym.envs.terminal.grading import get_parser
 from agent_gym.errors import SandboxError, TestOutputError
@@ -398,10 +399,9 @@ def _grade(task: Mapping[str, Any], snapshot: Snapshot, patch: str, sandbox_fact
     p2p = [t for t in p2p if t not in summary["p2p_failing_on_base"]]
     tree = base_tree(snapshot)
     roots = _roots(tree, task)
-    shown = set(patch_files(kept))
-    new_files = [p for p, text in split_patch(kept) if "\nnew file mode" in text or "--- /dev/null" in text]
+    shown, new_files, gone = patch_paths(kept)
     policy = static_violations(kept, tree.text) + shadowing_violations(
-        new_files, tree.paths, set(), roots, base.stdlib, base.installed)
+        new_files, tree.paths, gone, roots, base.stdlib, base.installed)
     if policy:
         apply.update(method="rejected", policy=policy)
         return SWEReport("invalid", apply=apply, base=summary,

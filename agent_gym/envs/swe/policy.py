@@ -47,6 +47,7 @@ __all__ = [
     "filter_patch",
     "is_test_path",
     "module_name",
+    "patch_paths",
     "shadowing_violations",
     "static_violations",
     "test_roots",
@@ -218,6 +219,28 @@ def test_roots(paths: Iterable[str]) -> list[str]:
             parts.pop()
         roots.add("/".join(parts))
     return sorted(roots)
+
+
+def patch_paths(patch: str) -> tuple[set[str], list[str], set[str]]:
+    """``(every path the patch names, the files it adds, the files it deletes)`` (old and new names of renames)."""
+    named: set[str] = set()
+    added: list[str] = []
+    deleted: set[str] = set()
+    for path, text in split_patch(patch):
+        named.add(path)
+        header = text.split("\n@@", 1)[0]
+        for line in header.splitlines():
+            for prefix in ("rename from ", "rename to ", "copy from ", "copy to "):
+                if line.startswith(prefix):
+                    named.add(line[len(prefix):].strip().strip('"'))
+            if line.startswith("--- ") and not line.startswith("--- /dev/null"):
+                old = line[4:].split("\t", 1)[0].strip().strip('"')
+                named.add(old[2:] if old[:2] in ("a/", "b/") else old)
+        if "\nnew file mode" in header or "\n--- /dev/null" in header:
+            added.append(path)
+        if "\ndeleted file mode" in header or "\n+++ /dev/null" in header:
+            deleted.add(path)
+    return named, added, deleted
 
 
 def added_files(changes: Iterable[tuple[str, str, str]]) -> tuple[list[str], set[str]]:

@@ -233,3 +233,13 @@ def test_the_guard_reads_no_global_name_a_patch_could_replace():
         if isinstance(const, types.CodeType):
             walk(const)
     assert found == {}, found
+
+
+def test_no_process_the_agent_started_survives_into_grading(env):
+    env.reset(seed=0)
+    env.step(format_tool_call("bash", {"command": "setsid nohup sh -c 'while :; do sleep 0.05; done' "
+                                                  ">/dev/null 2>&1 & echo started"}))
+    *_, info = env.step(format_tool_call("submit", {}))
+    assert info["status"] == EpisodeStatus.ENV_DONE and info["swe"]["outcome"] == "graded", info["swe"]
+    names = env.unwrapped.sandbox.exec("ps -eo comm=").output.split()
+    assert "sh" not in names and "sleep" not in names, names  # killed before the patch was captured
