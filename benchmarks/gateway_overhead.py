@@ -74,8 +74,8 @@ def _cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _spawn(argv: list[str], port: int, env: dict[str, str] | None = None) -> subprocess.Popen:
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+def _spawn(argv: list[str], port: int, env: dict[str, str] | None = None, cwd: str | None = None) -> subprocess.Popen:
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd,
                             env={**os.environ, "AGENT_GYM_TRAINER_TOKEN": TRAINER, **(env or {})})
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -182,12 +182,16 @@ def compare(trees: dict[str, str], turns: int, per_session: int, rounds: int, co
     procs: dict[str, tuple[subprocess.Popen, str, subprocess.Popen, str]] = {}
     try:
         for label, tree in trees.items():
-            env = {"PYTHONPATH": os.path.abspath(tree)}
+            root = os.path.abspath(tree)  # python -m puts the working directory first on the path: the tree's
+            env = {"PYTHONPATH": root}
             sp, gp = _port(), _port()
-            server = _spawn([py, "-m", "agent_gym.reference_server", "--port", str(sp), "--fake-tokens", "8"], sp, env)
+            server = _spawn([py, "-m", "agent_gym.reference_server", "--port", str(sp), "--fake-tokens", "8"], sp, env,
+                            root)
             gateway = _spawn([py, "-m", "agent_gym", "gateway", "--server", f"127.0.0.1:{sp}", "--tokenizer", "qwen",
-                              "--port", str(gp), "--max-tokens", "16"], gp, env)
+                              "--port", str(gp), "--max-tokens", "16"], gp, env, root)
             procs[label] = (server, f"127.0.0.1:{sp}", gateway, f"http://127.0.0.1:{gp}")
+            with open(f"/proc/{gateway.pid}/cmdline", "rb") as fh:
+                assert fh.read(), "the gateway died"
             asyncio.run(_policy_sessions(f"127.0.0.1:{sp}", tokenizer, 1, 16, per_session))  # warm-up
             asyncio.run(_gateway_sessions(f"http://127.0.0.1:{gp}", 1, 16, per_session))
         print(f"fake server: 8 tokens; {turns} turns x {rounds} interleaved rounds per row, {per_session} per "

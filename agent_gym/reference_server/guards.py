@@ -51,18 +51,27 @@ def protect(app: Any, limits: RequestLimits, api_key: str | None) -> Any:
     return app
 
 
-async def until_done_or_gone(request: Request, work: Awaitable[T]) -> T:
-    """Await ``work``; cancel it and raise :class:`ClientGone` if the client disconnects first."""
+async def until_done_or_gone(request: Request, work: Awaitable[T], *, after_s: float = 0.05) -> T:
+    """Await ``work``; cancel it and raise :class:`ClientGone` if the client disconnects first.
+
+    The connection is watched from ``after_s`` seconds on: a quick answer costs no watcher.
+    """
     task = asyncio.ensure_future(work)
-    watcher = asyncio.ensure_future(request.receive())
     left: list[bool] = []
+    watchers: list[asyncio.Future[Any]] = []
 
     def gone(done: asyncio.Future[Any]) -> None:
         if not done.cancelled() and done.exception() is None and done.result().get("type") == "http.disconnect":
             left.append(True)
             task.cancel()
 
-    watcher.add_done_callback(gone)
+    def watch() -> None:
+        if not task.done():
+            watcher = asyncio.ensure_future(request.receive())
+            watcher.add_done_callback(gone)
+            watchers.append(watcher)
+
+    timer = asyncio.get_running_loop().call_later(after_s, watch)
     try:
         return await task
     except asyncio.CancelledError:
@@ -70,10 +79,12 @@ async def until_done_or_gone(request: Request, work: Awaitable[T]) -> T:
             raise ClientGone() from None
         raise
     finally:
-        if not watcher.done():
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await watcher
+        timer.cancel()
+        for watcher in watchers:
+            if not watcher.done():
+                watcher.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await watcher
 
 
 class Guards:
