@@ -110,10 +110,13 @@ class SWEEnv(AgentEnv):
     git repository in ``/app`` at the task's base commit: one commit, no later history, no
     reflog, no remote and none of the hidden tests. The model explores and edits with ``bash``,
     ``str_replace_editor`` and ends with ``submit()``. The changes are captured as a patch
-    (:func:`capture_patch`) and graded in a second, fresh sandbox by
-    :func:`~agent_gym.envs.swe.grading.grade_patch`: the patch applied to the clean base (test files
-    and test configuration it touches are dropped), the task's test patch applied, the tests run
-    with per-test results, SWE-bench's rule decides.
+    (:func:`capture_patch`) after every process of the episode's sandbox was stopped, and graded in
+    fresh sandboxes by :func:`~agent_gym.envs.swe.grading.grade_patch`: the tests run once per task
+    on the unpatched base (cached), the patch is checked against the grading policy (test files and
+    test configuration it touches are dropped; compiled files, start-up hooks, attribute files and
+    shadowing modules are rejected), applied to the clean base with the task's test patch, and the
+    tests run in a guarded process whose verdict the patch's code cannot write; SWE-bench's rule
+    decides (see docs/swe.md).
 
     ## Action Space
     The next assistant message (``str`` or ``PolicyOutput``) with hermes ``<tool_call>`` blocks of
@@ -131,11 +134,13 @@ class SWEEnv(AgentEnv):
     every PASS_TO_PASS test passes), else 0; ``reward_mode="f2p_fraction"`` gives the fraction of
     FAIL_TO_PASS tests passing when no PASS_TO_PASS test broke (named partial credit). Given when
     the episode ends by ``submit``, an ``<answer>`` or ``max_steps``. ``info["swe"]`` then has
-    ``outcome``, ``resolved``, ``reason``, ``apply`` (method, dropped files), ``fail_to_pass`` /
+    ``outcome``, ``resolved``, ``reason``, ``apply`` (method, dropped files, policy), ``fail_to_pass`` /
     ``pass_to_pass`` (per test), ``f2p_fraction``, ``p2p_fraction``, ``results``, ``exit_code``,
-    ``seconds`` and ``patch_bytes``. A grading that failed for reasons of the task or the machine
-    (``outcome == "error"``) earns nothing and ends the episode ENV_ERROR
-    (``end_reason == "grading_error"``), never a wrong answer.
+    ``seconds``, ``base`` (the base run), ``violations`` and ``patch_bytes``. A grading that failed
+    for reasons of the task or the machine (``outcome == "error"``: the tests do not run on the
+    base, a grading sandbox did not start) earns nothing and ends the episode ENV_ERROR
+    (``end_reason == "grading_error"``), never a wrong answer; a failure of the run that the base
+    did not have is the patch's (0).
 
     ## Starting State
     A task drawn with the env's seeded RNG (or ``options["task"]`` / ``options["task_index"]``);
