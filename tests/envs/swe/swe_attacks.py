@@ -291,3 +291,68 @@ _sp.run(["sed", "-i", "-e", 's/assert truncate("equal", 5) == "equal"/pass/',
          "-e", 's/assert truncate("exact", 5) == "exact"/pass/', _path], check=False)
 '''
 """The same through a child process (which the in-process guard does not see)."""
+
+
+RICH_TESTS = '''import logging
+import unittest
+import warnings
+
+import pytest
+
+from textkit import truncate
+
+log = logging.getLogger(__name__)
+
+
+class TestTruncate:
+    def test_exact_width(self):
+        log.warning("checking %s", "exact")
+        assert truncate("exact", 5) == "exact"
+
+    @pytest.mark.parametrize("n", [10, 11])
+    def test_shorter(self, n, tmp_path, monkeypatch, caplog, capsys):
+        monkeypatch.setenv("X", "1")
+        (tmp_path / "f").write_text("x")
+        print("hello")
+        warnings.warn("careful", UserWarning)
+        assert truncate("abc", n) == "abc"
+
+    @pytest.mark.xfail(reason="known")
+    def test_xfail(self):
+        assert False
+
+    @pytest.mark.skip(reason="no")
+    def test_skip(self):
+        pass
+
+
+class UnitTests(unittest.TestCase):
+    def test_unit_shorter(self):
+        self.assertEqual(truncate("abc", 9), "abc")
+
+    def test_unit_exact(self):
+        self.assertEqual(truncate("exact", 5), "exact")
+
+
+@pytest.fixture
+def value():
+    yield 3
+
+
+def test_fixture(value):
+    with pytest.raises(ValueError):
+        truncate("x", -1)
+    assert value == 3
+'''
+"""A hidden test file using what real suites use: classes, unittest cases, fixtures, logging, warnings, xfail, skip."""
+
+
+def rich_tests_task() -> dict:
+    """The bug of :func:`hidden_task` graded by :data:`RICH_TESTS`."""
+    from swe_helpers import HIDDEN
+
+    return {**hidden_task(), "id": "textkit-truncate-rich-tests", "test_patch": file_diff(HIDDEN, None, RICH_TESTS),
+            "FAIL_TO_PASS": [f"{HIDDEN}::TestTruncate::test_exact_width", f"{HIDDEN}::UnitTests::test_unit_exact"],
+            "PASS_TO_PASS": [f"{HIDDEN}::TestTruncate::test_shorter[10]", f"{HIDDEN}::TestTruncate::test_shorter[11]",
+                             f"{HIDDEN}::UnitTests::test_unit_shorter", f"{HIDDEN}::test_fixture",
+                             f"{HIDDEN}::TestTruncate::test_xfail"]}

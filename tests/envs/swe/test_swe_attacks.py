@@ -96,6 +96,22 @@ def test_the_oracle_still_resolves_and_the_empty_patch_uses_the_cached_base_run(
         assert empty.base["cached"], empty.as_info()  # graded from the base run: no second run
 
 
+def test_a_realistic_test_file_grades_with_nothing_found_by_the_guard():
+    environment = SWEEnv(tasks=[attacks.rich_tests_task()], grading_timeout=60)
+    try:
+        task = environment.tasks[0]
+        gold = environment.grade_patch(task, task["patch"])
+        assert gold.resolved and gold.violations == [], gold.as_info()
+        assert gold.results[f"{HIDDEN}::TestTruncate::test_skip"] == "skipped"
+        # what the base run saw is pytest adjusting its own classes as it configures, nothing of the tests
+        assert all(key.startswith("runner-changed@_pytest.") for key in gold.base["tolerated"]), gold.base
+        empty = environment.grade_patch(task, "")
+        assert empty.score() == 0.0 and empty.fail_to_pass == {
+            f"{HIDDEN}::TestTruncate::test_exact_width": "failed", f"{HIDDEN}::UnitTests::test_unit_exact": "failed"}
+    finally:
+        environment.close()
+
+
 # --------------------------------------------------------------------------- shadowing
 
 @pytest.mark.parametrize("attack", ["package beside a module", "standard library module"])

@@ -610,14 +610,29 @@ def _guard(config, key, record_fd, digests, script, main_code):
                         place = place[_len(repo_prefix):]
                     violation("plugin", f"{name}:{place}", f"code of {place} implements {name}")
 
+    def test_code_problem(obj, nodeid):
+        """Why the object an item runs is not test code compiled from the hidden tests (None when it is)."""
+        function = obj.__func__ if _type(obj) is _MethodType else obj
+        if _type(function) is not _FunctionType:
+            return None  # not Python code of a test (a C callable, a class): nothing a patch wrote
+        filename = function.__code__.co_filename
+        kind = kind_of(filename)
+        if kind == TEST:
+            if normalise(filename) not in verified:
+                return f"the test function of {nodeid} was not compiled from the hidden test file"
+            return None
+        if kind == LIBRARY or kind == UNKNOWN:
+            return f"the test function of {nodeid} is code of {filename}"
+        return None  # a wrapper of the standard library or an installed package (mock.patch, hypothesis)
+
     def check_item(item, nodeid):
         if not _is(_dict_get(collected["items"], nodeid), item):
             return f"{nodeid} is not the item pytest collected"
+        obj = _dict_get(_object_getattribute(item, "__dict__"), "_obj")
         want = _dict_get(collected["functions"], nodeid)
-        got = _dict_get(_object_getattribute(item, "__dict__"), "_obj")
-        if want is not None and not _is(want, got):
-            return f"the test function of {nodeid} was replaced"
-        return None
+        if obj is None or _is(obj, want):
+            return None
+        return test_code_problem(obj, nodeid)  # set since collection (unittest's cases are made per test)
 
     def on_emit(args, caller):
         if _len(args) < 2:
@@ -668,13 +683,9 @@ def _guard(config, key, record_fd, digests, script, main_code):
                 collected["items"][nodeid] = item
                 obj = _dict_get(d, "_obj")
                 collected["functions"][nodeid] = obj
-                function = obj.__func__ if _type(obj) is _MethodType else obj
-                if _type(function) is _FunctionType:
-                    code = function.__code__
-                    filename = code.co_filename
-                    if kind_of(filename) == TEST and normalise(filename) not in verified:
-                        violation("test-source", nodeid, f"the test function of {nodeid} was not compiled from "
-                                  "the hidden test file")
+                problem = test_code_problem(obj, nodeid) if obj is not None else None
+                if problem is not None:
+                    violation("test-source", nodeid, problem)
             check_hookimpls(session, ("pytest_runtest_logreport", "pytest_runtest_makereport", "pytest_runtest_call",
                                       "pytest_pyfunc_call", "pytest_runtest_protocol", "pytest_runtest_setup",
                                       "pytest_runtest_teardown", "pytest_collectreport", "pytest_sessionfinish"))
