@@ -15,7 +15,8 @@ a task of its own unless the operator allows it:
 ``options`` may hold only ``task_id`` and ``task_index``. Every refusal is a 4xx (HTTP) or an
 error message (WebSocket sessions); ``POST /step`` on the stateless HTTP route, which has no
 episode, answers 409. Error bodies are written so that whatever a client sent (``NaN``, lone
-surrogates) can be echoed without failing (:func:`safe_errors`).
+surrogates) can be echoed without failing (:func:`safe_errors`), and a body holding a lone
+surrogate escape is refused with 400 before OpenEnv's handlers echo it (:class:`NoLoneSurrogates`).
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from typing import Any
 
 from agent_gym.errors import ConfigError
 
-__all__ = ["OPTION_KEYS", "create_env_server", "host_path_keys", "safe_errors", "served_environment_class",
-           "served_reset_options"]
+__all__ = ["OPTION_KEYS", "NoLoneSurrogates", "create_env_server", "host_path_keys", "safe_errors",
+           "served_environment_class", "served_reset_options"]
 
 OPTION_KEYS = frozenset({"task_id", "task_index"})
 """The reset ``options`` a client may send."""
@@ -195,6 +196,57 @@ def safe_errors(app: Any) -> Any:
     return app
 
 
+class NoLoneSurrogates:
+    r"""ASGI middleware: a JSON body with a lone UTF-16 surrogate escape (``"\ud800"``) gets a 400.
+
+    Such a string is valid JSON text but no Unicode text: answers that echo it cannot be encoded.
+    Only bodies holding ``\u`` are parsed to find out.
+
+    Args:
+        app: The ASGI application.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """Serve one connection scope, an HTTP body checked first."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        chunks = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        if b"\\u" in body:
+            import orjson
+
+            try:
+                orjson.loads(body)
+            except orjson.JSONDecodeError as exc:
+                if "surrogate" in str(exc):
+                    from agent_gym.serving.auth import send_answer
+
+                    detail = json.dumps({"detail": f"the body holds a lone surrogate escape ({exc}): not text"})
+                    await send_answer(send, 400, detail.encode(), "application/json")
+                    return
+        delivered = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal delivered
+            if not delivered:
+                delivered = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
 def create_env_server(env_id: str, *, max_sessions: int = 64, env_kwargs: Mapping[str, Any] | None = None,
                       client_tasks: bool = False) -> Any:
     """OpenEnv's FastAPI server for ``gym.make(env_id, **env_kwargs)`` resetting as the module docs say.
@@ -226,4 +278,6 @@ def create_env_server(env_id: str, *, max_sessions: int = 64, env_kwargs: Mappin
     from openenv.core.env_server.http_server import create_fastapi_app
 
     factory = functools.partial(served_environment_class(), env_id, kwargs, client_tasks)
-    return safe_errors(create_fastapi_app(factory, action_cls, observation_cls, max_concurrent_envs=max_sessions))
+    app = safe_errors(create_fastapi_app(factory, action_cls, observation_cls, max_concurrent_envs=max_sessions))
+    app.add_middleware(NoLoneSurrogates)
+    return app

@@ -105,7 +105,9 @@ def test_serve_env_needs_its_token(tool_use):
 def test_malformed_requests_are_4xx(tool_use):
     for path, raw in (("/step", b'{"action": NaN}'), ("/step", b'{"action": {"message": NaN}}'),
                       ("/reset", b'{"seed": NaN}'), ("/reset", b'{"task_id": "\\ud800"}'),
-                      ("/step", b'{"action": {"message": "x"}}'), ("/reset", b"[" * 5000 + b"]" * 5000)):
+                      ("/step", b'{"action": {"message": "x"}}'), ("/reset", b"[" * 5000 + b"]" * 5000),
+                      ("/mcp", b'{"jsonrpc": "2.0", "id": 1, "method": "\\ud800", "params": {}}'),
+                      ("/mcp", b'{"jsonrpc": "2.0", "id": "\\udc00", "method": "x", "params": {}}')):
         answer = httpx.post(f"{tool_use.url}{path}", content=raw, headers={**AUTH, "content-type": "application/json"})
         assert 400 <= answer.status_code < 500, (raw[:40], answer.status_code, answer.text[:200])
         json.loads(answer.text)
