@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
@@ -54,37 +53,40 @@ def protect(app: Any, limits: RequestLimits, api_key: str | None) -> Any:
 async def until_done_or_gone(request: Request, work: Awaitable[T], *, after_s: float = 0.05) -> T:
     """Await ``work``; cancel it and raise :class:`ClientGone` if the client disconnects first.
 
-    The connection is watched from ``after_s`` seconds on: a quick answer costs no watcher.
+    The connection is watched from ``after_s`` seconds on (a quick answer costs no watcher); a
+    disconnect cancels the request's own task while it awaits ``work``, which cancels ``work``.
     """
-    task = asyncio.ensure_future(work)
+    here = asyncio.current_task()
+    assert here is not None
     left: list[bool] = []
     watchers: list[asyncio.Future[Any]] = []
 
     def gone(done: asyncio.Future[Any]) -> None:
         if not done.cancelled() and done.exception() is None and done.result().get("type") == "http.disconnect":
             left.append(True)
-            task.cancel()
+            here.cancel()
 
     def watch() -> None:
-        if not task.done():
-            watcher = asyncio.ensure_future(request.receive())
-            watcher.add_done_callback(gone)
-            watchers.append(watcher)
+        watcher = asyncio.ensure_future(request.receive())
+        watcher.add_done_callback(gone)
+        watchers.append(watcher)
 
     timer = asyncio.get_running_loop().call_later(after_s, watch)
     try:
-        return await task
+        return await work
     except asyncio.CancelledError:
         if left:
+            uncancel = getattr(here, "uncancel", None)  # Python 3.11+: the task is not being cancelled any more
+            if uncancel is not None:
+                uncancel()
             raise ClientGone() from None
         raise
     finally:
         timer.cancel()
         for watcher in watchers:
             if not watcher.done():
+                watcher.remove_done_callback(gone)
                 watcher.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await watcher
 
 
 class Guards:
