@@ -194,8 +194,8 @@ def compare(trees: dict[str, str], turns: int, per_session: int, rounds: int, co
                 assert fh.read(), "the gateway died"
             asyncio.run(_policy_sessions(f"127.0.0.1:{sp}", tokenizer, 1, 16, per_session))  # warm-up
             asyncio.run(_gateway_sessions(f"http://127.0.0.1:{gp}", 1, 16, per_session))
-        print(f"fake server: 8 tokens; {turns} turns x {rounds} interleaved rounds per row, {per_session} per "
-              "session; medians over the rounds")
+        print(f"fake server: 8 tokens; {turns} gateway turns ({5 * turns} server turns) x {rounds} interleaved rounds "
+              f"per row, {per_session} per session; medians over the rounds")
         print("| server | concurrency | " + " | ".join(f"{t} CPU/turn" for t in trees) + " | CPU ratio | "
               + " | ".join(f"{t} median turn" for t in trees) + " | latency ratio |")
         print("|---|---|" + "---|" * (2 * len(trees) + 2))
@@ -205,8 +205,8 @@ def compare(trees: dict[str, str], turns: int, per_session: int, rounds: int, co
             for r in range(rounds):
                 for label in (list(trees) if r % 2 == 0 else list(trees)[::-1]):
                     server, address, gateway, url = procs[label]
-                    c0 = _cpu(server.pid)
-                    times, _ = asyncio.run(_policy_sessions(address, tokenizer, conc, turns, per_session))
+                    c0 = _cpu(server.pid)  # 5x the turns: a turn of the fake server is a few CPU clock ticks' tenth
+                    times, _ = asyncio.run(_policy_sessions(address, tokenizer, conc, 5 * turns, per_session))
                     cpu.setdefault(("serve", label), []).append((_cpu(server.pid) - c0) / len(times))
                     wall.setdefault(("serve", label), []).append(statistics.median(times))
                     c0 = _cpu(gateway.pid)

@@ -2,9 +2,10 @@
 
 :class:`RequestLimits` holds the caps a server applies to one request (body size, messages,
 tools, ``n``, prompts, ``max_tokens``); :func:`add_limit_arguments` puts them on a command line.
-:class:`BodyLimit` reads a request's body before the application sees it and answers 413 in the
-server's own error shape as soon as the body is known to be too large: at once when its
-``Content-Length`` says so, else when the bytes received pass the cap (the rest is not read).
+:class:`BodyLimit` answers 413 in the server's own error shape as soon as a request's body is known
+to be too large: at once when its ``Content-Length`` says so, else (a chunked body) when the bytes
+received pass the cap (the rest is not read). A body within a ``Content-Length`` under the cap goes
+to the application untouched (HTTP framing bounds it).
 """
 
 from __future__ import annotations
@@ -87,11 +88,12 @@ def limits_from_args(args: argparse.Namespace) -> RequestLimits:
 
 
 class BodyLimit:
-    """ASGI middleware: reads each HTTP request's body (at most ``max_bytes``) before the app runs.
+    """ASGI middleware: HTTP request bodies of at most ``max_bytes``.
 
     A body over the cap is answered 413 (``Connection: close``, the rest unread) in the shape
-    ``error`` builds; the app gets the whole body as one message, then the connection's later
-    messages (a client that goes away is still seen as ``http.disconnect``).
+    ``error`` builds. A body without a ``Content-Length`` is read first (up to the cap): the app
+    gets it as one message, then the connection's later messages (a client that goes away is
+    still seen as ``http.disconnect``).
 
     Args:
         app: The ASGI application.
@@ -111,8 +113,11 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         declared = _content_length(scope)
-        if declared is not None and declared > self.max_bytes:
-            await self._refuse(scope, send, declared)
+        if declared is not None:
+            if declared > self.max_bytes:
+                await self._refuse(scope, send, declared)
+            else:
+                await self.app(scope, receive, send)
             return
         chunks: list[bytes] = []
         size = 0
