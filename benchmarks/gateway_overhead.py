@@ -18,7 +18,8 @@ Usage: ``python benchmarks/gateway_overhead.py [--turns 400] [--latency-ms 0]``
 
 ``--compare BEFORE AFTER`` (two source trees of the package, e.g. ``git archive`` exports of two commits) runs
 instead the fake server and the gateway of each tree side by side and measures, in ``--rounds`` interleaved rounds,
-each server process's CPU time per turn and the median turn: the reference server under a direct ``VLLMPolicy``
+each server process's CPU time per turn and the median turn (the ratios are the medians, with quartiles, of
+each round's after/before ratio): the reference server under a direct ``VLLMPolicy``
 (token-in ``/v1/completions``), and the gateway under a chat client whose sessions the trainer creates
 (``POST /sessions``, then the session's key on every turn, the trainer's token on the reward): what the limits
 and the role check cost per turn.
@@ -173,6 +174,13 @@ async def _gateway_sessions(url: str, concurrency: int, turns: int, per_session:
     return times, cpu / len(times)
 
 
+def _paired(values: dict[tuple[str, str], list[float]], name: str, trees: list[str]) -> str:
+    """Median [quartiles] of the rounds' last/first tree ratios (each round's runs are adjacent in time)."""
+    ratios = sorted(a / b for a, b in zip(values[(name, trees[-1])], values[(name, trees[0])], strict=True))
+    q = statistics.quantiles(ratios, n=4)
+    return f"{statistics.median(ratios):.3f} [{q[0]:.2f}-{q[2]:.2f}]"
+
+
 def compare(trees: dict[str, str], turns: int, per_session: int, rounds: int, concurrency: list[int]) -> None:
     """The reference server's and the gateway's CPU per turn and median turn for each source tree (see the docs)."""
     from agent_gym.models import load_qwen_tokenizer
@@ -196,8 +204,8 @@ def compare(trees: dict[str, str], turns: int, per_session: int, rounds: int, co
             asyncio.run(_gateway_sessions(f"http://127.0.0.1:{gp}", 1, 16, per_session))
         print(f"fake server: 8 tokens; {turns} gateway turns ({5 * turns} server turns) x {rounds} interleaved rounds "
               f"per row, {per_session} per session; medians over the rounds")
-        print("| server | concurrency | " + " | ".join(f"{t} CPU/turn" for t in trees) + " | CPU ratio | "
-              + " | ".join(f"{t} median turn" for t in trees) + " | latency ratio |")
+        print("| server | concurrency | " + " | ".join(f"{t} CPU/turn" for t in trees) + " | CPU ratio [IQR] | "
+              + " | ".join(f"{t} median turn" for t in trees) + " | latency ratio [IQR] |")
         print("|---|---|" + "---|" * (2 * len(trees) + 2))
         for conc in concurrency:
             cpu: dict[tuple[str, str], list[float]] = {}
@@ -213,13 +221,12 @@ def compare(trees: dict[str, str], turns: int, per_session: int, rounds: int, co
                     times, _ = asyncio.run(_gateway_sessions(url, conc, turns, per_session))
                     cpu.setdefault(("gateway", label), []).append((_cpu(gateway.pid) - c0) / len(times))
                     wall.setdefault(("gateway", label), []).append(statistics.median(times))
-            first, last = list(trees)[0], list(trees)[-1]
             for name in ("serve", "gateway"):
                 c = {t: statistics.median(cpu[(name, t)]) * 1e3 for t in trees}
                 w = {t: statistics.median(wall[(name, t)]) * 1e3 for t in trees}
                 print(f"| {name} | {conc} | " + " | ".join(f"{c[t]:.3f} ms" for t in trees)
-                      + f" | {c[last] / c[first]:.3f} | " + " | ".join(f"{w[t]:.2f} ms" for t in trees)
-                      + f" | {w[last] / w[first]:.3f} |")
+                      + f" | {_paired(cpu, name, list(trees))} | " + " | ".join(f"{w[t]:.2f} ms" for t in trees)
+                      + f" | {_paired(wall, name, list(trees))} |")
     finally:
         for server, _, gateway, _ in procs.values():
             for proc in (gateway, server):
