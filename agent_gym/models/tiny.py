@@ -23,7 +23,16 @@ from agent_gym.models.tokenizers import QWEN_TOKENIZER_VERSION, cached_build, lo
 if TYPE_CHECKING:  # pragma: no cover
     from transformers import PreTrainedTokenizerBase
 
-__all__ = ["TINY_AGENT_DIR", "TINY_MODEL_VERSION", "build_tiny_model", "default_model_path", "random_model_path"]
+__all__ = [
+    "EMBEDDED_MODEL_NAME",
+    "TINY_AGENT_DIR",
+    "TINY_MODEL_VERSION",
+    "build_tiny_model",
+    "default_model_path",
+    "embedded_model_dir",
+    "public_model_name",
+    "random_model_path",
+]
 
 #: Bump when the default model changes (architecture, init): invalidates caches.
 TINY_MODEL_VERSION = "tiny-qwen2-v1"
@@ -127,6 +136,35 @@ def default_model_path() -> Path:
             "agent_gym with its package data, or train one with python -m agent_gym.models.train_tiny_agent"
         )
     return TINY_AGENT_DIR
+
+
+#: The name servers give the embedded default model (instead of its directory, a host path).
+EMBEDDED_MODEL_NAME = "agent_gym/tiny-agent"
+
+
+def public_model_name(model_path: str | Path) -> str:
+    """The name a server reports for ``model_path``.
+
+    :data:`EMBEDDED_MODEL_NAME` for the embedded default (its directory inside the installed package
+    is a host path a client does not need), else the path as the operator gave it (as ``vllm serve``
+    reports it; ``--served-model-name`` names it otherwise).
+    """
+    try:
+        if Path(model_path).resolve() == TINY_AGENT_DIR:
+            return EMBEDDED_MODEL_NAME
+    except (OSError, ValueError):
+        pass
+    return str(model_path)
+
+
+def embedded_model_dir(name: object) -> Path | None:
+    """The embedded default model's directory when a server names it :data:`EMBEDDED_MODEL_NAME`, else None."""
+    if name != EMBEDDED_MODEL_NAME:
+        return None
+    try:
+        return default_model_path()
+    except FileNotFoundError:
+        return None
 
 
 def random_model_path() -> Path:

@@ -1,10 +1,12 @@
 """What a vLLM server serves: the model directory whose tokenizer a token-in policy needs.
 
 ``vllm serve DIR`` (and ``agent-gym serve --model DIR``) names the model by its path: ``GET
-/v1/models`` lists it as ``id`` (and ``root``). When that path is a directory on this machine
-with a tokenizer in it, a client can sample token-exactly with that tokenizer and chat template
-without being told where the model is. A model served from a hub name, or from another machine's
-disk, has no such directory here: then the caller must name the tokenizer (``--model PATH``).
+/v1/models`` lists it as ``id`` (and ``root``). ``agent-gym serve`` names its embedded default
+``agent_gym/tiny-agent`` (:data:`~agent_gym.models.tiny.EMBEDDED_MODEL_NAME`), found by that name.
+When that path is a directory on this machine with a tokenizer in it, a client can sample
+token-exactly with that tokenizer and chat template without being told where the model is. A model
+served from a hub name, or from another machine's disk, has no such directory here: then the
+caller must name the tokenizer (``--model PATH``).
 
 Example:
     >>> served_model_dir(["127.0.0.1:8000"])  # doctest: +SKIP
@@ -20,6 +22,7 @@ from typing import Any
 import httpx
 
 from agent_gym.errors import ConfigError
+from agent_gym.models.tiny import embedded_model_dir
 
 __all__ = ["TOKENIZER_FILES", "served_model_dir", "served_models"]
 
@@ -57,6 +60,9 @@ def served_models(server: str, *, timeout: float = 10.0, api_key: str | None = N
 def _tokenizer_dir(name: Any) -> str | None:
     if not isinstance(name, str) or not name:
         return None
+    embedded = embedded_model_dir(name)  # ``agent-gym serve`` names its default model, not its directory
+    if embedded is not None:
+        return str(embedded)
     path = Path(name).expanduser()
     try:
         if path.is_dir() and any((path / f).exists() for f in TOKENIZER_FILES):

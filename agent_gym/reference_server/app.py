@@ -36,6 +36,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ValidationError
 
+from agent_gym.models.tiny import public_model_name
 from agent_gym.parsers import make_parser
 from agent_gym.reference_server.backends import SeqResult
 from agent_gym.reference_server.guards import ClientGone, Guards, protect, until_done_or_gone
@@ -203,7 +204,8 @@ def create_app(
         register_rl_routes(app, backend)
     app.state.backend = backend
     tok = backend.tokenizer
-    name = served_model_name or str(backend.model_path)
+    root = public_model_name(backend.model_path)  # the embedded default by name, not by its directory
+    name = served_model_name or root
     created = int(time.time())
     token_text = _TokenText(tok)
     bound = PromptBound(tok, backend.max_model_len)
@@ -275,7 +277,7 @@ def create_app(
                     "object": "model",
                     "created": created,
                     "owned_by": "agent_gym",
-                    "root": str(backend.model_path),
+                    "root": root,
                     "parent": None,
                     "max_model_len": backend.max_model_len,
                     "permission": [],

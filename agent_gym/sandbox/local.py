@@ -176,6 +176,21 @@ def _mount_args(limits: SandboxLimits, binds: tuple[str, ...], writable_root: bo
     return args
 
 
+def _options_file(options: list[str]) -> int:
+    """A file descriptor of an in-memory file holding ``options``, NUL-separated (bubblewrap's ``--args``)."""
+    fd = os.memfd_create("agent_gym-sandbox-options")
+    try:
+        data = b"".join(option.encode() + b"\0" for option in options)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def _teardown(proc: subprocess.Popen, init_pid: list[int], cgroup: SandboxCgroup | None = None) -> None:
     """Kill the sandbox's PID namespace (through its first process), reap bubblewrap, drop the cgroup."""
     if init_pid and init_pid[0] > 0:
@@ -305,7 +320,9 @@ class LocalSandbox:
         config = {"uid": self.uid, "gid": self.uid, "rlimits": self.limits.rlimits(self.cgroup is not None),
                   "env": self.env, "workdir": workdir}
         source = _driver_code()
-        args += [sys.executable, "-I", "-S", "-B", "-c", _LOADER, str(len(source)), marshal.dumps(config).hex()]
+        options_fd = _options_file(args[1:])  # not on the command line: /proc/1/cmdline would show host paths
+        args = [bwrap, "--args", str(options_fd),
+                sys.executable, "-I", "-S", "-B", "-c", _LOADER, str(len(source)), marshal.dumps(config).hex()]
         if self.writable_root or self.cgroup is not None:
             args = wrapper_command(self.limits.workspace_mb if self.writable_root else None,
                                    self.cgroup.procs_files if self.cgroup else [], args)
@@ -313,10 +330,11 @@ class LocalSandbox:
         try:
             self._proc = subprocess.Popen(
                 args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                pass_fds=(info_w,), env={"PATH": _STANDARD_PATH}, bufsize=0,
+                pass_fds=(info_w, options_fd), env={"PATH": _STANDARD_PATH}, bufsize=0,
             )
         finally:
             os.close(info_w)
+            os.close(options_fd)
         self._finalizer = weakref.finalize(self, _teardown, self._proc, self._init_pid, self.cgroup)
         try:
             assert self._proc.stdin is not None

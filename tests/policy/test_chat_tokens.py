@@ -274,7 +274,8 @@ def test_suffix_keeps_tools_exactly_where_the_template_puts_them(qwen_tokenizer,
 
 _FIRST_TURNS = [
     [{"role": "system", "content": "You are a careful assistant."}, {"role": "user", "content": "What is 17*3?"}],
-    [{"role": "system", "content": "You are a careful assistant."}, {"role": "user", "content": "  世界 <b>{}</b>\n\n"}],
+    [{"role": "system", "content": "You are a careful assistant."},
+     {"role": "user", "content": "  世界 <b>{}</b>\n\n"}],
     [{"role": "system", "content": "Another system prompt."}, {"role": "user", "content": "Hi"}],
     [{"role": "system", "content": "You are a careful assistant."}, {"role": "user", "content": "Hi"},
      {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "<tool_response>x</tool_response>"}],

@@ -163,9 +163,11 @@ def _gateway_turn(gw, trainer, stream):
     """One chat request through a gateway session, paused in the middle; returns (client text, trajectory)."""
     s = gw.session()
     body = {"model": "m", "messages": MESSAGES, "stream": stream, "max_tokens": 48}
+    headers = {"Authorization": f"Bearer {s.api_key}"}
     if stream:
         text, updated = [], False
-        with httpx.stream("POST", f"{s.openai_base_url}/chat/completions", json=body, timeout=600) as r:
+        with httpx.stream("POST", f"{s.openai_base_url}/chat/completions", json=body, headers=headers,
+                          timeout=600) as r:
             assert r.status_code == 200
             for line in r.iter_lines():
                 if not line.startswith("data: {"):
@@ -180,7 +182,7 @@ def _gateway_turn(gw, trainer, stream):
     else:
         worker_out: list = []
         worker = threading.Thread(target=lambda: worker_out.append(
-            httpx.post(f"{s.openai_base_url}/chat/completions", json=body, timeout=600)))
+            httpx.post(f"{s.openai_base_url}/chat/completions", json=body, headers=headers, timeout=600)))
         worker.start()
         trainer.update_when_sampling()
         worker.join(timeout=600)

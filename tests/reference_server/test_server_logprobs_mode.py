@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 
 import httpx
 import pytest
@@ -106,10 +108,16 @@ def test_a_served_rollout_of_the_embedded_default_rescores(start_server, mode):
     from agent_gym import collect
     from agent_gym.models import default_model_path
     from agent_gym.models.evaluate_tiny_agent import held_out_tasks
+    from agent_gym.models.tiny import EMBEDDED_MODEL_NAME
     from agent_gym.policy import SamplingParams, VLLMPolicy
+    from agent_gym.policy.served_model import served_model_dir, served_models
 
     path = str(default_model_path())
     server = start_server(model=path, logprobs_mode=mode)
+    # the server names the embedded model, not its directory (a host path); a client finds it by that name
+    entry = served_models(str(server))[0]
+    assert entry["id"] == entry["root"] == EMBEDDED_MODEL_NAME and path not in json.dumps(entry)
+    assert served_model_dir([str(server)]) == str(Path(path).resolve())
     sampling = SamplingParams(temperature=TEMPERATURE, top_k=TOP_K, max_tokens=48, seed=1, truncation_ok=True)
     policy = VLLMPolicy([str(server)], path, sampling, logprobs_mode=mode)
     try:

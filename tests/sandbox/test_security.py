@@ -92,6 +92,15 @@ def test_host_processes_are_invisible(box):
     assert count < 10 and "pytest" not in result.output
 
 
+def test_no_process_of_the_sandbox_shows_the_host_paths_it_was_made_with(tmp_path):
+    hidden = tmp_path / "hidden_host_dir"
+    hidden.mkdir()
+    with LocalSandbox(SMALL, hide=[str(hidden)]) as fresh:
+        result = fresh.run("for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done")
+    assert result.exit_code == 0 and "-c" in result.output  # the driver's own command line is there
+    assert str(tmp_path) not in result.output and "--ro-bind" not in result.output and "--tmpfs" not in result.output
+
+
 def test_host_environment_is_not_visible(box, monkeypatch):
     token = secrets.token_hex(8)
     monkeypatch.setenv("AGENT_GYM_HOST_SECRET", token)

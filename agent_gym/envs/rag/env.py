@@ -204,7 +204,8 @@ class RAGEnv(AgentEnv):
     Only the assistant's answering message is read. ``toolcall_reward``: +0.1 for a step
     with a useful well-formed call, -0.1 per failed call or a message with no call and no
     answer, paid from the episode's shaping budget (the bonuses of an episode sum to at most
-    ``bonus_cap``, its penalties to at most ``penalty_cap``: see :class:`~agent_gym.rewards.RewardConfig`). The answering step's ``info`` has
+    ``bonus_cap``, its penalties to at most ``penalty_cap``: see
+    :class:`~agent_gym.rewards.RewardConfig`). The answering step's ``info`` has
     ``em`` and ``f1``; every step's ``info`` has ``retrieved_ids`` (documents returned by
     searches so far) and ``gold_retrieved`` (whether all of the task's ``gold_ids`` are
     among them; None for a task without gold ids).

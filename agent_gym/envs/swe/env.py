@@ -18,6 +18,7 @@ from agent_gym.envs.swe.tasks import SPLITS, normalize_task, shipped_tasks
 from agent_gym.errors import SandboxError
 from agent_gym.rewards import RewardConfig
 from agent_gym.sandbox import LocalSandbox, SandboxLimits
+from agent_gym.sandbox.cgroup import cgroup_unavailable_reason
 from agent_gym.tools import DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_TIME_LIMIT, Tool, ToolCallParser, as_tool
 from agent_gym.types import EpisodeStatus
 
@@ -301,8 +302,10 @@ class SWEEnv(AgentEnv):
 
             return DockerSandbox(image, limits, timeout=self.command_timeout, env=GIT_ENV, workdir=REPO_DIR,
                                  pool_size=self.docker_pool_size, client=shared_client())
+        # a memory and a pids cgroup bound all the episode's processes together, as in Terminal-v0
+        # (where the host cannot make one, the limits hold per process)
         return LocalSandbox(limits, timeout=self.command_timeout, env=GIT_ENV, workdir=REPO_DIR,
-                            hide=hidden_package_paths())
+                            hide=hidden_package_paths(), cgroup=cgroup_unavailable_reason() is None)
 
     def image_for(self, task: Mapping[str, Any]) -> str | None:
         """The Docker image an episode of ``task`` runs in (None: the local sandbox), by ``backend``."""

@@ -104,11 +104,10 @@ def test_bad_tool_input_becomes_error_observations(env):
         (call("open", doc_id="x" * 10000), "unknown doc_id"),
     ]
     for action, expected in cases:
+        env.reset(seed=1)  # a fresh episode per case: the penalties of one episode are capped (penalty_cap)
         obs, reward, terminated, truncated, info = env.step(action)
         assert expected in obs[-1]["content"] and expected in info["error"], (action[:60], obs[-1]["content"])
         assert reward < 0 and not terminated
-        if truncated:
-            env.reset(seed=1)
     env.reset(seed=1)
     obs, reward, *_ = env.step(call("search", query="\x00Gixthoux\udcff\x07 engineer"))
     assert "doc_id: person-" in obs[-1]["content"] and reward > 0

@@ -11,6 +11,8 @@ from agent_gym.envs.swe import SWEEnv
 from agent_gym.envs.swe.env import hidden_package_paths
 from agent_gym.envs.swe.repo import library_path
 from agent_gym.envs.swe.tasks import SPLITS, TASKS_PATH, shipped_tasks
+from agent_gym.sandbox import SandboxLimits
+from agent_gym.sandbox.cgroup import cgroup_unavailable_reason
 from agent_gym.tools.parsing import format_tool_call
 from agent_gym.types import EpisodeStatus
 
@@ -97,6 +99,21 @@ def test_writing_outside_the_repository_and_the_network_do_not_help(env):
     assert "Network is unreachable" in last(obs) or "Errno" in last(obs)
     *_, info = env.step(SUBMIT)
     assert info["swe"]["resolved"] is False and info["res_reward"] == 0.0 and info["swe"]["patch_bytes"] == 0
+
+
+@pytest.mark.skipif(cgroup_unavailable_reason() is not None, reason="the host cannot make sandbox cgroups")
+def test_the_episode_memory_limit_holds_for_all_its_processes_together():
+    """Three processes of 120 MiB each are under a per-process limit of 256 MiB, not under the episode's."""
+    environment = SWEEnv(tasks=[hidden_task()], limits=SandboxLimits(memory_mb=256, output_bytes=4000))
+    try:
+        environment.reset(seed=0)
+        hold = "python3 -c 'import time; b = bytearray(120 << 20); b[::4096] = b\"x\" * len(b[::4096]); time.sleep(4)'"
+        obs, *_ = environment.step(bash(f"{hold} & {hold} & {hold} & wait; echo done"))
+        assert "memory limit of 256 MiB" in last(obs), last(obs)
+        obs, *_ = environment.step(bash("echo alive"))
+        assert "alive" in last(obs)
+    finally:
+        environment.close()
 
 
 def test_committing_or_deleting_git_history_does_not_hide_or_fake_the_patch(env):

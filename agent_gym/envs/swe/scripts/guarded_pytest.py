@@ -42,6 +42,8 @@ from __future__ import annotations
 import os
 import sys
 
+__all__ = ["main"]
+
 EMIT = "agent_gym.swe.emit"
 OBSERVE = "agent_gym.swe.observe"
 VERDICT_MARK = "AGENT_GYM_SWE_VERDICT"

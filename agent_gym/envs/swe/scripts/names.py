@@ -11,6 +11,8 @@ import json
 import os
 import sys
 
+__all__ = ["main"]
+
 
 def _top_level(directory: str) -> set[str]:
     """Names importable from one ``sys.path`` directory (modules, packages, extension modules)."""
