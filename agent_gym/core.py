@@ -19,8 +19,16 @@ from agent_gym.checks import check_bool, check_choice, check_int, check_timeout
 from agent_gym.episode_tools import EpisodeToolsMixin
 from agent_gym.errors import ConfigError
 from agent_gym.grading import normalize_text
-from agent_gym.parsers import make_parser
-from agent_gym.parsers.instructions import adapt_prompt, call_example, no_action_error, nudge_text, uses_hermes_format
+from agent_gym.parsers import (
+    ParsedResponse,
+    ResponseParser,
+    ToolCall,
+    ToolCallParser,
+    as_parser,
+    format_tool_call,
+    make_parser,
+)
+from agent_gym.parsers.instructions import adapt_prompt, describe_tools_for, no_action_error, nudge_text
 from agent_gym.rewards import RewardConfig
 from agent_gym.spaces import DEFAULT_ROLES, AssistantMessageSpace, ConversationSpace
 from agent_gym.tasks import checked_task_list, choose_task, copy_task, validate_task
@@ -28,15 +36,9 @@ from agent_gym.tool_calls import ToolBox, call_key, run_tool_calls
 from agent_gym.tools import (
     DEFAULT_MAX_OUTPUT_CHARS,
     DEFAULT_TIME_LIMIT,
-    HermesToolCallParser,
-    ParsedResponse,
     Tool,
-    ToolCall,
-    ToolCallParser,
     ToolErrorKind,
     ToolResult,
-    describe_tools,
-    format_tool_call,
     skipped_call_result,
 )
 from agent_gym.types import FINISH_REASON_STATUS, Action, EpisodeStatus, FinishReason, Observation, PolicyOutput
@@ -97,7 +99,7 @@ class AgentEnv(EpisodeToolsMixin, gym.Env[Observation, Action]):
       handing their schemas to the policy through ``info["tools"]`` (False, default).
     * ``system_prompt``: replaces ``default_system_prompt``.
     * ``rewards``: a :class:`RewardConfig` or a mapping of its fields.
-    * ``parser``: a :class:`~agent_gym.tools.ToolCallParser` or a tool-call parser name
+    * ``parser``: a :class:`~agent_gym.parsers.ToolCallParser` (or any object with ``parse``) or a tool-call parser name
       (default hermes tags).
     * ``tool_parser`` / ``reasoning_parser``: the model's formats by vLLM's names
       (``hermes``, ``llama3_json``, ``mistral``, ``openai``, ``deepseek_v3``, ``qwen3_coder``,
@@ -144,7 +146,7 @@ class AgentEnv(EpisodeToolsMixin, gym.Env[Observation, Action]):
         tools_in_prompt: bool = False,
         system_prompt: str | None = None,
         rewards: RewardConfig | Mapping[str, float] | None = None,
-        parser: ToolCallParser | str | None = None,
+        parser: ResponseParser | str | None = None,
         tool_parser: str | None = None,
         reasoning_parser: str | None = None,
         tool_time_limit: float | None = DEFAULT_TIME_LIMIT,
@@ -165,7 +167,7 @@ class AgentEnv(EpisodeToolsMixin, gym.Env[Observation, Action]):
             raise TypeError(f"system_prompt: expected str or None, got {type(system_prompt).__name__}")
         if isinstance(parser, str):
             parser, tool_parser = None, parser if tool_parser is None else tool_parser
-        if parser is not None and not isinstance(parser, ToolCallParser):
+        if parser is not None and not isinstance(parser, ResponseParser):
             raise TypeError(f"parser: expected a ToolCallParser (with .parse(text)), got {type(parser).__name__}")
         if parser is not None and (tool_parser is not None or reasoning_parser is not None):
             raise ConfigError("parser: expected either a parser object or tool_parser/reasoning_parser names, got both")
@@ -180,7 +182,7 @@ class AgentEnv(EpisodeToolsMixin, gym.Env[Observation, Action]):
         self.max_tool_output_chars = max_tool_output_chars
         """Output limit of the callables given as tools (characters)."""
         self.rewards = RewardConfig.coerce(rewards)
-        self.parser: ToolCallParser = parser if parser is not None else HermesToolCallParser()
+        self.parser: ToolCallParser = as_parser(parser)
 
         self.tasks: list[dict[str, Any]] = self._checked_tasks(self.default_tasks() if tasks is None else tasks)
 
@@ -210,8 +212,7 @@ class AgentEnv(EpisodeToolsMixin, gym.Env[Observation, Action]):
         """The system message for an episode with the current tools."""
         base = adapt_prompt(self._base_prompt, self.parser)  # the parser's call format, not hermes' words
         if self.tools_in_prompt and self._toolbox.current:
-            example = None if uses_hermes_format(self.parser) else call_example(self.parser)
-            return f"{base}\n\n{describe_tools(self._toolbox.schemas(), call_format=example)}"
+            return f"{base}\n\n{describe_tools_for(self._toolbox.schemas(), self.parser)}"
         return base
 
     def _checked_tasks(self, source: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -546,10 +547,7 @@ class AgentEnv(EpisodeToolsMixin, gym.Env[Observation, Action]):
         solution = self._task.get("solution") or []
         if self._turns < len(solution):
             calls = [(c["name"], c.get("arguments", {})) for c in solution[self._turns]]
-            format_calls = getattr(self.parser, "format_calls", None)
-            if callable(format_calls):
-                return str(format_calls(calls))
-            return "\n".join(format_tool_call(name, args) for name, args in calls)
+            return self.parser.format_calls(calls)
         return f"<answer>{self.oracle_answer(self._task)}</answer>"
 
     def render(self) -> str | None:

@@ -26,8 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent_gym.parsers import make_parser
-from agent_gym.tools import format_tool_call
+from agent_gym.parsers import format_tool_call, make_parser
 
 NAMES = ["hermes", "llama3_json", "mistral", "openai", "deepseek_v3", "qwen3_coder", "pythonic"]
 WORDS = "the tool result shows that we need another value before the final answer can be given".split()

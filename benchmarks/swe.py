@@ -29,9 +29,9 @@ from agent_gym.envs.swe.env import oracle_solution
 from agent_gym.envs.swe.grading import GIT_ENV
 from agent_gym.envs.swe.repo import snapshot_for
 from agent_gym.envs.swe.tasks import shipped_tasks
+from agent_gym.parsers import format_tool_call
 from agent_gym.rollout import collect
 from agent_gym.sandbox import LocalSandbox, SandboxLimits
-from agent_gym.tools.parsing import format_tool_call
 
 
 def median_ms(values):

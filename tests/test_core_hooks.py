@@ -8,7 +8,8 @@ import pytest
 
 from agent_gym.core import AgentEnv, format_tool_call
 from agent_gym.errors import ConfigError
-from agent_gym.tools import ParsedResponse, ToolCall, ToolResult, skipped_call_result
+from agent_gym.parsers import ParsedResponse, ToolCall
+from agent_gym.tools import ToolResult, skipped_call_result
 from agent_gym.types import EpisodeStatus, PolicyOutput
 
 TASKS = [{"id": "t", "question": "Count.", "ground_truth": "2"}]

@@ -5,7 +5,7 @@ agent_gym env would produce: ``system`` / ``user`` / ``assistant`` / ``tool`` wi
 content. An assistant message the gateway itself produced is replaced by the exact text the
 model sampled (its tool calls included), looked up by its *signature* (visible text and
 tool calls); one the gateway does not know (the client wrote or edited it) is rendered in the
-hermes format and flagged, so the prompt builder starts a new segment instead of silently
+session's format and flagged, so the prompt builder starts a new segment instead of silently
 re-tokenizing.
 
 Outbound, the sampled text is parsed (``<think>``, ``<tool_call>``) into OpenAI
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_gym.errors import RequestError
-from agent_gym.parsers import TOOL_PARSERS, get_family
+from agent_gym.parsers import ToolCallParser, family_of
 from agent_gym.types import FinishReason
 
 __all__ = [
@@ -84,14 +84,14 @@ def signature(content: str, calls: Sequence[tuple[str, Any]]) -> str:
     return json.dumps([content.strip(), [[str(n), _canonical_args(a)] for n, a in calls]], ensure_ascii=False)
 
 
-def render_assistant(content: str, calls: Sequence[tuple[str, Any]], parser: Any = None) -> str:
+def render_assistant(content: str, calls: Sequence[tuple[str, Any]], parser: ToolCallParser | None = None) -> str:
     """Text of an assistant message the gateway did not produce, in the session's model format.
 
     Args:
         content: The message's visible text.
         calls: Its tool calls as ``(name, arguments)``.
-        parser: The session's tool-call parser: a named family's (``mistral``, ``openai``, ...)
-            writes the calls as that model would; hermes (or None) writes ``<tool_call>`` blocks.
+        parser: The session's tool-call parser: its family writes the message
+            (:meth:`~agent_gym.parsers.ChatFamily.unsampled_text`; None: hermes).
     """
     decoded = []
     for name, arguments in calls:
@@ -101,14 +101,7 @@ def render_assistant(content: str, calls: Sequence[tuple[str, Any]], parser: Any
             except ValueError:
                 pass
         decoded.append((name, arguments))
-    family = getattr(parser, "name", None)
-    if isinstance(family, str) and family in TOOL_PARSERS and family != "hermes":
-        return get_family(family).assistant_text("", content.strip(), decoded)
-    parts = [content.strip()] if content.strip() else []
-    for name, arguments in decoded:
-        body = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
-        parts.append(f"<tool_call>\n{body}\n</tool_call>")
-    return "\n".join(parts)
+    return family_of(parser).unsampled_text(content, decoded)
 
 
 CHAT_TEXT_PARTS = ("text", "input_text", "output_text")

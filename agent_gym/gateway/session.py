@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import re
 import threading
 import uuid
 from collections.abc import Sequence
@@ -28,8 +27,9 @@ from typing import Any
 from agent_gym.errors import ServerError
 from agent_gym.gateway.convert import ClientCall, ClientTurn, RequestError, render_assistant, signature
 from agent_gym.gateway.history import text_tool_calls, unordered_signature
+from agent_gym.parsers import ToolCallParser
+from agent_gym.parsers.streaming import client_content
 from agent_gym.policy.vllm_protocol import CONTEXT_ERROR
-from agent_gym.tools import ToolCallParser
 from agent_gym.types import EpisodeStatus, FinishReason, PolicyOutput, Step, StepTrajectory
 from agent_gym.wrappers.trajectory_builder import TrajectoryBuilder
 
@@ -214,10 +214,7 @@ class GatewaySession:
     def client_turn(self, output: PolicyOutput) -> tuple[ClientTurn, Any]:
         """Parse the sampled text into what the client sees."""
         parsed = self.parser.parse(output.text)
-        content = parsed.content
-        tag = getattr(self.parser, "tool_call_tag", None)
-        if parsed.tool_calls and tag:
-            content = re.sub(rf"<{tag}>.*?(</{tag}>|$)", "", content, flags=re.DOTALL).strip()
+        content = client_content(self.parser, parsed)
         calls = [ClientCall(f"call_{uuid.uuid4().hex[:24]}", c.name, dict(c.arguments)) for c in parsed.tool_calls]
         turn = ClientTurn(content=content, thought=parsed.thought, calls=calls, finish=output.finish_reason)
         return turn, parsed

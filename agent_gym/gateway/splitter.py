@@ -24,12 +24,12 @@ that joins the deltas gets the same message text.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
 from agent_gym.parsers.harmony import CALL, CHANNEL, END, MESSAGE, RETURN, START, split_harmony
-from agent_gym.parsers.streaming import stream_format
+from agent_gym.parsers.protocol import ToolCallParser
+from agent_gym.parsers.streaming import client_content, stream_format
 
 __all__ = ["Piece", "StreamSplitter"]
 
@@ -49,7 +49,7 @@ class StreamSplitter:
         end_markers: Texts that end the turn without being part of it (stop ids' texts).
     """
 
-    def __init__(self, parser: Any, end_markers: Sequence[str] = ()) -> None:
+    def __init__(self, parser: ToolCallParser, end_markers: Sequence[str] = ()) -> None:
         self.parser = parser
         self.format = stream_format(parser)
         self.markers = [m for m in end_markers if m]
@@ -59,9 +59,7 @@ class StreamSplitter:
         self.done = ""  # raw text already cut
         self.call_text = ""  # a call region's (or harmony message body's) text so far
         self.header = ""  # the current harmony message's header
-        self.harmony_calls = getattr(parser, "name", None) == "openai"  # calls are harmony messages
-        tag = getattr(parser, "tool_call_tag", None)
-        self._call_tag = re.escape(tag) if isinstance(tag, str) and tag else None
+        self.harmony_calls = self.format.harmony_calls  # calls are harmony messages
         self._regions = dict(self.format.calls + self.format.leading_calls)
         self._leading = {o for o, _ in self.format.leading_calls}
         self.calls = 0
@@ -214,9 +212,7 @@ class StreamSplitter:
     def _call_pieces(self, block: str) -> list[Piece]:
         """Parse a held call region: its calls, and the content it leaves (all of it when it held no call)."""
         parsed = self.parser.parse(block)
-        content = parsed.content
-        if parsed.tool_calls and self._call_tag:  # hermes keeps its blocks in the content: as unstreamed, drop them
-            content = re.sub(rf"<{self._call_tag}>.*?(</{self._call_tag}>|$)", "", content, flags=re.DOTALL)
+        content = client_content(self.parser, parsed)  # as unstreamed (hermes keeps its blocks in the content)
         out: list[Piece] = []
         mode, self.mode = self.mode, "content"
         if parsed.thought:

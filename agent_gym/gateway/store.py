@@ -18,8 +18,8 @@ from typing import Any
 
 from agent_gym.gateway.convert import RequestError
 from agent_gym.gateway.session import GatewaySession
+from agent_gym.parsers import ResponseParser, as_parser
 from agent_gym.serving.auth import new_token, tokens_equal
-from agent_gym.tools import HermesToolCallParser, ToolCallParser
 from agent_gym.types import StepTrajectory
 
 __all__ = ["DEFAULT_REWARD_RANGE", "SessionStore"]
@@ -48,7 +48,7 @@ class SessionStore:
     def __init__(
         self,
         *,
-        parser: ToolCallParser | None = None,
+        parser: ResponseParser | None = None,
         gamma: float = 1.0,
         writer: Any = None,
         auto_create: bool = False,
@@ -62,7 +62,7 @@ class SessionStore:
                 raise ValueError(f"reward_range: expected finite (low, high) with low <= high, got {reward_range!r}")
             reward_range = (low, high)
         self.reward_range = reward_range
-        self.parser = parser or HermesToolCallParser()
+        self.parser = as_parser(parser)
         self.strict_tool_calls = strict_tool_calls
         self.finish_hooks: builtins.list[Callable[[str], None]] = []  # called with the id of each finished session
         self.gamma = gamma

@@ -359,7 +359,7 @@ def masking_trainer(trainer_class: type) -> type:
 
 def _tool_method(name: str, function: Mapping[str, Any]) -> Callable[..., str]:
     """A method calling the env's tool ``name``, its signature and docstring from the tool's schema."""
-    from agent_gym.tools import format_tool_call
+    from agent_gym.parsers import format_tool_call
 
     parameters = function.get("parameters") or {}
     properties: Mapping[str, Any] = parameters.get("properties") or {}

@@ -4,8 +4,9 @@ A *format parser* (one per tool-call format, named as vLLM names its ``--tool-ca
 splits an assistant message in three steps: its reasoning parser (if any) takes the
 reasoning out, :meth:`FormatParser.extract_calls` takes the tool calls out of what is left,
 and the rest is the ``content``, where ``<answer>...</answer>`` is the final answer (the
-envs' convention, the same in every format). Like :class:`~agent_gym.tools.HermesToolCallParser`,
+envs' convention, the same in every format). Like :class:`~agent_gym.parsers.HermesToolCallParser`,
 ``parse`` never raises on model text: malformed calls become lines in ``errors``.
+:func:`decode_call` and :func:`error_snippet` are the JSON-call helpers the formats share.
 
 Call ids: formats whose templates pair each tool result with its call (Mistral, harmony's
 ``functions.NAME``) need an id per call. A format that writes ids keeps them; otherwise
@@ -17,21 +18,71 @@ from __future__ import annotations
 
 import abc
 import hashlib
+import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar
 
-from agent_gym.tools.parsing import ParsedResponse, ToolCall
+from agent_gym.parsers.protocol import ParsedResponse, ReasoningParser, ToolCall
 
 __all__ = [
     "FormatParser",
-    "ReasoningParser",
     "ThinkReasoningParser",
     "call_id",
+    "decode_call",
+    "error_snippet",
     "find_answer",
 ]
 
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+_MAX_ERROR_SNIPPET = 80
+
+
+def error_snippet(text: str) -> str:
+    """``text`` stripped, shortened to 80 characters and quoted: how error lines show model text."""
+    text = text.strip()
+    if len(text) > _MAX_ERROR_SNIPPET:
+        text = text[: _MAX_ERROR_SNIPPET - 3] + "..."
+    return repr(text)
+
+
+def decode_call(obj: Any, raw: str, index: int) -> tuple[ToolCall | None, str | None]:
+    """Turn one decoded JSON value (``{"name", "arguments" | "parameters"}``) into a call or an error line.
+
+    ``arguments`` may be a JSON object or a string holding one; ``parameters`` is a synonym; a
+    missing ``arguments`` means ``{}``; OpenAI's ``{"type": "function", "function": {...}}`` is read.
+
+    Args:
+        obj: The decoded JSON value.
+        raw: The call's text as the model wrote it.
+        index: The call's 1-based position in the message (for the error line).
+
+    Returns:
+        ``(call, None)`` or ``(None, error)``; never raises.
+    """
+    where = f"tool call {index}"
+    if not isinstance(obj, dict):
+        return None, f"{where}: expected a JSON object with 'name' and 'arguments', got {type(obj).__name__}"
+    if "function" in obj and isinstance(obj["function"], dict) and "name" not in obj:
+        obj = obj["function"]  # OpenAI-style {"type": "function", "function": {...}}
+    name = obj.get("name")
+    if not isinstance(name, str) or not name.strip():
+        return None, f"{where}: expected a non-empty string 'name', got {error_snippet(json.dumps(name))}"
+    args: Any = obj.get("arguments", obj.get("parameters", {}))
+    if args is None:
+        args = {}
+    if isinstance(args, str):
+        stripped = args.strip()
+        if not stripped:
+            args = {}
+        else:
+            try:
+                args = json.loads(stripped)
+            except (ValueError, RecursionError) as exc:
+                return None, f"{where} ({name}): 'arguments' is a string but not valid JSON: {exc}"
+    if not isinstance(args, dict):
+        return None, f"{where} ({name}): expected 'arguments' to be a JSON object, got {type(args).__name__}"
+    return ToolCall(name=name.strip(), arguments=args, raw=raw), None
 
 
 def find_answer(content: str) -> str | None:
@@ -56,17 +107,6 @@ def call_id(style: str, index: int, name: str, raw: str) -> str:
     """
     digest = hashlib.blake2s(f"{index}\0{name}\0{raw}".encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
     return digest[:9] if style == "mistral" else f"call_{digest[:12]}"
-
-
-@runtime_checkable
-class ReasoningParser(Protocol):
-    """Splits an assistant message into its reasoning and the rest (never raises)."""
-
-    name: str
-
-    def split(self, text: str) -> tuple[str, str]:
-        """Return ``(reasoning, rest)``."""
-        ...
 
 
 class ThinkReasoningParser:
@@ -134,7 +174,7 @@ class FormatParser(abc.ABC):
         self.reasoning_parser = reasoning_parser
 
     def __repr__(self) -> str:
-        reasoning = getattr(self.reasoning_parser, "name", None)
+        reasoning = None if self.reasoning_parser is None else self.reasoning_parser.name
         return f"{type(self).__name__}(reasoning_parser={reasoning!r})"
 
     def parse(self, text: str) -> ParsedResponse:

@@ -18,7 +18,9 @@ turns the conversation into the messages the family's template reads:
   becomes one assistant message per call, each before its result.
 
 ``hermes`` is a pass-through: Qwen-style templates render the sampled text (with its
-``<tool_call>`` blocks and ``<think>``) as it is.
+``<tool_call>`` blocks and ``<think>``) as it is. :meth:`ChatFamily.unsampled_text` writes a
+message the model did not sample (a client wrote it) as the family's template shows it, and
+:func:`family_of` finds a parser's family.
 
 Turn ends: ``terminators`` are the special tokens that end an assistant turn in the rendered
 template (where the incremental prompt cuts); ``stop_tokens`` are those that end sampling.
@@ -31,10 +33,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agent_gym.parsers.protocol import ToolCall, ToolCallParser
 from agent_gym.parsers.registry import canonical_tool_parser, make_parser
-from agent_gym.tools.parsing import ToolCall, ToolCallParser, format_tool_call
 
-__all__ = ["FAMILIES", "ChatFamily", "get_family"]
+__all__ = ["FAMILIES", "ChatFamily", "family_of", "get_family"]
 
 
 @dataclass(frozen=True)
@@ -139,12 +141,32 @@ class ChatFamily:
                 if calls:
                     parts.append("<|end|><|start|>assistant")
             if calls:
-                parts.append(_format_calls(parser, calls))
+                parts.append(parser.format_calls(calls))
             return "".join(parts)
         text = f"<think>\n{reasoning}\n</think>\n\n{content}" if reasoning else content
         if calls:
-            text += ("\n" if text else "") + _format_calls(parser, calls)
+            text += ("\n" if text else "") + parser.format_calls(calls)
         return text
+
+    def unsampled_text(self, content: str, calls: Sequence[tuple[str, Any]] = ()) -> str:
+        """An assistant message the model did not sample (a client wrote it), as the family's template shows it.
+
+        A structured family writes it as :meth:`assistant_text` does (no reasoning). A
+        pass-through family's template (hermes: Qwen-style) renders structured calls itself:
+        each call becomes ``<tool_call>``, its JSON on a line of its own, ``</tool_call>``, one
+        line after the content.
+
+        Args:
+            content: The message's visible text.
+            calls: Its calls as ``(name, arguments)``.
+        """
+        if self.structured:
+            return self.assistant_text("", content.strip(), calls)
+        parts = [content.strip()] if content.strip() else []
+        for name, arguments in calls:
+            body = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
+            parts.append(f"<tool_call>\n{body}\n</tool_call>")
+        return "\n".join(parts)
 
     def _flush(self, out: list[dict[str, Any]], orphans: list[str]) -> None:
         if not orphans:
@@ -175,13 +197,6 @@ class ChatFamily:
             shown = calls[:1] if self.one_call_per_message else calls
             item["tool_calls"] = [_structured(c, self.arguments_as_json) for c in shown]
         return item, calls, len(parsed.errors)
-
-
-def _format_calls(parser: ToolCallParser, calls: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
-    format_calls = getattr(parser, "format_calls", None)
-    if callable(format_calls):
-        return str(format_calls(calls))
-    return "\n".join(format_tool_call(name, args) for name, args in calls)
 
 
 def _structured(call: ToolCall, as_json: bool = False) -> dict[str, Any]:
@@ -239,3 +254,8 @@ def get_family(tool_parser: str | ChatFamily | None) -> ChatFamily:
     if isinstance(tool_parser, ChatFamily):
         return tool_parser
     return FAMILIES[canonical_tool_parser(tool_parser or "hermes")]
+
+
+def family_of(parser: ToolCallParser | None) -> ChatFamily:
+    """The family that renders a parser's messages: its name's (hermes for None or a name without a family)."""
+    return FAMILIES.get(parser.name, FAMILIES["hermes"]) if parser is not None else FAMILIES["hermes"]

@@ -26,8 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from agent_gym.parsers.base import FormatParser, ReasoningParser, call_id, find_answer
-from agent_gym.tools.parsing import ParsedResponse, ToolCall, decode_call, error_snippet
+from agent_gym.parsers.base import FormatParser, call_id, decode_call, error_snippet, find_answer
+from agent_gym.parsers.protocol import ParsedResponse, ReasoningParser, ToolCall
 
 __all__ = ["HarmonyMessage", "HarmonyParser", "HarmonyReasoningParser", "split_harmony"]
 
@@ -136,8 +136,9 @@ class HarmonyParser(FormatParser):
     """vLLM's ``openai`` tool-call parser: harmony's ``to=functions.NAME`` messages are the calls.
 
     Args:
-        reasoning_parser: Ignored except for its name: this parser always reads the analysis
-            channel as the reasoning (harmony carries both in one structure).
+        reasoning_parser: Ignored except for its name (None: :class:`HarmonyReasoningParser`):
+            this parser always reads the analysis channel as the reasoning (harmony carries both
+            in one structure).
     """
 
     name: ClassVar[str] = "openai"
@@ -149,7 +150,7 @@ class HarmonyParser(FormatParser):
     )
 
     def __init__(self, reasoning_parser: ReasoningParser | None = None) -> None:
-        super().__init__(reasoning_parser)
+        super().__init__(reasoning_parser or HarmonyReasoningParser())
 
     def _parse(self, text: str) -> ParsedResponse:
         if CHANNEL not in text and MESSAGE not in text:  # plain text: all content

@@ -1,28 +1,34 @@
-"""What the env tells the model about its tool-call format: system prompt text and the no-action nudge.
+"""What the env tells the model about its tool-call format: system prompt text, tool descriptions, the nudge.
 
 The envs' prompts say how to call a tool in hermes' words ("Call tools with <tool_call>
 blocks"); an env built with another format (``tool_parser="mistral"``, ...) must say that
 format's words instead, or the model is told one format and parsed in another.
-Every named parser carries ``call_format`` (how a call is written, with an example);
-:func:`call_format` reads it (hermes' ``<tool_call>`` text for the hermes parser and for
-parsers without one), :func:`adapt_prompt` rewrites an env prompt's hermes sentence,
-:func:`nudge_text` and :func:`no_action_error` are the no-action message and error.
+Every parser carries ``call_format`` (how a call is written, with an example) and
+``call_example`` (see :class:`~agent_gym.parsers.ToolCallParser`): :func:`adapt_prompt`
+rewrites an env prompt's hermes sentence with them, :func:`describe_tools_for` describes the
+tools with the format's example, :func:`nudge_text` and :func:`no_action_error` are the
+no-action message and error.
 
 For hermes the texts are the ones the envs always had, word for word.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
+
+from agent_gym.parsers.hermes import HermesToolCallParser
+from agent_gym.parsers.protocol import ToolCallParser
+from agent_gym.tools.describe import describe_tools
 
 __all__ = [
     "HERMES_PROMPT_PHRASE",
     "adapt_prompt",
     "call_example",
     "call_format",
+    "describe_tools_for",
     "no_action_error",
     "nudge_text",
-    "uses_hermes_format",
 ]
 
 HERMES_PROMPT_PHRASE = "with <tool_call> blocks"
@@ -31,32 +37,23 @@ HERMES_PROMPT_PHRASE = "with <tool_call> blocks"
 _THINK_PHRASE = "inside <think>...</think>"
 
 
-def _hermes_tag(parser: Any) -> str | None:
-    """The call tag of a hermes-style parser (``tool_call_tag``), or None for another format."""
-    if getattr(parser, "call_format", ""):
-        return None
-    tag = getattr(parser, "tool_call_tag", None)
-    return tag if isinstance(tag, str) and tag else "tool_call"
+def _call_tag(parser: ToolCallParser) -> str | None:
+    """The call tag of a hermes-format parser (its own tag, or ``tool_call``), or None for another format."""
+    if isinstance(parser, HermesToolCallParser):
+        return parser.tool_call_tag
+    return "tool_call" if parser.name == "hermes" else None
 
 
-def uses_hermes_format(parser: Any) -> bool:
-    """Whether ``parser`` reads hermes' ``<tool_call>`` JSON blocks (its texts stay the envs' own)."""
-    return _hermes_tag(parser) == "tool_call"
-
-
-def call_example(parser: Any) -> str:
+def call_example(parser: ToolCallParser) -> str:
     """One call written in the parser's format, with placeholders (the nudge's example).
 
     Args:
-        parser: A tool-call parser (a named parser, hermes' or any object with ``parse``).
+        parser: A tool-call parser.
     """
-    tag = _hermes_tag(parser)
-    if tag is not None:
-        return f'<{tag}>{{"name": ..., "arguments": {{...}}}}</{tag}>'
-    return str(getattr(parser, "call_example", "") or parser.call_format)
+    return parser.call_example
 
 
-def call_format(parser: Any) -> str:
+def call_format(parser: ToolCallParser) -> str:
     """How a model of the parser's format writes a call (completes "Call tools with ...").
 
     Args:
@@ -71,15 +68,21 @@ def call_format(parser: Any) -> str:
         >>> call_format(make_parser("pythonic"))
         'a Python list of calls with keyword arguments, [NAME(key=value, ...), ...]'
     """
-    tag = _hermes_tag(parser)
-    return f"<{tag}> blocks" if tag is not None else str(parser.call_format)
+    return parser.call_format
 
 
-def _harmony_reasoning(parser: Any) -> bool:
-    return getattr(getattr(parser, "reasoning_parser", None), "name", None) == "openai"
+def describe_tools_for(schemas: Iterable[Any], parser: ToolCallParser | None) -> str:
+    """:func:`~agent_gym.tools.describe_tools` in the parser's format (hermes' own text for hermes' tag or None).
+
+    Args:
+        schemas: The tools' schemas (or Tool objects).
+        parser: The tool-call parser whose example call the description shows.
+    """
+    example = None if parser is None or _call_tag(parser) == "tool_call" else parser.call_example
+    return describe_tools(schemas, call_format=example)
 
 
-def adapt_prompt(prompt: str, parser: Any) -> str:
+def adapt_prompt(prompt: str, parser: ToolCallParser) -> str:
     """An env prompt in the parser's words: hermes' call phrase (and ``<think>``) replaced.
 
     ``"with <tool_call> blocks"`` becomes ``"with "`` + :func:`call_format`; with harmony's
@@ -92,26 +95,27 @@ def adapt_prompt(prompt: str, parser: Any) -> str:
     """
     if not isinstance(prompt, str):
         return prompt
-    if HERMES_PROMPT_PHRASE in prompt and not uses_hermes_format(parser):
-        prompt = prompt.replace(HERMES_PROMPT_PHRASE, f"with {call_format(parser)}")
-    if _THINK_PHRASE in prompt and _harmony_reasoning(parser):
+    if HERMES_PROMPT_PHRASE in prompt:
+        prompt = prompt.replace(HERMES_PROMPT_PHRASE, f"with {parser.call_format}")
+    reasoning = parser.reasoning_parser
+    if _THINK_PHRASE in prompt and reasoning is not None and reasoning.name == "openai":
         prompt = prompt.replace(_THINK_PHRASE, "in the analysis channel")
     return prompt
 
 
-def nudge_text(parser: Any) -> str:
+def nudge_text(parser: ToolCallParser) -> str:
     """The ``user`` message answering an assistant message with no tool call and no answer.
 
     For hermes, :data:`agent_gym.tool_calls.NUDGE` word for word; otherwise the same sentence
     with the parser's own example call.
     """
     return ("Your message contained neither a tool call nor a final answer. Call a tool with "
-            f"{call_example(parser)}, or give the final answer as <answer>...</answer>.")
+            f"{parser.call_example}, or give the final answer as <answer>...</answer>.")
 
 
-def no_action_error(parser: Any) -> str:
+def no_action_error(parser: ToolCallParser) -> str:
     """``info["error"]`` of a message with no tool call and no answer (hermes: the envs' own text)."""
-    tag = _hermes_tag(parser)
+    tag = _call_tag(parser)
     if tag is not None:
         return f"the message has no <{tag}> and no <answer>"
-    return f"the message has no tool call (in the {getattr(parser, 'name', '') or 'model'} format) and no <answer>"
+    return f"the message has no tool call (in the {parser.name or 'model'} format) and no <answer>"

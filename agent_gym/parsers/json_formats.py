@@ -20,8 +20,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from agent_gym.parsers.base import FormatParser
-from agent_gym.tools.parsing import ToolCall, decode_call, error_snippet
+from agent_gym.parsers.base import FormatParser, decode_call, error_snippet
+from agent_gym.parsers.protocol import ToolCall
 
 __all__ = ["DeepSeekV3Parser", "Llama3JsonParser", "MistralParser"]
 

@@ -8,26 +8,31 @@ JSON), ``llama3_json`` (Llama 3.1-3.3; alias ``llama4_json``), ``mistral``, ``op
 Reasoning parsers (``--reasoning-parser``): ``deepseek_r1`` and ``qwen3`` (``<think>``) and
 ``openai`` (harmony's analysis channel).
 
-:func:`make_parser` builds the parser an env uses from the two names; :func:`detect_parsers`
-reads the names from a tokenizer's chat template when exactly one format matches.
+:func:`make_parser` builds the parser an env uses from the two names (every tool-call parser,
+hermes included, is a :class:`~agent_gym.parsers.ToolCallParser`); :func:`as_parser` takes what
+a user hands an env (a parser, a parse-only object, a name or None) to a parser;
+:func:`detect_parsers` reads the names from a tokenizer's chat template when exactly one format
+matches.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from agent_gym.errors import ConfigError
-from agent_gym.parsers.base import FormatParser, ReasoningParser, ThinkReasoningParser
+from agent_gym.parsers.base import ThinkReasoningParser
 from agent_gym.parsers.harmony import HarmonyParser, HarmonyReasoningParser
+from agent_gym.parsers.hermes import HermesToolCallParser
 from agent_gym.parsers.json_formats import DeepSeekV3Parser, Llama3JsonParser, MistralParser
+from agent_gym.parsers.protocol import ParsedResponse, ReasoningParser, ResponseParser, ToolCallParser
 from agent_gym.parsers.text_formats import PythonicParser, Qwen3CoderParser
-from agent_gym.tools.parsing import HermesToolCallParser, ParsedResponse, ToolCallParser, format_tool_call
 
 __all__ = [
     "REASONING_PARSERS",
     "TOOL_PARSERS",
-    "ReasoningThenHermes",
+    "ParseOnlyParser",
+    "as_parser",
     "canonical_tool_parser",
     "detect_parsers",
     "make_parser",
@@ -35,8 +40,8 @@ __all__ = [
     "parser_names",
 ]
 
-TOOL_PARSERS: dict[str, type[FormatParser] | None] = {
-    "hermes": None,  # HermesToolCallParser
+TOOL_PARSERS: dict[str, Callable[..., ToolCallParser]] = {
+    "hermes": HermesToolCallParser,
     "llama3_json": Llama3JsonParser,
     "mistral": MistralParser,
     "openai": HarmonyParser,
@@ -44,7 +49,7 @@ TOOL_PARSERS: dict[str, type[FormatParser] | None] = {
     "qwen3_coder": Qwen3CoderParser,
     "pythonic": PythonicParser,
 }
-"""The tool-call parsers by name (``hermes`` is :class:`~agent_gym.tools.HermesToolCallParser`)."""
+"""The tool-call parser classes by name; each takes ``reasoning_parser=`` and makes a :class:`ToolCallParser`."""
 
 _ALIASES = {"llama4_json": "llama3_json", "deepseek_v31": "deepseek_v3", "harmony": "openai", "gpt_oss": "openai"}
 
@@ -86,36 +91,6 @@ def make_reasoning_parser(name: str | None) -> ReasoningParser | None:
     raise ConfigError(f"reasoning_parser: expected one of {', '.join(REASONING_PARSERS)} or None, got {name!r}")
 
 
-class ReasoningThenHermes:
-    """``hermes`` tool calls after a reasoning parser other than ``<think>`` (e.g. harmony's analysis channel).
-
-    Args:
-        reasoning_parser: Takes the reasoning out first.
-    """
-
-    def __init__(self, reasoning_parser: ReasoningParser) -> None:
-        self.reasoning_parser = reasoning_parser
-        self.hermes = HermesToolCallParser()
-        self.think_tag, self.tool_call_tag, self.answer_tag = "think", "tool_call", "answer"
-
-    def parse(self, text: str) -> ParsedResponse:
-        """Parse one assistant message; never raises."""
-        if not isinstance(text, str):
-            return self.hermes.parse(text)
-        try:
-            reasoning, rest = self.reasoning_parser.split(text)
-        except Exception as exc:  # noqa: BLE001 - parsing must never raise
-            return ParsedResponse(text=text, content=text, errors=[f"could not parse the message: {exc!r}"])
-        parsed = self.hermes.parse(rest)
-        parsed.text = text
-        parsed.thought = "\n\n".join(t for t in (reasoning, parsed.thought) if t)
-        return parsed
-
-    def format_calls(self, calls: Any) -> str:
-        """Hermes ``<tool_call>`` blocks, one per line."""
-        return "\n".join(format_tool_call(name, args) for name, args in calls)
-
-
 def make_parser(tool_parser: str | None = "hermes", reasoning_parser: str | None = None) -> ToolCallParser:
     """The parser of a tool-call format and a reasoning format, by vLLM's names.
 
@@ -132,16 +107,69 @@ def make_parser(tool_parser: str | None = "hermes", reasoning_parser: str | None
         >>> parsed.tool_calls[0].name, parsed.tool_calls[0].arguments
         ('add', {'a': 1})
     """
-    name = canonical_tool_parser(tool_parser or "hermes")
-    reasoning = make_reasoning_parser(reasoning_parser)
-    cls = TOOL_PARSERS[name]
-    if cls is None:
-        if reasoning is None or isinstance(reasoning, ThinkReasoningParser):
-            return HermesToolCallParser()
-        return ReasoningThenHermes(reasoning)
-    if cls is HarmonyParser:
-        return HarmonyParser(reasoning or HarmonyReasoningParser())
-    return cls(reasoning)
+    return TOOL_PARSERS[canonical_tool_parser(tool_parser or "hermes")](
+        reasoning_parser=make_reasoning_parser(reasoning_parser))
+
+
+class ParseOnlyParser:
+    """A parse-only object completed into a :class:`ToolCallParser`: it parses, hermes' side writes.
+
+    How calls are written, described and nudged (``format_calls``, ``call_format``,
+    ``call_example``) is hermes' ``<tool_call>`` format, the package's default; ``parse`` is the
+    object's own. :func:`as_parser` makes one.
+
+    Args:
+        parser: Anything with ``parse(text) -> ParsedResponse``.
+    """
+
+    name = "hermes"
+    reasoning_parser: ReasoningParser | None = None
+
+    def __init__(self, parser: ResponseParser) -> None:
+        self.parser = parser
+        self._writer = HermesToolCallParser()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.parser!r})"
+
+    @property
+    def call_format(self) -> str:
+        """Hermes' ``"<tool_call> blocks"``."""
+        return self._writer.call_format
+
+    @property
+    def call_example(self) -> str:
+        """Hermes' example block."""
+        return self._writer.call_example
+
+    def parse(self, text: str) -> ParsedResponse:
+        """The wrapped object's parse of ``text``."""
+        return self.parser.parse(text)
+
+    def format_calls(self, calls: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
+        """Hermes ``<tool_call>`` blocks, one per line."""
+        return self._writer.format_calls(calls)
+
+
+def as_parser(parser: ResponseParser | str | None = None) -> ToolCallParser:
+    """The :class:`ToolCallParser` of what a user hands an env, a subagent or the gateway.
+
+    Args:
+        parser: A :class:`ToolCallParser` (returned as is), an object with only ``parse``
+            (completed by :class:`ParseOnlyParser`), a tool-call parser name (:func:`make_parser`)
+            or None (hermes).
+
+    Raises:
+        TypeError: ``parser`` has no ``parse`` method.
+        ConfigError: An unknown name.
+    """
+    if parser is None or isinstance(parser, str):
+        return make_parser(parser)
+    if isinstance(parser, ToolCallParser):
+        return parser
+    if isinstance(parser, ResponseParser):
+        return ParseOnlyParser(parser)
+    raise TypeError(f"parser: expected a ToolCallParser (with .parse(text)), got {type(parser).__name__}")
 
 
 # Markers of each tool-call format in a chat template's source (checked in this order, all of them).

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from agent_gym.parsers.protocol import ToolCallParser
 from agent_gym.parsers.registry import canonical_tool_parser, make_parser, make_reasoning_parser
-from agent_gym.tools.parsing import ToolCallParser
 
 __all__ = ["env_parser_for", "parser_line", "policy_parser_names"]
 

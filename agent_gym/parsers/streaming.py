@@ -14,19 +14,22 @@ markers open and close reasoning and call regions:
   everything from the marker on is held and parsed once the turn ended (text that is no call
   is then sent as content).
 * ``openai`` (harmony): messages, not regions; the splitter reads harmony's headers itself
-  (``harmony=True``).
+  (``harmony=True``; ``harmony_calls`` when the calls are harmony messages too, not hermes blocks
+  after harmony's reasoning).
 
 Reasoning regions come from the reasoning parser (``<think>`` for ``deepseek_r1``/``qwen3``).
-A parser this module does not know is treated as hermes with its ``think_tag`` and
-``tool_call_tag`` (what the splitter always did).
+A format this module does not know is treated as hermes (a :class:`~agent_gym.parsers.HermesToolCallParser`
+with its own tags). :func:`client_content` is the content a client sees of a parsed message.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-__all__ = ["StreamFormat", "stream_format"]
+from agent_gym.parsers.hermes import HermesToolCallParser
+from agent_gym.parsers.protocol import ParsedResponse, ReasoningParser, ToolCallParser
+
+__all__ = ["StreamFormat", "client_content", "stream_format"]
 
 
 @dataclass(frozen=True)
@@ -40,12 +43,14 @@ class StreamFormat:
         leading_calls: Call regions that open only at the start of the message (before any
             content), e.g. Llama's bare JSON object.
         harmony: The text is harmony messages (read by headers, not regions).
+        harmony_calls: The calls are harmony messages too (the ``openai`` tool-call format).
     """
 
     reasoning: tuple[tuple[str, str], ...] = ()
     calls: tuple[tuple[str, str | None], ...] = ()
     leading_calls: tuple[tuple[str, str | None], ...] = ()
     harmony: bool = False
+    harmony_calls: bool = False
 
 
 _THINK = (("<think>", "</think>"),)
@@ -59,31 +64,35 @@ _CALL_REGIONS: dict[str, tuple[tuple[str, str | None], ...]] = {
 }
 
 
-def _reasoning_regions(reasoning_parser: Any) -> tuple[tuple[str, str], ...] | None:
+def _reasoning_regions(reasoning_parser: ReasoningParser | None) -> tuple[tuple[str, str], ...] | None:
     """The reasoning parser's regions; None for harmony's analysis channel."""
     if reasoning_parser is None:
         return ()
-    name = getattr(reasoning_parser, "name", None)
-    if name == "openai":
+    if reasoning_parser.name == "openai":
         return None
     return _THINK
 
 
-def stream_format(parser: Any) -> StreamFormat:
+def stream_format(parser: ToolCallParser) -> StreamFormat:
     """The stream markers of ``parser``'s format (see the module docstring).
 
     Args:
-        parser: A tool-call parser (named parser, hermes', ``ReasoningThenHermes`` or any
-            object with ``parse``).
+        parser: A tool-call parser.
     """
-    name = getattr(parser, "name", None)
-    reasoning_parser = getattr(parser, "reasoning_parser", None)
-    if name == "openai" or (reasoning_parser is not None and _reasoning_regions(reasoning_parser) is None):
-        return StreamFormat(harmony=True)
-    if isinstance(name, str) and name in _CALL_REGIONS:
+    name, reasoning_parser = parser.name, parser.reasoning_parser
+    reasoning = _reasoning_regions(reasoning_parser)
+    if name == "openai" or reasoning is None:
+        return StreamFormat(harmony=True, harmony_calls=name == "openai")
+    if name in _CALL_REGIONS:
         leading: tuple[tuple[str, str | None], ...] = (("{", None),) if name == "llama3_json" else ()
-        return StreamFormat(reasoning=_reasoning_regions(reasoning_parser) or (), calls=_CALL_REGIONS[name],
-                            leading_calls=leading)
-    think = getattr(parser, "think_tag", "think")
-    call = getattr(parser, "tool_call_tag", "tool_call")
+        return StreamFormat(reasoning=reasoning, calls=_CALL_REGIONS[name], leading_calls=leading)
+    think, call = ((parser.think_tag, parser.tool_call_tag) if isinstance(parser, HermesToolCallParser)
+                   else ("think", "tool_call"))
     return StreamFormat(reasoning=((f"<{think}>", f"</{think}>"),), calls=((f"<{call}>", f"</{call}>"),))
+
+
+def client_content(parser: ToolCallParser, parsed: ParsedResponse) -> str:
+    """The content a client sees of a message ``parser`` parsed: hermes' call blocks taken out when it called."""
+    if parsed.tool_calls and isinstance(parser, HermesToolCallParser):
+        return parser.strip_calls(parsed.content).strip()
+    return parsed.content

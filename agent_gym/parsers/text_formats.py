@@ -26,9 +26,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from agent_gym.parsers.base import FormatParser
+from agent_gym.parsers.base import FormatParser, decode_call, error_snippet
+from agent_gym.parsers.protocol import ToolCall
 from agent_gym.parsers.pythonic_fast import read_call_list
-from agent_gym.tools.parsing import ToolCall, decode_call, error_snippet
 
 __all__ = ["PythonicParser", "Qwen3CoderParser"]
 

@@ -30,10 +30,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_gym.parsers import ChatFamily, canonical_tool_parser, detect_parsers, get_family, make_parser
+from agent_gym.parsers import ChatFamily, ToolCallParser, canonical_tool_parser, detect_parsers, get_family, make_parser
 from agent_gym.policy.family_turns import FamilySuffix
 from agent_gym.policy.piece_encoder import PieceEncoder
-from agent_gym.tools import ToolCallParser
 
 __all__ = ["ChatTokenBuilder", "PromptPlan", "as_id_list", "normalize_messages", "template_supports_tools"]
 
@@ -76,13 +75,11 @@ def template_supports_tools(tokenizer: Any) -> bool:
     return isinstance(template, str) and "tools" in template
 
 
-def _describe_tools(schemas: list[dict[str, Any]], parser: Any = None) -> str:
+def _describe_tools(schemas: list[dict[str, Any]], parser: ToolCallParser | None = None) -> str:
     """Plain-text tool description for templates without tool support (the env's wording, the parser's format)."""
-    from agent_gym.parsers.instructions import call_example, uses_hermes_format
-    from agent_gym.tools import describe_tools
+    from agent_gym.parsers.instructions import describe_tools_for
 
-    example = None if parser is None or uses_hermes_format(parser) else call_example(parser)
-    return describe_tools(schemas, call_format=example)
+    return describe_tools_for(schemas, parser)
 
 
 def normalize_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

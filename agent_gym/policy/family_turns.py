@@ -24,8 +24,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from agent_gym.parsers import ChatFamily
-from agent_gym.tools import ToolCallParser
+from agent_gym.parsers import ChatFamily, ToolCallParser
 
 __all__ = ["MARKER", "FamilySuffix"]
 

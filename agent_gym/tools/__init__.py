@@ -1,4 +1,4 @@
-"""Tools an agent can call: schemas from signatures, argument validation, execution with limits, parsing.
+"""Tools an agent can call: schemas from signatures, argument validation, execution with limits.
 
 * :mod:`agent_gym.tools.schema`: a function or bound method -> OpenAI function schema
   (signature + Google-style docstring).
@@ -12,9 +12,10 @@
   run (:func:`unknown_tool_result`, :func:`skipped_call_result`).
 * :mod:`agent_gym.tools.execution`: inline calls and time-limited calls on worker threads.
 * :mod:`agent_gym.tools.describe`: :func:`describe_tools`, tools as plain text for prompts.
-* :mod:`agent_gym.tools.parsing`: :class:`ToolCallParser`, :class:`HermesToolCallParser`,
-  :class:`ParsedResponse` (assistant message -> thought, tool calls, answer), and
-  :func:`format_tool_call` (a call -> its ``<tool_call>`` block).
+
+How a model writes tool calls (parsing them out of a message, writing them back) is
+:mod:`agent_gym.parsers`: :class:`~agent_gym.parsers.ToolCallParser`,
+:class:`~agent_gym.parsers.ParsedResponse`, :class:`~agent_gym.parsers.HermesToolCallParser`, ...
 
 Import the names from ``agent_gym.tools`` itself.
 """
@@ -37,14 +38,6 @@ from agent_gym.tools.base import (
     unknown_tool_result,
 )
 from agent_gym.tools.describe import describe_tools
-from agent_gym.tools.parsing import (
-    HermesToolCallParser,
-    ParsedResponse,
-    ToolCall,
-    ToolCallParser,
-    format_tool_call,
-    parse_response,
-)
 from agent_gym.tools.schema import function_schema, parse_google_docstring, shared_function_schema
 
 __all__ = [
@@ -54,20 +47,14 @@ __all__ = [
     "ArgumentError",
     "ArgumentValidator",
     "FunctionTool",
-    "HermesToolCallParser",
-    "ParsedResponse",
     "Tool",
-    "ToolCall",
-    "ToolCallParser",
     "ToolErrorKind",
     "ToolResult",
     "as_tool",
     "describe_tools",
-    "format_tool_call",
     "function_schema",
     "non_blocking",
     "parse_google_docstring",
-    "parse_response",
     "shared_function_schema",
     "skipped_call_result",
     "tools_from_object",

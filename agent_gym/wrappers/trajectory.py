@@ -23,7 +23,7 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 
 from agent_gym.checks import check_gamma
-from agent_gym.tools import HermesToolCallParser
+from agent_gym.parsers import HermesToolCallParser
 from agent_gym.types import EpisodeStatus, PolicyOutput, Step, StepTrajectory
 from agent_gym.wrappers.prompt_view import FullConversation, PromptView, make_prompt_view, memory_info
 from agent_gym.wrappers.trajectory_builder import TrajectoryBuilder

@@ -6,8 +6,7 @@ import pytest
 
 from agent_gym.gateway.convert import render_assistant
 from agent_gym.gateway.session import GatewaySession
-from agent_gym.parsers import TOOL_PARSERS, make_parser
-from agent_gym.tools import HermesToolCallParser
+from agent_gym.parsers import TOOL_PARSERS, HermesToolCallParser, make_parser
 
 CALLS = [("calculator", '{"expression": "6 * 7"}'), ("lookup", {"key": "b", "n": 2})]
 

@@ -11,7 +11,7 @@ import pytest
 
 from agent_gym.gateway import Gateway
 from agent_gym.gateway.stream import StreamSplitter
-from agent_gym.tools import HermesToolCallParser
+from agent_gym.parsers import HermesToolCallParser
 
 USER = {"role": "user", "content": "What is 6 * 7?"}
 TOOLS = [{"type": "function", "function": {"name": "calculator", "parameters": {"type": "object"}}}]

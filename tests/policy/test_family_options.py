@@ -9,9 +9,15 @@ import pytest
 from family_templates import family_tokenizer
 
 from agent_gym.errors import ConfigError
-from agent_gym.parsers import HarmonyParser, Llama3JsonParser, env_parser_for, get_family, parser_line
+from agent_gym.parsers import (
+    HarmonyParser,
+    HermesToolCallParser,
+    Llama3JsonParser,
+    env_parser_for,
+    get_family,
+    parser_line,
+)
 from agent_gym.policy import ChatTokenBuilder, SamplingParams, VLLMChatPolicy, VLLMPolicy
-from agent_gym.tools import HermesToolCallParser
 
 
 def test_gym_make_takes_parser_names():

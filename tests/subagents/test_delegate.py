@@ -10,10 +10,10 @@ import pytest
 
 from agent_gym.envs.tool_use.env import ToolUseEnv
 from agent_gym.export import to_slime_samples
+from agent_gym.parsers import ParsedResponse, ToolCall
 from agent_gym.policy import SamplingParams, VLLMPolicy
 from agent_gym.rollout import collect
 from agent_gym.subagents import DelegateWrapper, SubagentSpec
-from agent_gym.tools import ParsedResponse, ToolCall
 from agent_gym.types import Segment, Step
 from agent_gym.wrappers.trajectory import TrajectoryWrapper
 from agent_gym.wrappers.trajectory_builder import TrajectoryBuilder

@@ -11,10 +11,10 @@ from agent_gym.integrations.contract import (
     training_segments,
 )
 from agent_gym.integrations.slime import episode_samples, reward_post_process
+from agent_gym.parsers import ParsedResponse
 from agent_gym.policy import SamplingParams, VLLMPolicy
 from agent_gym.rollout import collect
 from agent_gym.subagents import SolverJudgeEnv
-from agent_gym.tools import ParsedResponse
 from agent_gym.types import Segment, Step
 from agent_gym.wrappers.trajectory_builder import TrajectoryBuilder
 

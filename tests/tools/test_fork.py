@@ -16,7 +16,8 @@ import pytest
 from tools_fixtures import add, sleepy
 
 from agent_gym.core import AgentEnv
-from agent_gym.tools import FunctionTool, format_tool_call
+from agent_gym.parsers import format_tool_call
+from agent_gym.tools import FunctionTool
 
 pytestmark = pytest.mark.skipif(
     "fork" not in multiprocessing.get_all_start_methods() or sys.platform == "darwin",

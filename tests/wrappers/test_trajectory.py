@@ -197,7 +197,7 @@ def test_reward_time_is_measured_outside_info():
 
 
 def test_steps_use_the_env_parser():
-    from agent_gym.tools import HermesToolCallParser
+    from agent_gym.parsers import HermesToolCallParser
 
     parser = HermesToolCallParser(think_tag="reasoning", tool_call_tag="call")
     env = TrajectoryWrapper(gym.make(ENV_ID, parser=parser))

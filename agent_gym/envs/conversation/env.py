@@ -22,18 +22,15 @@ from agent_gym.envs.conversation.state import (
 )
 from agent_gym.envs.conversation.tasks import builtin_tasks, check_task, load_tasks, visible_methods
 from agent_gym.envs.conversation.users import DEFAULT_STOP_MARKER, SimulatedUser
+from agent_gym.parsers import ParsedResponse, ToolCall, ToolCallParser, format_tool_call
 from agent_gym.rewards import RewardConfig
 from agent_gym.tools import (
     DEFAULT_MAX_OUTPUT_CHARS,
     DEFAULT_TIME_LIMIT,
     FunctionTool,
-    ParsedResponse,
     Tool,
-    ToolCall,
-    ToolCallParser,
     ToolResult,
     describe_tools,
-    format_tool_call,
     skipped_call_result,
 )
 from agent_gym.types import EpisodeStatus

@@ -13,8 +13,9 @@ from agent_gym.envs.rag.remote import RemoteRetriever, RetrieverError
 from agent_gym.envs.rag.retrieval import Retriever
 from agent_gym.envs.rag.tasks import builtin_corpus_path, builtin_tasks, load_tasks
 from agent_gym.grading import exact_match, token_f1
+from agent_gym.parsers import ParsedResponse, ToolCallParser
 from agent_gym.rewards import RewardConfig
-from agent_gym.tools import DEFAULT_TIME_LIMIT, ParsedResponse, Tool, ToolCallParser, ToolResult, as_tool
+from agent_gym.tools import DEFAULT_TIME_LIMIT, Tool, ToolResult, as_tool
 
 __all__ = ["RAGEnv", "SearchTools", "make_retriever"]
 

@@ -16,10 +16,11 @@ from agent_gym.envs.swe.grading import DEFAULT_MAX_PATCH_BYTES, GIT_ENV, REWARD_
 from agent_gym.envs.swe.repo import Snapshot, snapshot_for
 from agent_gym.envs.swe.tasks import SPLITS, normalize_task, shipped_tasks
 from agent_gym.errors import SandboxError
+from agent_gym.parsers import ToolCallParser
 from agent_gym.rewards import RewardConfig
 from agent_gym.sandbox import LocalSandbox, SandboxLimits
 from agent_gym.sandbox.cgroup import cgroup_unavailable_reason
-from agent_gym.tools import DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_TIME_LIMIT, Tool, ToolCallParser, as_tool
+from agent_gym.tools import DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_TIME_LIMIT, Tool, as_tool
 from agent_gym.types import EpisodeStatus
 
 __all__ = ["BACKENDS", "REPO_DIR", "SWEEnv", "capture_patch", "hidden_package_paths", "oracle_solution",

@@ -23,7 +23,7 @@ from agent_gym.envs.swe.policy import (
     static_violations,
     tree_violations,
 )
-from agent_gym.tools.parsing import format_tool_call
+from agent_gym.parsers import format_tool_call
 from agent_gym.types import EpisodeStatus
 
 F2P = f"{HIDDEN}::test_exact_width"

@@ -6,7 +6,7 @@ import pytest
 from swe_helpers import hidden_task
 
 from agent_gym.envs.swe import SWEEnv
-from agent_gym.tools.parsing import format_tool_call
+from agent_gym.parsers import format_tool_call
 
 
 @pytest.fixture(scope="module")

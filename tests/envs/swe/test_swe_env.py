@@ -11,9 +11,9 @@ from agent_gym.envs.swe import SWEEnv
 from agent_gym.envs.swe.env import hidden_package_paths
 from agent_gym.envs.swe.repo import library_path
 from agent_gym.envs.swe.tasks import SPLITS, TASKS_PATH, shipped_tasks
+from agent_gym.parsers import format_tool_call
 from agent_gym.sandbox import SandboxLimits
 from agent_gym.sandbox.cgroup import cgroup_unavailable_reason
-from agent_gym.tools.parsing import format_tool_call
 from agent_gym.types import EpisodeStatus
 
 SUBMIT = format_tool_call("submit", {})

@@ -11,8 +11,8 @@ from agent_gym.envs.swe import SWEEnv
 from agent_gym.envs.swe.generate import check_tasks
 from agent_gym.envs.swe.generate import main as generate_main
 from agent_gym.envs.swe.tasks import load_instances, normalize_task
+from agent_gym.parsers import format_tool_call
 from agent_gym.rollout import collect
-from agent_gym.tools.parsing import format_tool_call
 from agent_gym.types import EpisodeStatus, PolicyOutput
 
 BUGGY = "def area(w, h):\n    return w + h\n\n\ndef double(x):\n    return 2 * x\n"

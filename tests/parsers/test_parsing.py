@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent_gym.errors import ConfigError
-from agent_gym.tools import HermesToolCallParser, ParsedResponse, ToolCallParser, format_tool_call, parse_response
+from agent_gym.parsers import HermesToolCallParser, ParsedResponse, ToolCallParser, format_tool_call, parse_response
 
 
 def test_think_tool_calls_and_answer():

@@ -1,14 +1,16 @@
-"""Parse an assistant message into its thought, tool calls and final answer.
+"""Hermes' tool-call format (vLLM's ``hermes``): ``<think>``, ``<tool_call>`` JSON blocks and ``<answer>``.
 
-The default format is the one Qwen, Hermes and most open chat templates use::
+The default format, the one Qwen, Hermes and most open chat templates use::
 
     <think>reasoning</think>
     <tool_call>{"name": "calculator", "arguments": {"expression": "2 + 2"}}</tool_call>
     <answer>4</answer>
 
-Model text is never trusted: :func:`parse_response` (and every
-:class:`ToolCallParser` shipped here) returns a :class:`ParsedResponse` for *any*
-string, recording problems in ``errors`` instead of raising.
+:class:`HermesToolCallParser` is a :class:`~agent_gym.parsers.ToolCallParser` like the other
+formats' parsers (``make_parser("hermes")`` returns one); :func:`parse_response` parses with
+the default one and :func:`format_tool_call` writes one block. Model text is never trusted:
+``parse`` returns a :class:`~agent_gym.parsers.ParsedResponse` for *any* string, recording
+problems in ``errors`` instead of raising.
 
 Leniencies, each deliberate:
 
@@ -21,166 +23,30 @@ Leniencies, each deliberate:
 * A ``</think>`` without an opening tag ends a thought that began at the start
   of the message (templates that put ``<think>`` in the generation prompt).
 * An unclosed ``<answer>`` takes the rest of the message.
+
+Hermes keeps its ``<tool_call>`` blocks in ``content`` (the envs' convention);
+:meth:`HermesToolCallParser.strip_calls` takes them out where a client must not see them.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from agent_gym.checks import check_pattern
+from agent_gym.parsers.base import ThinkReasoningParser, decode_call, error_snippet
+from agent_gym.parsers.protocol import ParsedResponse, ReasoningParser, ToolCall
 
-__all__ = [
-    "HermesToolCallParser",
-    "ParsedResponse",
-    "ToolCall",
-    "ToolCallParser",
-    "decode_call",
-    "error_snippet",
-    "format_tool_call",
-    "parse_response",
-]
+__all__ = ["HermesToolCallParser", "format_tool_call", "parse_response"]
 
 _THINK_BLOCK = re.compile(r"<think>(.*?)</think>", re.DOTALL)
 _TOOL_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 _ANSWER_BLOCK = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*(.*?)\s*```$", re.DOTALL)
-_MAX_ERROR_SNIPPET = 80
 _TAG_NAME = re.compile(r"[A-Za-z_][\w\-]*")
 _TAG_START = re.compile(r"<(?=[/A-Za-z_!?])")  # JSON has no '<' outside strings: this escapes only string text
-
-
-@dataclass
-class ToolCall:
-    """One tool call requested by the model.
-
-    Attributes:
-        name: The tool name.
-        arguments: The arguments, a JSON object.
-        raw: The text of the call as the model wrote it (inside the ``<tool_call>`` tags
-            for hermes).
-        id: The call id, where the format carries one or the parser derives one (formats
-            whose templates pair tool results with call ids); None otherwise.
-    """
-
-    name: str
-    arguments: dict[str, Any]
-    raw: str = ""
-    id: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return ``{"name", "arguments", "raw"}`` (and ``"id"`` when set) as a new dict."""
-        out = {"name": self.name, "arguments": dict(self.arguments), "raw": self.raw}
-        if self.id is not None:
-            out["id"] = self.id
-        return out
-
-
-@dataclass
-class ParsedResponse:
-    """The parts of an assistant message.
-
-    Attributes:
-        text: The whole message.
-        thought: Text inside ``<think>`` (several blocks joined by a blank line), or "".
-        tool_calls: Well-formed tool calls, in order.
-        answer: Text inside ``<answer>`` (stripped), or None when there is none.
-        errors: One human-readable line per malformed part (e.g. invalid JSON).
-        content: The message with the thought removed (what is left for the user).
-    """
-
-    text: str
-    thought: str = ""
-    tool_calls: list[ToolCall] = field(default_factory=list)
-    answer: str | None = None
-    errors: list[str] = field(default_factory=list)
-    content: str = ""
-
-    @property
-    def reasoning(self) -> str:
-        """The model's reasoning (the same text as ``thought``, by the name vLLM uses)."""
-        return self.thought
-
-    @property
-    def has_action(self) -> bool:
-        """True if the message called a tool, gave an answer, or tried to (errors)."""
-        return bool(self.tool_calls) or self.answer is not None or bool(self.errors)
-
-    @property
-    def action_text(self) -> str | None:
-        """The raw text of the tool call blocks joined by newlines, or None without calls."""
-        if not self.tool_calls:
-            return None
-        # Calls decoded from one block holding a JSON list share that block's text: list it once.
-        return "\n".join(dict.fromkeys(c.raw for c in self.tool_calls))
-
-
-@runtime_checkable
-class ToolCallParser(Protocol):
-    """Anything that splits an assistant message into a :class:`ParsedResponse`.
-
-    Implementations must never raise on model text.
-    """
-
-    def parse(self, text: str) -> ParsedResponse:
-        """Parse one assistant message."""
-        ...
-
-
-def _snippet(text: str) -> str:
-    text = text.strip()
-    if len(text) > _MAX_ERROR_SNIPPET:
-        text = text[: _MAX_ERROR_SNIPPET - 3] + "..."
-    return repr(text)
-
-
-def _decode_call(obj: Any, raw: str, index: int) -> tuple[ToolCall | None, str | None]:
-    """Turn one decoded JSON value into a ToolCall or an error line."""
-    where = f"tool call {index}"
-    if not isinstance(obj, dict):
-        return None, f"{where}: expected a JSON object with 'name' and 'arguments', got {type(obj).__name__}"
-    if "function" in obj and isinstance(obj["function"], dict) and "name" not in obj:
-        obj = obj["function"]  # OpenAI-style {"type": "function", "function": {...}}
-    name = obj.get("name")
-    if not isinstance(name, str) or not name.strip():
-        return None, f"{where}: expected a non-empty string 'name', got {_snippet(json.dumps(name))}"
-    args: Any = obj.get("arguments", obj.get("parameters", {}))
-    if args is None:
-        args = {}
-    if isinstance(args, str):
-        stripped = args.strip()
-        if not stripped:
-            args = {}
-        else:
-            try:
-                args = json.loads(stripped)
-            except (ValueError, RecursionError) as exc:
-                return None, f"{where} ({name}): 'arguments' is a string but not valid JSON: {exc}"
-    if not isinstance(args, dict):
-        return None, f"{where} ({name}): expected 'arguments' to be a JSON object, got {type(args).__name__}"
-    return ToolCall(name=name.strip(), arguments=args, raw=raw), None
-
-
-def decode_call(obj: Any, raw: str, index: int) -> tuple[ToolCall | None, str | None]:
-    """Turn one decoded JSON value (``{"name", "arguments" | "parameters"}``) into a call or an error line.
-
-    Args:
-        obj: The decoded JSON value.
-        raw: The call's text as the model wrote it.
-        index: The call's 1-based position in the message (for the error line).
-
-    Returns:
-        ``(call, None)`` or ``(None, error)``; never raises.
-    """
-    return _decode_call(obj, raw, index)
-
-
-def error_snippet(text: str) -> str:
-    """``text`` stripped, shortened to 80 characters and quoted: how error lines show model text."""
-    return _snippet(text)
 
 
 def _decode_block(body: str, index: int) -> tuple[list[ToolCall], list[str]]:
@@ -195,14 +61,14 @@ def _decode_block(body: str, index: int) -> tuple[list[ToolCall], list[str]]:
     try:
         obj = json.loads(text)
     except (ValueError, RecursionError) as exc:
-        return [], [f"tool call {index}: invalid JSON ({exc}) in {_snippet(text)}"]
+        return [], [f"tool call {index}: invalid JSON ({exc}) in {error_snippet(text)}"]
     items = obj if isinstance(obj, list) else [obj]
     if not items:
         return [], [f"tool call {index}: empty list of calls"]
     calls: list[ToolCall] = []
     errors: list[str] = []
     for item in items:
-        call, error = _decode_call(item, raw, index)
+        call, error = decode_call(item, raw, index)
         if call is not None:
             calls.append(call)
         else:
@@ -211,19 +77,49 @@ def _decode_block(body: str, index: int) -> tuple[list[ToolCall], list[str]]:
 
 
 class HermesToolCallParser:
-    """Parser for ``<think>``, hermes-style ``<tool_call>`` JSON and ``<answer>`` tags.
+    """vLLM's ``hermes`` format: ``<think>``, ``<tool_call>`` JSON blocks and ``<answer>`` tags.
 
     Args:
         think_tag: Name of the reasoning tag.
         tool_call_tag: Name of the tool call tag.
         answer_tag: Name of the answer tag.
+        reasoning_parser: A reasoning format taken out first (e.g. harmony's analysis channel,
+            ``openai``); a ``<think>`` one (``qwen3``, ``deepseek_r1``) is hermes' own and None.
     """
 
-    def __init__(self, think_tag: str = "think", tool_call_tag: str = "tool_call", answer_tag: str = "answer") -> None:
+    name = "hermes"
+
+    def __init__(self, think_tag: str = "think", tool_call_tag: str = "tool_call", answer_tag: str = "answer", *,
+                 reasoning_parser: ReasoningParser | None = None) -> None:
         for arg, value in (("think_tag", think_tag), ("tool_call_tag", tool_call_tag), ("answer_tag", answer_tag)):
             check_pattern(arg, value, _TAG_NAME, "a tag name such as 'think'")
         self.think_tag, self.tool_call_tag, self.answer_tag = think_tag, tool_call_tag, answer_tag
+        self.reasoning_parser: ReasoningParser | None = (
+            None if isinstance(reasoning_parser, ThinkReasoningParser) else reasoning_parser)
         self._compile()
+
+    def __repr__(self) -> str:
+        reasoning = None if self.reasoning_parser is None else self.reasoning_parser.name
+        return f"{type(self).__name__}(tool_call_tag={self.tool_call_tag!r}, reasoning_parser={reasoning!r})"
+
+    @property
+    def call_format(self) -> str:
+        """``"<tool_call> blocks"`` (with this parser's call tag)."""
+        return f"<{self.tool_call_tag}> blocks"
+
+    @property
+    def call_example(self) -> str:
+        """One ``<tool_call>`` block with placeholders."""
+        return f'<{self.tool_call_tag}>{{"name": ..., "arguments": {{...}}}}</{self.tool_call_tag}>'
+
+    def format_calls(self, calls: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
+        """One :func:`format_tool_call` block per call, a line each (what :meth:`parse` reads back)."""
+        return "\n".join(format_tool_call(name, args) for name, args in calls)
+
+    def strip_calls(self, content: str) -> str:
+        """``content`` without its call blocks (an unclosed one runs to the end), as a client sees it."""
+        tag = re.escape(self.tool_call_tag)
+        return re.sub(rf"<{tag}>.*?(</{tag}>|$)", "", content, flags=re.DOTALL)
 
     def _compile(self) -> None:
         t, c, a = (re.escape(x) for x in (self.think_tag, self.tool_call_tag, self.answer_tag))
@@ -238,10 +134,11 @@ class HermesToolCallParser:
             self._answer_re = re.compile(f"<{a}>(.*?)</{a}>", re.DOTALL)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"think_tag": self.think_tag, "tool_call_tag": self.tool_call_tag, "answer_tag": self.answer_tag}
+        return {"think_tag": self.think_tag, "tool_call_tag": self.tool_call_tag, "answer_tag": self.answer_tag,
+                "reasoning_parser": self.reasoning_parser}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
+        self.__dict__.update({"reasoning_parser": None, **state})
         self._compile()
 
     def parse(self, text: str) -> ParsedResponse:
@@ -251,13 +148,20 @@ class HermesToolCallParser:
             text: The assistant message. A non-string gives an empty response with an error.
 
         Returns:
-            The thought, the well-formed tool calls, the answer and the errors.
+            The thought, the well-formed tool calls, the answer and the errors; ``content`` is
+            the message without the thought (the call blocks stay).
         """
         if not isinstance(text, str):
             return ParsedResponse(text="", errors=[f"expected the message as str, got {type(text).__name__}"])
         try:
-            return self._parse(text)
-        except Exception as exc:  # pragma: no cover - defensive: parsing must never raise
+            if self.reasoning_parser is None:
+                return self._parse(text)
+            reasoning, rest = self.reasoning_parser.split(text)
+            parsed = self._parse(rest)
+            parsed.text = text
+            parsed.thought = "\n\n".join(t for t in (reasoning, parsed.thought) if t)
+            return parsed
+        except Exception as exc:  # noqa: BLE001 - defensive: parsing must never raise
             return ParsedResponse(text=text, content=text, errors=[f"could not parse the message: {exc!r}"])
 
     def _parse(self, text: str) -> ParsedResponse:

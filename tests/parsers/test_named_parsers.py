@@ -9,6 +9,7 @@ from agent_gym.errors import ConfigError
 from agent_gym.parsers import (
     FAMILIES,
     HarmonyParser,
+    HermesToolCallParser,
     ThinkReasoningParser,
     detect_parsers,
     get_family,
@@ -16,7 +17,6 @@ from agent_gym.parsers import (
     parser_names,
     split_harmony,
 )
-from agent_gym.tools import HermesToolCallParser
 
 CALLS = [("calculator", {"expression": "6 * 7"}), ("lookup_item", {"item": "<b>\"x\"</b>", "n": [1, 2.5, None, True]})]
 NAMES = ["hermes", "llama3_json", "mistral", "openai", "deepseek_v3", "qwen3_coder", "pythonic"]

@@ -12,8 +12,7 @@ import random
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_gym.parsers import FAMILIES, get_family, make_parser
-from agent_gym.tools import ParsedResponse
+from agent_gym.parsers import FAMILIES, ParsedResponse, get_family, make_parser
 
 NAMES = ["hermes", "llama3_json", "mistral", "openai", "deepseek_v3", "qwen3_coder", "pythonic"]
 REASONING = [None, "qwen3", "deepseek_r1", "openai"]
