@@ -23,6 +23,7 @@ __all__ = [
     "ERROR_KINDS",
     "AgentGymError",
     "ArgumentError",
+    "CallTimeoutError",
     "ConfigError",
     "CorpusError",
     "EnvCheckError",
@@ -122,7 +123,15 @@ class MissingExtraError(AgentGymError, ImportError):
         self.extra = extra
 
 
-class SummaryTimeoutError(AgentGymError, TimeoutError):
+class CallTimeoutError(AgentGymError, TimeoutError):
+    """A blocking call did not return within its time limit and was abandoned.
+
+    Raised by :func:`~agent_gym.utils.runtime.call_with_timeout`; the call runs on to its end on
+    a daemon worker thread, its result dropped.
+    """
+
+
+class SummaryTimeoutError(CallTimeoutError):
     """A memory summary call did not return within the memory's ``summary_timeout``."""
 
 

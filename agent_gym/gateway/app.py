@@ -74,7 +74,7 @@ from agent_gym.gateway.session import GatewaySession, TurnResult, TurnStream
 from agent_gym.gateway.store import SessionStore
 from agent_gym.gateway.stream import AnthropicStream, OpenAIStream, StreamSplitter
 from agent_gym.serving.limits import BodyLimit, RequestLimits
-from agent_gym.serving.offload import run_blocking
+from agent_gym.utils.runtime import run_blocking
 
 __all__ = ["create_gateway_app", "trajectory_json"]
 

@@ -3,7 +3,7 @@
 Rendering and tokenizing a prompt happens inside the policy's ``aact`` / ``astream``, between
 their awaits, on whatever loop runs them: a conversation of a few MiB takes seconds there. The
 gateway hands the turns of large requests to :class:`OffLoopPolicy`, which runs them on a
-:class:`~agent_gym.serving.offload.LoopThread`, so the gateway's own loop (``/health``, the
+:class:`~agent_gym.utils.runtime.LoopThread`, so the gateway's own loop (``/health``, the
 other sessions, a stop signal) never waits for them. Small requests stay on the gateway's loop,
 where the hand-over would cost more than the work.
 """
@@ -15,7 +15,7 @@ import contextlib
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from agent_gym.serving.offload import LoopThread
+from agent_gym.utils.runtime import LoopThread
 
 __all__ = ["OffLoopPolicy"]
 
@@ -54,4 +54,4 @@ class OffLoopPolicy:
         if self._used:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.thread.run(self.policy.aclose()), timeout)
-        self.thread.stop()
+        self.thread.stop(wait=False)

@@ -2,18 +2,18 @@
 
 A summarizer is any callable ``(messages, *, max_tokens) -> str`` (the :class:`Summarizer`
 protocol): :func:`make_summarizer` turns an OpenAI-compatible client or a server address into
-one (:class:`ChatClientSummarizer`), and :func:`call_with_timeout` runs one in a daemon thread
-with a time limit.
+one (:class:`ChatClientSummarizer`), and :func:`summarize_within` calls one with a time limit
+(:func:`~agent_gym.utils.runtime.call_with_timeout`).
 """
 
 from __future__ import annotations
 
-import threading
 from typing import Any, Protocol, runtime_checkable
 
-from agent_gym.errors import SummaryTimeoutError
+from agent_gym.errors import CallTimeoutError, SummaryTimeoutError
+from agent_gym.utils.runtime import call_with_timeout
 
-__all__ = ["ChatClientSummarizer", "Summarizer", "call_with_timeout", "make_summarizer"]
+__all__ = ["ChatClientSummarizer", "Summarizer", "make_summarizer", "summarize_within"]
 
 
 @runtime_checkable
@@ -102,27 +102,18 @@ def make_summarizer(chat_client: Any, model: str, *, timeout: float | None = Non
     )
 
 
-def call_with_timeout(fn: Summarizer, messages: list[dict[str, str]], max_tokens: int, timeout: float | None) -> Any:
-    """Call ``fn`` in a daemon thread and wait at most ``timeout`` seconds for it.
+def summarize_within(fn: Summarizer, messages: list[dict[str, str]], max_tokens: int, timeout: float | None) -> Any:
+    """Call ``fn``, waiting at most ``timeout`` seconds for it (None: no limit).
 
-    A call that hangs is abandoned (its thread cannot be killed, but being a
-    daemon it never keeps the interpreter alive).
+    A call that hangs is abandoned on its daemon worker thread
+    (:func:`~agent_gym.utils.runtime.call_with_timeout`).
+
+    Raises:
+        SummaryTimeoutError: ``fn`` did not return within ``timeout``.
     """
-    if timeout is None:
-        return fn(messages, max_tokens=max_tokens)
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = fn(messages, max_tokens=max_tokens)
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, name="agent-gym-summary", daemon=True)
-    thread.start()
-    thread.join(timeout)
-    if thread.is_alive():
-        raise SummaryTimeoutError(f"summary call did not return within {timeout:g} s")
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
+    try:
+        return call_with_timeout(fn, timeout, messages, max_tokens=max_tokens)
+    except SummaryTimeoutError:
+        raise
+    except CallTimeoutError:
+        raise SummaryTimeoutError(f"summary call did not return within {timeout:g} s") from None

@@ -70,7 +70,7 @@ from agent_gym.memory.requests import (
     template_error,
 )
 from agent_gym.memory.simple import MemorySimple
-from agent_gym.memory.summarizers import ChatClientSummarizer, Summarizer, call_with_timeout, make_summarizer
+from agent_gym.memory.summarizers import ChatClientSummarizer, Summarizer, make_summarizer, summarize_within
 from agent_gym.memory.text import ViewMessage, clean_summary, format_summary_block
 
 __all__ = ["SUMMARY_CUTS", "MemorySummary"]
@@ -486,7 +486,7 @@ class MemorySummary(MemorySimple):
                 if fallback is not None:
                     request = fallback
             try:
-                raw = call_with_timeout(summarizer, request, cfg.max_summary_length, self.summary_timeout)
+                raw = summarize_within(summarizer, request, cfg.max_summary_length, self.summary_timeout)
             except Exception as exc:  # noqa: BLE001 - any summarizer failure is retried, then logged
                 error = f"{type(exc).__name__}: {exc}"
                 continue

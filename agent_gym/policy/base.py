@@ -4,8 +4,9 @@ A policy turns the conversation so far into the next assistant turn, a
 :class:`~agent_gym.types.PolicyOutput` with the exact prompt and sampled token ids.
 Policies are asynchronous at heart (``aact``); :class:`AsyncPolicyBase` derives the
 blocking ``act`` from it by running the coroutine on a private event loop in a helper
-thread, so ``act`` also works where an event loop is already running (Jupyter, async
-frameworks) and connection pools survive across calls.
+thread (a :class:`~agent_gym.utils.runtime.LoopThread`), so ``act`` also works where an
+event loop is already running (Jupyter, async frameworks) and connection pools survive
+across calls.
 
 :class:`TokenPolicyBase` holds the steps every token-exact policy takes each turn, written
 once: the tools of a session, the turn's seed, its token budget, the truncation status and
@@ -24,6 +25,7 @@ from collections.abc import Coroutine, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from agent_gym.types import FinishReason, Message, PolicyOutput
+from agent_gym.utils.runtime import LoopThread
 
 __all__ = ["AsyncPolicyBase", "Policy", "TokenPolicyBase"]
 
@@ -59,21 +61,7 @@ class Policy(Protocol):
         ...
 
 
-def _stop_loop(loop: asyncio.AbstractEventLoop, thread: threading.Thread | None) -> None:
-    """Stop ``loop`` (running in ``thread``) and close it; quiet, for ``close`` and finalisers."""
-    if loop.is_closed():
-        return
-    try:
-        loop.call_soon_threadsafe(loop.stop)
-    except RuntimeError:  # closed meanwhile
-        return
-    if thread is not None and thread is not threading.current_thread():
-        thread.join(timeout=_CLOSE_TIMEOUT_S)
-        if not thread.is_alive():
-            loop.close()
-
-
-_LOOP_STATE = ("_loop", "_thread", "_loop_lock", "_loop_finalizer")
+_LOOP_STATE = ("_runner", "_loop_finalizer")
 
 
 class AsyncPolicyBase(abc.ABC):
@@ -94,10 +82,21 @@ class AsyncPolicyBase(abc.ABC):
         self._init_loop_state()
 
     def _init_loop_state(self) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._loop_lock = threading.Lock()
-        self._loop_finalizer: weakref.finalize | None = None
+        self._runner = LoopThread(f"{type(self).__name__}-loop")
+        # A policy dropped without close() stops its loop thread (the loop's own resources
+        # release themselves quietly, see VLLMClient); at exit the daemon thread just ends.
+        self._loop_finalizer = weakref.finalize(self, self._runner.stop)
+        self._loop_finalizer.atexit = False
+
+    @property
+    def _loop(self) -> asyncio.AbstractEventLoop | None:
+        """The private loop while it runs (None before the first ``act`` and after ``close``)."""
+        return self._runner.running_loop
+
+    @property
+    def _thread(self) -> threading.Thread | None:
+        """The private loop's thread (None before the first ``act``)."""
+        return self._runner.thread
 
     @abc.abstractmethod
     async def aact(
@@ -124,56 +123,25 @@ class AsyncPolicyBase(abc.ABC):
         """
         return self._run_sync(self.aact(messages, session_id=session_id, tools=tools))
 
-    def _background_loop(self) -> asyncio.AbstractEventLoop:
-        with self._loop_lock:
-            if self._loop is None or self._loop.is_closed():
-                loop = asyncio.new_event_loop()
-                ready = threading.Event()
-
-                def _run() -> None:
-                    asyncio.set_event_loop(loop)
-                    loop.call_soon(ready.set)
-                    loop.run_forever()
-
-                thread = threading.Thread(target=_run, name=f"{type(self).__name__}-loop", daemon=True)
-                thread.start()
-                ready.wait()
-                self._loop, self._thread = loop, thread
-                # A policy dropped without close() stops its loop thread (the loop's own resources
-                # release themselves quietly, see VLLMClient); at exit the daemon thread just ends.
-                self._loop_finalizer = weakref.finalize(self, _stop_loop, loop, thread)
-                self._loop_finalizer.atexit = False
-            return self._loop
-
     def _run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` to completion on the policy's private loop and return its result."""
-        loop = self._background_loop()
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is loop:
+        if self._runner.in_loop_thread():
             coro.close()
             raise RuntimeError("act() called from the policy's own event loop; await aact() instead")
-        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+        return self._runner.call(coro)
 
     async def _aclose_resources(self) -> None:  # noqa: B027 - an optional hook, empty by default
         """Release async resources bound to the private loop (override in subclasses)."""
 
     def close(self) -> None:
         """Stop the private event loop and release resources. The policy stays usable."""
-        with self._loop_lock:
-            loop, thread, finalizer = self._loop, self._thread, self._loop_finalizer
-            self._loop = self._thread = self._loop_finalizer = None
-        if finalizer is not None:
-            finalizer.detach()
-        if loop is None or loop.is_closed():
+        if self._runner.running_loop is None:
             return
         try:
-            asyncio.run_coroutine_threadsafe(self._aclose_resources(), loop).result(timeout=_CLOSE_TIMEOUT_S)
+            self._runner.call(self._aclose_resources(), timeout=_CLOSE_TIMEOUT_S)
         except Exception:  # noqa: BLE001 - closing is best effort
             pass
-        _stop_loop(loop, thread)
+        self._runner.stop(timeout=_CLOSE_TIMEOUT_S)
 
     async def aclose(self) -> None:
         """Release what the policy bound to the running event loop (e.g. HTTP connections)."""

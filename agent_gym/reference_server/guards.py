@@ -23,7 +23,7 @@ from starlette.requests import Request
 from agent_gym.errors import RequestError
 from agent_gym.serving.auth import TokenGuard
 from agent_gym.serving.limits import BodyLimit, RequestLimits
-from agent_gym.serving.offload import run_blocking
+from agent_gym.utils.runtime import run_blocking
 
 __all__ = ["ClientGone", "Guards", "protect", "until_done_or_gone", "vllm_error"]
 

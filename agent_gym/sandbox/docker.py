@@ -27,6 +27,7 @@ so that an episode does not wait for a container to start.
 
 from __future__ import annotations
 
+import concurrent.futures
 import io
 import os
 import socket
@@ -39,6 +40,7 @@ from typing import Any
 from agent_gym.checks import check_timeout
 from agent_gym.sandbox.base import Result, SandboxError, SandboxLimits, SandboxUnavailableError
 from agent_gym.sandbox.docker_pool import DockerPool, pool_for, remove_container, start_container
+from agent_gym.utils.runtime import WorkerPool
 
 __all__ = [
     "DockerPool",
@@ -106,6 +108,7 @@ def docker_client() -> Any:
 
 _SHARED: list[Any] = []
 _SHARED_LOCK = threading.Lock()
+_OUTPUT_READERS = WorkerPool(name="agent-gym-docker-output")  # read a command's output while it runs
 
 
 def shared_client() -> Any:
@@ -460,14 +463,12 @@ class DockerSandbox:
                                       environment=dict(env), workdir=workdir)["Id"]
         except Exception as exc:
             return Result(exit_code=125, output=f"[sandbox error: {exc}]")
-        reader = threading.Thread(target=pump, daemon=True)
-        reader.start()
-        reader.join(seconds)
-        timed_out = reader.is_alive()
+        reader = _OUTPUT_READERS.submit(pump)
+        timed_out = not concurrent.futures.wait([reader], seconds).done
         if timed_out:
             if tick_file:
                 self._kill_from_file(tick_file)
-            reader.join(10.0)
+            concurrent.futures.wait([reader], 10.0)  # past that the reader is abandoned
         if state["error"] is not None and not self._closed:
             return Result(exit_code=125, output=f"[sandbox error: {state['error']}]")
         try:

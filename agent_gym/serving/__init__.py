@@ -5,7 +5,8 @@ The four servers (``agent-gym serve``, ``gateway``, ``serve-env``, ``serve-retri
 * :mod:`~agent_gym.serving.auth` - tokens from a flag, an environment variable or generated;
   constant-time comparison; an ASGI guard answering 401;
 * :mod:`~agent_gym.serving.limits` - :class:`RequestLimits` and the body-size cap (413);
-* :mod:`~agent_gym.serving.offload` - heavy work on daemon threads or a loop of its own, so
+* :func:`~agent_gym.utils.runtime.run_blocking` and :class:`~agent_gym.utils.runtime.LoopThread`
+  (the package's concurrency plumbing) - heavy work on daemon threads or a loop of its own, so
   ``/health`` always answers;
 * :mod:`~agent_gym.serving.templates` - client chat templates refused by default, rendered in a
   bounded sandbox on opt-in;
@@ -18,13 +19,10 @@ from __future__ import annotations
 
 from agent_gym.serving.auth import ResolvedToken, TokenGuard, auth_headers, new_token, resolve_token, tokens_equal
 from agent_gym.serving.limits import BodyLimit, RequestLimits, add_limit_arguments, limits_from_args
-from agent_gym.serving.offload import DaemonPool, LoopThread, run_blocking
 from agent_gym.serving.runner import bind_note, is_loopback, run_server
 
 __all__ = [
     "BodyLimit",
-    "DaemonPool",
-    "LoopThread",
     "RequestLimits",
     "ResolvedToken",
     "TokenGuard",
@@ -35,7 +33,6 @@ __all__ = [
     "limits_from_args",
     "new_token",
     "resolve_token",
-    "run_blocking",
     "run_server",
     "tokens_equal",
 ]

@@ -40,6 +40,7 @@ from agent_gym.errors import ConfigError
 from agent_gym.policy.base import AsyncPolicyBase
 from agent_gym.tools import Tool
 from agent_gym.types import EpisodeStatus, FinishReason, PolicyOutput, Segment
+from agent_gym.utils.runtime import call_outcome
 from agent_gym.wrappers.trajectory_builder import TrajectoryBuilder
 
 __all__ = ["SubagentEnv", "SubagentRun", "SubagentSpec", "make_recorder", "make_subagent_env", "run_subagent"]
@@ -277,10 +278,8 @@ def run_subagent(
     if spec.deadline_for(agent) == "inline":
         episode.drive(agent, question, time.monotonic() + spec.timeout)
     else:
-        thread = threading.Thread(target=episode.drive, args=(agent, question, None), name=f"subagent-{session_id}",
-                                  daemon=True)
-        thread.start()
-        thread.join(spec.timeout)
+        # past the timeout the drive is abandoned on its worker thread and the episode closed here
+        call_outcome(episode.drive, spec.timeout, agent, question, None)
         left_running = episode.close(EpisodeStatus.TIMEOUT, f"exceeded its timeout of {spec.timeout}s")
     try:
         agent.close_session(session_id)

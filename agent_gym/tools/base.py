@@ -53,8 +53,9 @@ from agent_gym.checks import (
 from agent_gym.errors import ERROR_KINDS, ArgumentError, ConfigError, ToolErrorKind
 from agent_gym.tools.annotations import resolve_type_hints
 from agent_gym.tools.arguments import ArgumentValidator
-from agent_gym.tools.execution import call_with_time_limit, to_text
+from agent_gym.tools.execution import to_text
 from agent_gym.tools.schema import PerCallableCache, function_schema
+from agent_gym.utils.runtime import call_outcome
 
 __all__ = [
     "DEFAULT_MAX_OUTPUT_CHARS",
@@ -294,7 +295,7 @@ class FunctionTool:
         except Exception as exc:  # defensive: odd values (e.g. huge ints) must not escape
             return ToolResult.failure(ToolErrorKind.BAD_ARGUMENTS, f"invalid arguments: {type(exc).__name__}: {exc}")
         if self._threaded:
-            state, value = call_with_time_limit(self.func, kwargs, self.time_limit)  # type: ignore[arg-type]
+            state, value = call_outcome(self.func, self.time_limit, **kwargs)  # type: ignore[arg-type]
             if state == "timeout":
                 return self._timeout()
             if state == "error":
