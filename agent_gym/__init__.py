@@ -35,6 +35,7 @@ __all__ = [
     "ClientOptions",
     "ConfigError",
     "ConversationSpace",
+    "EpisodeRunner",
     "EpisodeStatus",
     "FinishReason",
     "GymEngineWrapper",
@@ -90,6 +91,7 @@ _LAZY: dict[str, str] = {
     "VLLMChatPolicy": "agent_gym.policy",
     "ClientOptions": "agent_gym.policy",
     "VLLMPolicy": "agent_gym.policy",
+    "EpisodeRunner": "agent_gym.rollout",
     "collect": "agent_gym.rollout",
     "collect_async": "agent_gym.rollout",
     "EpisodeStatus": "agent_gym.types",
@@ -152,7 +154,7 @@ if TYPE_CHECKING:
         VLLMPolicy,
     )
     from agent_gym.rewards import RewardConfig
-    from agent_gym.rollout import collect, collect_async
+    from agent_gym.rollout import EpisodeRunner, collect, collect_async
     from agent_gym.spaces import AssistantMessageSpace, ConversationSpace, MessageSpace, TextSpace
     from agent_gym.types import (
         EpisodeStatus,

@@ -1,6 +1,8 @@
 """Collect many episodes concurrently: ``collect`` / ``collect_async`` (local or Ray).
 
-The public names are :func:`collect`, :func:`collect_async`, :class:`RolloutOptions`, the
+The public names are :class:`EpisodeRunner` (the long-lived runner that owns envs and worker
+threads), :class:`EpisodeSpec` and :func:`plan_episodes` (what it runs), :func:`collect`,
+:func:`collect_async` (open a runner, run, close), :class:`RolloutOptions`, the
 streaming API (:class:`~agent_gym.rollout.stream.RolloutStream`, :func:`~agent_gym.rollout.stream.collect_stream`)
 and the long-tail budget (:class:`~agent_gym.rollout.long_tail.LongTail`); the rest is imported from its
 module. Modules, by responsibility (each imports only
@@ -11,11 +13,15 @@ those above it):
 * :mod:`~agent_gym.rollout.options`: :class:`RolloutOptions`, the settings of a collection;
 * :mod:`~agent_gym.rollout.planning`: :class:`~agent_gym.rollout.planning.EpisodeSpec`,
   :func:`~agent_gym.rollout.planning.plan_episodes`, :func:`~agent_gym.rollout.planning.make_env_factory`;
+* :mod:`~agent_gym.rollout.episode`: :func:`~agent_gym.rollout.episode.episode_loop`, the one
+  policy-drives-env loop (also run by subagents and the tiny agent's data generation);
 * :mod:`~agent_gym.rollout.thread_pool`: :class:`~agent_gym.rollout.thread_pool.ThreadPool`, daemon
   threads for blocking env and policy calls;
+* :mod:`~agent_gym.rollout.env_pool`: :class:`~agent_gym.rollout.env_pool.EnvPool`, idle envs by key,
+  reused through ``reset``;
 * :mod:`~agent_gym.rollout.reporting`: progress bar, per-episode callback, failed-episode records;
-* :mod:`~agent_gym.rollout.local_runner`: :class:`~agent_gym.rollout.local_runner.LocalRunner`, episodes on
-  this process;
+* :mod:`~agent_gym.rollout.runner`: :class:`~agent_gym.rollout.runner.EpisodeRunner`, episodes on
+  this process with envs and threads kept from one episode to the next;
 * :mod:`~agent_gym.rollout.ray_backend`: episodes in Ray actors (imported on demand);
 * :mod:`~agent_gym.rollout.sync`: :func:`~agent_gym.rollout.sync.run_sync`, a coroutine run from synchronous code;
 * :mod:`~agent_gym.rollout.collection`: :func:`collect` and :func:`collect_async`;
@@ -26,6 +32,8 @@ Example:
     >>> import agent_gym
     >>> from agent_gym.rollout import collect
     >>> trajectories = collect("agent_gym/ToolUse-v0", policy, num_episodes=64, n_parallel=16)  # doctest: +SKIP
+    >>> with EpisodeRunner("agent_gym/ToolUse-v0", policy, n_parallel=16) as runner:  # doctest: +SKIP
+    ...     batch = await runner.run(plan_episodes(None, 64, seed=step))  # envs built once, reused
 """
 
 from __future__ import annotations
@@ -33,6 +41,19 @@ from __future__ import annotations
 from agent_gym.rollout.collection import collect, collect_async
 from agent_gym.rollout.long_tail import LongTail
 from agent_gym.rollout.options import RolloutOptions
+from agent_gym.rollout.planning import EpisodeSpec, plan_episodes
+from agent_gym.rollout.runner import EpisodeRunner
 from agent_gym.rollout.stream import RolloutGroup, RolloutStream, collect_stream
 
-__all__ = ["LongTail", "RolloutGroup", "RolloutOptions", "RolloutStream", "collect", "collect_async", "collect_stream"]
+__all__ = [
+    "EpisodeRunner",
+    "EpisodeSpec",
+    "LongTail",
+    "RolloutGroup",
+    "RolloutOptions",
+    "RolloutStream",
+    "collect",
+    "collect_async",
+    "collect_stream",
+    "plan_episodes",
+]

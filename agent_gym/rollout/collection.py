@@ -1,9 +1,11 @@
 """The entry point of a collection: :func:`collect` and :func:`collect_async`.
 
 Both plan the episodes (:func:`~agent_gym.rollout.planning.plan_episodes`) and run
-them on the backend the options name: the
-:class:`~agent_gym.rollout.local_runner.LocalRunner` on this process, or Ray
-actors (:mod:`agent_gym.rollout.ray_backend`, imported only when asked for).
+them on the backend the options name: an
+:class:`~agent_gym.rollout.runner.EpisodeRunner` opened for the call on this process
+(open, run, close), or Ray actors (:mod:`agent_gym.rollout.ray_backend`, imported only
+when asked for). Code that runs episodes again and again holds one ``EpisodeRunner``
+instead, so its envs are built once.
 
 A collection cannot change how the policy samples. When the policy's
 ``SamplingParams`` truncate the distribution (``top_k`` > 0, ``top_p`` < 1 or
@@ -14,16 +16,15 @@ truncation is intended and silences it.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from agent_gym.parsers import env_parser_for
-from agent_gym.rollout.local_runner import LocalRunner
 from agent_gym.rollout.long_tail import LongTail, LongTailGate
 from agent_gym.rollout.options import OPTION_DEFAULTS, RolloutOptions, explicit_changes
 from agent_gym.rollout.planning import plan_episodes
+from agent_gym.rollout.runner import EpisodeRunner
 from agent_gym.rollout.sync import run_sync
 from agent_gym.types import StepTrajectory
 
@@ -91,20 +92,20 @@ async def collect_async(
         long_tail=long_tail,
     )
     opts = RolloutOptions.build(options, where="collect_async", **changes)
-    if isinstance(env, str):  # an env id: its envs parse with the policy's family, or the names given
-        parser = env_parser_for(policy, opts.env_kwargs, opts.tool_parser, opts.reasoning_parser)
-        if parser is not None:
-            opts = dataclasses.replace(opts, env_kwargs={**(opts.env_kwargs or {}), "parser": parser})
     specs = plan_episodes(tasks, num_episodes, opts.samples_per_task, opts.seed)
     if specs:
         warn_if_truncated(policy)
     if opts.backend == "ray":
+        if isinstance(env, str):  # an env id: its envs parse with the policy's family, or the names given
+            parser = env_parser_for(policy, opts.env_kwargs, opts.tool_parser, opts.reasoning_parser)
+            if parser is not None:
+                opts = opts.replace(env_kwargs={**(opts.env_kwargs or {}), "parser": parser})
         from agent_gym.rollout.ray_backend import collect_ray
 
         return await collect_ray(env, policy, specs, opts)
     if not specs:
         return []
-    runner = LocalRunner(env, policy, opts)
+    runner = EpisodeRunner(env, policy, opts)  # the envs parse with the policy's family, or the names given
     try:
         return await runner.run(specs, progress=opts.progress, on_episode=opts.on_episode)
     finally:

@@ -1,6 +1,6 @@
 """How a collection runs: :class:`RolloutOptions`, the one description of the runner options.
 
-``collect``, ``collect_async``, :class:`~agent_gym.rollout.local_runner.LocalRunner` and
+``collect``, ``collect_async``, :class:`~agent_gym.rollout.runner.EpisodeRunner` and
 the Ray backend all read their settings from a ``RolloutOptions``; the keyword
 arguments of ``collect(...)`` are its fields. Values are checked when the object is
 built, so a bad argument fails before any env or actor exists.

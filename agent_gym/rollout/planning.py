@@ -35,6 +35,8 @@ class EpisodeSpec:
         seed: Seed passed to ``env.reset`` (``seed + group``: siblings face the same task).
         task: The task dict, or None to let the env choose from ``seed``.
         group_id: Shared by the siblings (``Trajectory.group_id``).
+        env: The env id (or factory) of this episode; None: the runner's.
+        env_kwargs: Its ``gym.make`` keyword arguments; None: the runner's.
     """
 
     index: int
@@ -43,6 +45,8 @@ class EpisodeSpec:
     seed: int
     task: dict[str, Any] | None
     group_id: str
+    env: Any = None
+    env_kwargs: Mapping[str, Any] | None = None
 
     @property
     def episode_id(self) -> str:

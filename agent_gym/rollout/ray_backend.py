@@ -1,8 +1,8 @@
 """Ray backend of ``collect``: episodes run in Ray actors.
 
-Each actor owns one env (built from the same id or factory as the local backend)
-and its own copy of the policy, and runs one episode at a time with the
-:class:`~agent_gym.rollout.local_runner.LocalRunner`; the driver hands out
+Each actor holds one :class:`~agent_gym.rollout.runner.EpisodeRunner` for its lifetime
+(its env, built from the same id or factory as the local backend and reused episode after
+episode) and its own copy of the policy, and runs one episode at a time; the driver hands out
 episodes as actors free up. The policy object itself is shipped (pickled once
 into Ray's object store, unpickled in each actor: policies pickle as their
 configuration and rebuild their connections or reload their model there); a
@@ -22,10 +22,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from agent_gym.errors import MissingExtraError
-from agent_gym.rollout.local_runner import LocalRunner
 from agent_gym.rollout.options import RolloutOptions
 from agent_gym.rollout.planning import EpisodeSpec, make_env_factory
 from agent_gym.rollout.reporting import Progress, failed_trajectory, notify
+from agent_gym.rollout.runner import EpisodeRunner
 from agent_gym.types import StepTrajectory
 
 __all__ = ["LOCAL_NUM_CPUS", "EpisodeActor", "collect_ray", "import_ray", "init_ray"]
@@ -71,7 +71,7 @@ def _is_policy(obj: Any) -> bool:
 
 
 class EpisodeActor:
-    """Body of the Ray actor: one env, one policy, one episode at a time.
+    """Body of the Ray actor: one runner (one env), one policy, one episode at a time.
 
     Args:
         env: Env id, factory or factories (as for ``collect``).
@@ -84,12 +84,12 @@ class EpisodeActor:
         if not _is_policy(policy):
             policy = policy()
         self.policy = policy
-        self.runner = LocalRunner(env, policy, options.replace(n_parallel=1, progress=False, on_episode=None))
+        self.runner = EpisodeRunner(env, policy, options.replace(n_parallel=1, progress=False, on_episode=None))
         self.loop = asyncio.new_event_loop()
 
     def run(self, spec: EpisodeSpec) -> dict[str, Any]:
         """Run one episode and return its ``to_dict()`` record."""
-        trajectory = self.loop.run_until_complete(self.runner.run_episode(spec, 0))
+        trajectory = self.loop.run_until_complete(self.runner.run_episode(spec))
         return trajectory.to_dict()
 
     def close(self) -> None:

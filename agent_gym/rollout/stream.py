@@ -21,9 +21,12 @@ id's version, ``weight_version_start``, against the current version):
 * a check at hand-out: a group older than the bound is dropped (``stale="drop"``: kept in
   ``stream.dropped``, counted) or handed out with ``group.stale`` set (``stale="mark"``).
 
-Every task handed in comes back: as a group, or in ``stream.dropped``. :meth:`RolloutStream.close`
-(also on leaving the ``with`` block, on Ctrl-C, and on SIGTERM when ``handle_sigterm``) cancels
-the running episodes (their envs are released) and stops the loop.
+Every task handed in comes back: as a group, or in ``stream.dropped``. The stream holds one
+:class:`~agent_gym.rollout.runner.EpisodeRunner` for its lifetime: every group's episodes run on
+its envs and threads (an env is built once and reused through ``reset``), so a stream never
+holds more envs than episodes it ran at once. :meth:`RolloutStream.close` (also on leaving the
+``with`` block, on Ctrl-C, and on SIGTERM when ``handle_sigterm``) cancels the running episodes,
+closes the runner's envs and stops the loop.
 """
 
 from __future__ import annotations
@@ -42,8 +45,11 @@ import httpx
 
 from agent_gym.checks import check_choice, check_int
 from agent_gym.errors import AgentGymError, ConfigError
-from agent_gym.rollout.collection import collect_async
+from agent_gym.rollout.collection import warn_if_truncated
 from agent_gym.rollout.long_tail import LongTail, LongTailGate, ParkedEpisode
+from agent_gym.rollout.options import RolloutOptions
+from agent_gym.rollout.planning import plan_episodes
+from agent_gym.rollout.runner import EpisodeRunner
 
 __all__ = ["RolloutGroup", "RolloutStream", "check_checkpoint_dir", "collect_stream"]
 
@@ -107,10 +113,14 @@ class RolloutStream:
             goes to a new group, and it resumes from where it stopped once a slot is free that
             no new group can take (tasks exhausted or the staleness window closed); the
             episodes parked now are :attr:`parked`.
-        collect_kwargs: Passed to ``collect_async`` for every group (``max_steps``, ``seed``: the
-            k-th group started runs with ``seed + k``, so groups of one task handed in twice get
-            their own episode ids and sampling seeds,
-            ``episode_timeout``, ``env_kwargs``, ...).
+        collect_kwargs: :class:`~agent_gym.rollout.options.RolloutOptions` fields of the stream's
+            runner (``max_steps``, ``episode_timeout``, ``env_kwargs``, ``n_parallel``: most
+            episodes of one group in flight, ...; ``seed``: the k-th group started runs with
+            ``seed + k``, so groups of one task handed in twice get their own episode ids and
+            sampling seeds).
+
+    Raises:
+        TypeError: A keyword that is no ``RolloutOptions`` field.
     """
 
     def __init__(
@@ -151,6 +161,10 @@ class RolloutStream:
                 raise TypeError(f"long_tail: expected LongTail or None, got {type(long_tail).__name__}")
             self.gate = LongTailGate(long_tail, release=self._hold)
             self.collect_kwargs["long_tail"] = self.gate
+        given = dict(self.collect_kwargs)
+        self.runner = EpisodeRunner(env, policy, RolloutOptions.build(given.pop("options", None),
+                                                                      where="RolloutStream", **given),
+                                    threads=concurrency + samples_per_task)
         client = getattr(policy, "client", None)
         self.servers = list(servers if servers is not None else getattr(client, "server_addresses", []) or [])
         self.version = max(int(getattr(policy, "weight_version", 0)), 0)
@@ -161,6 +175,7 @@ class RolloutStream:
         self._tasks = iter(tasks)
         self._out: queue.Queue[RolloutGroup | BaseException | None] = queue.Queue()
         self._closed = False
+        self._warned = False
         self._exhausted = False
         self._running: set[asyncio.Task] = set()
         self._loop = asyncio.new_event_loop()
@@ -214,6 +229,7 @@ class RolloutStream:
                 job.cancel()
             if self._running:
                 await asyncio.gather(*self._running, return_exceptions=True)
+            self.runner.close()
             await _aclose(self.policy)
 
     def _free_slots(self) -> int:
@@ -258,9 +274,12 @@ class RolloutStream:
     async def _group(self, task: Any, seed: int) -> None:
         start, version = time.perf_counter(), self.version
         try:
-            trajectories = await collect_async(self.env, self.policy, tasks=[task],
-                                               samples_per_task=self.samples_per_task, seed=seed,
-                                               **self.collect_kwargs)
+            specs = plan_episodes([task], None, self.samples_per_task, seed)
+            if not self._warned:  # once per stream, not per group
+                self._warned = True
+                warn_if_truncated(self.policy)
+            options = self.runner.options
+            trajectories = await self.runner.run(specs, progress=options.progress, on_episode=options.on_episode)
         except Exception as exc:  # noqa: BLE001 - the consumer sees it (episodes' own failures are statuses)
             self._out.put(exc)
             return

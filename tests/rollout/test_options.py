@@ -7,9 +7,9 @@ from rollout_fakes import ScriptedPolicy, make_add_env, make_tasks
 
 from agent_gym.errors import ConfigError
 from agent_gym.rollout import RolloutOptions, collect, collect_async
-from agent_gym.rollout.local_runner import LocalRunner
 from agent_gym.rollout.options import OPTION_DEFAULTS, OptionDefault, explicit_changes
 from agent_gym.rollout.planning import plan_episodes
+from agent_gym.rollout.runner import EpisodeRunner
 from agent_gym.rollout.sync import run_sync
 from agent_gym.types import EpisodeStatus
 
@@ -65,16 +65,16 @@ def test_collect_takes_an_options_object_and_keyword_overrides():
     assert [t.group_id for t in result] == [s.group_id for s in plan_episodes(make_tasks(2), None, 2, 7)]
 
 
-def test_local_runner_takes_options_or_keywords():
-    runner = LocalRunner(make_add_env, ScriptedPolicy(), RolloutOptions(n_parallel=3), gamma=0.5)
+def test_episode_runner_takes_options_or_keywords():
+    runner = EpisodeRunner(make_add_env, ScriptedPolicy(), RolloutOptions(n_parallel=3), gamma=0.5)
     assert runner.n_parallel == 3 and runner.options.gamma == 0.5
     try:
         result = run_sync(lambda: runner.run(plan_episodes(make_tasks(3), None)))
     finally:
         runner.close()
     assert [t.status for t in result] == [EpisodeStatus.ENV_DONE] * 3
-    with pytest.raises(TypeError, match="LocalRunner\\(\\) got an unexpected keyword argument 'progres'"):
-        LocalRunner(make_add_env, ScriptedPolicy(), progres=False)
+    with pytest.raises(TypeError, match="EpisodeRunner\\(\\) got an unexpected keyword argument 'progres'"):
+        EpisodeRunner(make_add_env, ScriptedPolicy(), progres=False)
 
 
 @pytest.mark.parametrize("function", [collect, collect_async], ids=["collect", "collect_async"])
