@@ -1,11 +1,15 @@
 """The gateway's HTTP application (FastAPI): OpenAI and Anthropic dialects over token-in vLLM.
 
-Endpoints (each model endpoint also under ``/sessions/{id}``):
+Endpoints (each model endpoint also under ``/sessions/{id}``), one per
+:class:`~agent_gym.gateway.dialect.Dialect`, all driven alike (parse the request, sample and
+record the turn, render it, stream it or answer an error in the dialect's shape):
 
-* ``POST /v1/chat/completions`` - OpenAI chat, ``tools`` / ``tool_calls``, ``stream`` (SSE).
-* ``POST /v1/messages`` - Anthropic Messages, ``tool_use`` / ``tool_result`` blocks, ``stream``.
+* ``POST /v1/chat/completions`` - OpenAI chat, ``tools`` / ``tool_calls``, ``stream`` (SSE)
+  (:mod:`agent_gym.gateway.openai_chat`).
+* ``POST /v1/messages`` - Anthropic Messages, ``tool_use`` / ``tool_result`` blocks, ``stream``
+  (:mod:`agent_gym.gateway.anthropic`).
 * ``POST /v1/responses`` - OpenAI Responses: ``input`` items, ``instructions``, function ``tools``,
-  ``previous_response_id``, ``stream`` (see :mod:`agent_gym.gateway.responses`).
+  ``previous_response_id``, ``stream`` (:mod:`agent_gym.gateway.responses`).
 * ``GET /v1/models`` - the upstream model.
 * ``POST /sessions`` (create), ``GET /sessions`` (list), ``GET /sessions/{id}/trajectory``,
   ``POST /sessions/{id}/reward`` (rewards; ends the episode), ``GET /health``.
@@ -26,7 +30,7 @@ so ``/health`` and the other sessions never wait for it.
 
 Streaming is real upstream streaming: a ``"stream": true`` request is sampled by
 :meth:`~agent_gym.policy.VLLMPolicy.astream` (a streamed token-in ``/v1/completions``), and
-its text is forwarded as it arrives (:mod:`agent_gym.gateway.splitter`): OpenAI ``content``
+its text is forwarded as it arrives (:mod:`agent_gym.gateway.stream`): OpenAI ``content``
 and ``reasoning_content`` deltas, Anthropic ``text_delta`` events; a tool call is held back
 from the moment the session's call marker may begin (``<tool_call>`` for hermes, the model
 family's own marker otherwise) and sent once parsed (OpenAI
@@ -50,41 +54,46 @@ ignored: the gateway's sampling applies. With ``SessionStore(strict_tool_calls=T
 from __future__ import annotations
 
 import contextlib
-import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
 
+from agent_gym.errors import RequestError
 from agent_gym.gateway.access import AccessRules, gateway_error
-from agent_gym.gateway.convert import (
-    RequestError,
-    anthropic_events,
-    anthropic_message,
-    anthropic_request,
-    openai_chunks,
-    openai_completion,
-    openai_request,
-)
+from agent_gym.gateway.anthropic import AnthropicMessages
+from agent_gym.gateway.dialect import Dialect, Exchange, StreamEncoder, TurnRequest
+from agent_gym.gateway.openai_chat import OpenAIChat
 from agent_gym.gateway.policy_thread import OffLoopPolicy
-from agent_gym.gateway.responses import ResponseMemory, ResponsesStream, response_body, responses_request
+from agent_gym.gateway.responses import ResponseMemory, Responses
 from agent_gym.gateway.session import GatewaySession, TurnResult, TurnStream
 from agent_gym.gateway.store import SessionStore
-from agent_gym.gateway.stream import AnthropicStream, OpenAIStream, StreamSplitter
+from agent_gym.gateway.stream import StreamSplitter
 from agent_gym.serving.limits import BodyLimit, RequestLimits
 from agent_gym.utils.runtime import run_blocking
 
-__all__ = ["create_gateway_app", "trajectory_json"]
+__all__ = ["PREFIXES", "SERVED", "create_gateway_app", "route_error", "stream_record", "strict_error",
+           "trajectory_json"]
 
+PREFIXES = ("/v1", "/sessions/{session_id}/v1")
+"""Where the model routes are served: for the session a key or header names, or the one in the path."""
 
-def _usage(prompt: int, completion: int) -> dict[str, int]:
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+#: Routes the gateway serves under ``/v1`` (also under ``/sessions/{id}/v1``): path -> method.
+SERVED = {**{dialect.path: "POST" for dialect in (OpenAIChat, AnthropicMessages, Responses)}, "models": "GET"}
+
+_OPENAI = OpenAIChat()
+_ANTHROPIC = AnthropicMessages()
 
 
 def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     return Response(orjson.dumps(body), status_code=status, media_type="application/json", headers=headers)
+
+
+def _error(dialect: Dialect, exc: RequestError) -> Response:
+    return _json(dialect.render_error(exc), exc.status)
 
 
 def trajectory_json(trajectory: Any) -> dict[str, Any]:
@@ -101,20 +110,25 @@ def _decode(raw: bytes) -> Any:
         raise RequestError(f"expected a JSON body, got {raw[:60]!r} ({exc})") from None
 
 
-async def _body(request: Request) -> Any:
-    return _decode(await request.body())
-
-
-#: Routes the gateway serves under ``/v1`` (also under ``/sessions/{id}/v1``): path -> method.
-SERVED = {"chat/completions": "POST", "messages": "POST", "responses": "POST", "models": "GET"}
-
-
 def _check_counts(body: dict[str, Any], limits: RequestLimits) -> None:
     """Refuse lists beyond the limits before converting them (400)."""
     for name, most in (("messages", limits.max_messages), ("input", limits.max_messages), ("tools", limits.max_tools)):
         value = body.get(name)
         if isinstance(value, list) and len(value) > most:
             raise RequestError(f"{name}: expected at most {most} items, got {len(value)}", param=name)
+
+
+def _check_turn(body: dict[str, Any], request: TurnRequest, limits: RequestLimits) -> None:
+    """Refuse a converted request beyond the limits, or one asking more than one turn (400)."""
+    if len(request.messages) > limits.max_messages:
+        raise RequestError(f"messages: expected at most {limits.max_messages} messages, "
+                           f"got {len(request.messages)}", param="messages")
+    if len(request.tools) > limits.max_tools:
+        raise RequestError(f"tools: expected at most {limits.max_tools} tools, got {len(request.tools)}",
+                           param="tools")
+    n = body.get("n")
+    if n is not None and n != 1:
+        raise RequestError(f"n: the gateway samples one turn per request; expected 1, got {n!r:.40}", param="n")
 
 
 def route_error(method: str, path: str, rest: str) -> RequestError:
@@ -138,6 +152,58 @@ def stream_record(session: GatewaySession, result: TurnResult) -> dict[str, Any]
     """The ``agent_gym`` field of a stream's last event: the recorded step and whether it began a segment."""
     return {"agent_gym": {"session_id": session.id, "step": result.step_index, "new_segment": result.new_segment,
                           "history_rewritten": result.history_rewritten}}
+
+
+def _headers(session: GatewaySession, result: TurnResult) -> dict[str, str]:
+    return {
+        "x-agent-gym-session": session.id,
+        "x-agent-gym-step": str(result.step_index),
+        "x-agent-gym-new-segment": "true" if result.new_segment else "false",
+    }
+
+
+def _stream_headers(session: GatewaySession) -> dict[str, str]:
+    return {"x-agent-gym-session": session.id, "x-agent-gym-step": str(len(session.steps))}
+
+
+async def _events(events: Iterator[bytes]) -> AsyncIterator[bytes]:
+    for event in events:
+        yield event
+
+
+async def _relay(turn: TurnStream, first: tuple[Any, ...], encoder: StreamEncoder,
+                 end: Callable[[TurnResult], list[bytes]]) -> AsyncIterator[bytes]:
+    """The events of a streamed turn as its pieces arrive (the turn is recorded even if the client leaves)."""
+    item = first
+    try:
+        yield b"".join(encoder.start())
+        while True:
+            if item[0] == "pieces":
+                data = encoder.pieces(item[1])
+                if data:
+                    yield b"".join(data)
+            elif item[0] == "error":
+                yield b"".join(encoder.error(str(item[1])))
+                return
+            else:
+                yield b"".join(end(item[1]))
+                return
+            item = await turn.queue.get()
+    finally:
+        if item[0] == "pieces":
+            turn.client_gone = True  # the turn task completes and records the turn anyway
+
+
+def _routes(serve: Callable[[Request, str | None], Awaitable[Response]]) -> tuple[Callable[..., Any], ...]:
+    """The handlers of one route under each of :data:`PREFIXES` (without and with the path's session id)."""
+
+    async def plain(request: Request) -> Response:
+        return await serve(request, None)
+
+    async def scoped(session_id: str, request: Request) -> Response:
+        return await serve(request, session_id)
+
+    return plain, scoped
 
 
 def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = None,
@@ -164,6 +230,7 @@ def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = 
     streams = hasattr(policy, "astream")
     memory = ResponseMemory()
     store.finish_hooks.append(memory.forget)
+    dialects: tuple[Dialect, ...] = (_OPENAI, _ANTHROPIC, Responses(memory))
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -194,261 +261,96 @@ def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = 
 
     find_session = access.find_session
 
-    async def read_request(request: Request, convert: Callable[[Any], Any] | None) -> tuple[Any, Any, Any]:
-        """``(body, converted, policy for the turn)``: a large body is parsed (and converted) off the loop."""
+    async def read_request(request: Request, dialect: Dialect) -> tuple[dict[str, Any], TurnRequest | None, Any]:
+        """``(body, its parse, policy for the turn)``: a large body is parsed off the loop.
+
+        A stateful dialect's body is parsed once its session is known (the parse is then None).
+        """
         raw = await request.body()
         large = len(raw) > limits.offload_bytes
 
-        def parse() -> tuple[Any, Any]:
+        def parse() -> tuple[dict[str, Any], TurnRequest | None]:
             body = _decode(raw)
-            if isinstance(body, dict):
-                _check_counts(body, limits)
-            return body, convert(body) if convert is not None else None
+            if not isinstance(body, dict):
+                raise RequestError(f"expected a JSON object, got {type(body).__name__}")
+            _check_counts(body, limits)
+            return body, None if dialect.stateful else dialect.parse_request(body, None)
 
-        body, converted = await run_blocking(parse) if large else parse()
-        return body, converted, off_loop if large else policy
+        body, parsed = await run_blocking(parse) if large else parse()
+        return body, parsed, off_loop if large else policy
 
-    def headers(session: GatewaySession, result: TurnResult) -> dict[str, str]:
-        return {
-            "x-agent-gym-session": session.id,
-            "x-agent-gym-step": str(result.step_index),
-            "x-agent-gym-new-segment": "true" if result.new_segment else "false",
-        }
-
-    def errors(anthropic: bool) -> Callable[[RequestError], Response]:
-        def answer(exc: RequestError) -> Response:
-            return _json(exc.anthropic_body() if anthropic else exc.openai_body(), exc.status)
-
-        return answer
-
-    async def stream(events: Iterator[bytes]) -> AsyncIterator[bytes]:
-        for event in events:
-            yield event
-
-    def check_turn(body: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> None:
-        if len(messages) > limits.max_messages:
-            raise RequestError(f"messages: expected at most {limits.max_messages} messages, got {len(messages)}",
-                               param="messages")
-        if len(tools) > limits.max_tools:
-            raise RequestError(f"tools: expected at most {limits.max_tools} tools, got {len(tools)}", param="tools")
-        n = body.get("n") if isinstance(body, dict) else None
-        if n is not None and n != 1:
-            raise RequestError(f"n: the gateway samples one turn per request; expected 1, got {n!r:.40}", param="n")
-
-    async def start_stream(session: GatewaySession, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
-                           api: str, turn_policy: Any) -> tuple[TurnStream, tuple[Any, ...]]:
+    async def start_stream(session: GatewaySession, request: TurnRequest, api: str,
+                           turn_policy: Any) -> tuple[TurnStream, tuple[Any, ...]]:
         splitter = StreamSplitter(session.parser, end_markers)
-        turn = session.stream_turn(turn_policy, messages, tools, api=api, splitter=splitter)
+        turn = session.stream_turn(turn_policy, request.messages, request.tools, api=api, splitter=splitter)
         first = await turn.queue.get()
         if first[0] == "error":
             raise first[1]
         return turn, first
 
-    async def relay(turn: TurnStream, first: tuple[Any, ...], encoder: Any, opening: list[bytes],
-                    end: Callable[[TurnResult], list[bytes]]) -> AsyncIterator[bytes]:
-        item = first
-        try:
-            yield b"".join(opening)
-            while True:
-                if item[0] == "pieces":
-                    data = encoder.pieces(item[1])
-                    if data:
-                        yield b"".join(data)
-                elif item[0] == "error":
-                    yield b"".join(encoder.error(str(item[1])))
-                    return
-                else:
-                    yield b"".join(end(item[1]))
-                    return
-                item = await turn.queue.get()
-        finally:
-            if item[0] == "pieces":
-                turn.client_gone = True  # the turn task completes and records the turn anyway
-
-    def stream_headers(session: GatewaySession) -> dict[str, str]:
-        return {"x-agent-gym-session": session.id, "x-agent-gym-step": str(len(session.steps))}
-
     # ------------------------------------------------------------------ model endpoints
-    async def chat(request: Request, path_id: str | None) -> Response:
+    async def model_turn(dialect: Dialect, request: Request, path_id: str | None) -> Response:
+        """Serve one turn in ``dialect``: parse, sample and record, then answer, replay or stream it."""
         try:
-            body, (messages, tools), turn_policy = await read_request(request, openai_request)
-            check_turn(body, messages, tools)
-            session = find_session(request, path_id)
+            body, parsed, turn_policy = await read_request(request, dialect)
+            session = find_session(request, path_id) if parsed is None else None
+            if parsed is None:  # a stateful dialect: parsed within its session
+                assert session is not None
+                parsed = (await run_blocking(dialect.parse_request, body, session.id) if turn_policy is off_loop
+                          else dialect.parse_request(body, session.id))
+            _check_turn(body, parsed, limits)
+            session = session or find_session(request, path_id)
+            exchange = Exchange(body, parsed, session.id,
+                                str(body.get("model") or (await upstream_info())["model"] or "agent_gym"))
             if body.get("stream") and streams:
-                turn, first = await start_stream(session, messages, tools, "openai", turn_policy)
-                name = str(body.get("model") or (await upstream_info())["model"] or "agent_gym")
-                usage = bool((body.get("stream_options") or {}).get("include_usage"))
-                encoder = OpenAIStream(name)
+                turn, first = await start_stream(session, parsed, dialect.api, turn_policy)
+                encoder = dialect.encoder(exchange)
 
-                def openai_end(result: TurnResult) -> list[bytes]:
+                def end(result: TurnResult) -> list[bytes]:
                     if store.strict_tool_calls and result.errors:
-                        exc = strict_error(result)
-                        return encoder.error(str(exc), exc.kind, exc.status)
-                    out = result.output
-                    counts = _usage(len(out.prompt_token_ids or []), len(out.token_ids or [])) if usage else None
-                    return encoder.end(out.finish_reason, counts, stream_record(session, result))
+                        return encoder.refuse(strict_error(result))
+                    return encoder.finish(result, stream_record(session, result))
 
-                return StreamingResponse(relay(turn, first, encoder, encoder.start(), openai_end),
-                                         media_type="text/event-stream", headers=stream_headers(session))
-            result = await session.run_turn(turn_policy, messages, tools, api="openai",
+                return StreamingResponse(_relay(turn, first, encoder, end), media_type="text/event-stream",
+                                         headers=_stream_headers(session))
+            result = await session.run_turn(turn_policy, parsed.messages, parsed.tools, api=dialect.api,
                                             stream=bool(body.get("stream")))
             if store.strict_tool_calls and result.errors:
                 raise strict_error(result)
         except RequestError as exc:
-            return errors(False)(exc)
-        out = result.output
-        info = await upstream_info()
-        name = str(body.get("model") or info["model"] or "agent_gym")
-        prompt_ids, token_ids = out.prompt_token_ids or [], out.token_ids or []
-        if body.get("stream"):
-            usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            events = openai_chunks(result.turn, model=name, prompt_ids=prompt_ids, token_ids=token_ids,
-                                   include_usage=usage)
-            return StreamingResponse(stream(events), media_type="text/event-stream", headers=headers(session, result))
-        completion = openai_completion(result.turn, model=name, prompt_ids=prompt_ids, token_ids=token_ids,
-                                       with_ids=bool(body.get("return_token_ids")))
-        return _json(completion, headers=headers(session, result))
-
-    async def messages_api(request: Request, path_id: str | None) -> Response:
-        try:
-            body, (messages, tools), turn_policy = await read_request(request, anthropic_request)
-            check_turn(body, messages, tools)
-            session = find_session(request, path_id)
-            if body.get("stream") and streams:
-                turn, first = await start_stream(session, messages, tools, "anthropic", turn_policy)
-                name = str(body.get("model") or (await upstream_info())["model"] or "agent_gym")
-                encoder = AnthropicStream(name)
-
-                def anthropic_end(result: TurnResult) -> list[bytes]:
-                    if store.strict_tool_calls and result.errors:
-                        return encoder.error(str(strict_error(result)), "invalid_request_error")
-                    return encoder.end(result.output.finish_reason, len(result.output.token_ids or []),
-                                       stream_record(session, result))
-
-                return StreamingResponse(relay(turn, first, encoder, encoder.start(0), anthropic_end),
-                                         media_type="text/event-stream", headers=stream_headers(session))
-            result = await session.run_turn(turn_policy, messages, tools, api="anthropic",
-                                            stream=bool(body.get("stream")))
-            if store.strict_tool_calls and result.errors:
-                raise strict_error(result)
-        except RequestError as exc:
-            return errors(True)(exc)
-        out = result.output
-        info = await upstream_info()
-        name = str(body.get("model") or info["model"] or "agent_gym")
-        prompt_ids, token_ids = out.prompt_token_ids or [], out.token_ids or []
-        if body.get("stream"):
-            events = anthropic_events(result.turn, model=name, prompt_ids=prompt_ids, token_ids=token_ids)
-            return StreamingResponse(stream(events), media_type="text/event-stream", headers=headers(session, result))
-        message = anthropic_message(result.turn, model=name, prompt_ids=prompt_ids, token_ids=token_ids)
-        return _json(message, headers=headers(session, result))
-
-    async def responses_api(request: Request, path_id: str | None) -> Response:
-        try:
-            body, _, turn_policy = await read_request(request, None)
-            if not isinstance(body, dict):
-                raise RequestError(f"expected a JSON object, got {type(body).__name__}")
-            session = find_session(request, path_id)
-            previous = body.get("previous_response_id")
-            history = memory.get(previous, session.id) if previous else []
-            if turn_policy is off_loop:
-                messages, tools, conversation = await run_blocking(responses_request, body, history)
-            else:
-                messages, tools, conversation = responses_request(body, history)
-            check_turn(body, messages, tools)
-            name = str(body.get("model") or (await upstream_info())["model"] or "agent_gym")
-            if body.get("stream") and streams:
-                turn, first = await start_stream(session, messages, tools, "responses", turn_policy)
-                encoder = ResponsesStream(body, name)
-
-                def responses_end(result: TurnResult) -> list[bytes]:
-                    if store.strict_tool_calls and result.errors:
-                        return encoder.error(str(strict_error(result)), "invalid_tool_call")
-                    out = encoder.end(result.output.finish_reason, len(result.output.prompt_token_ids or []),
-                                      len(result.output.token_ids or []), stream_record(session, result))
-                    memory.put(encoder.id, session.id, conversation, encoder.turn, previous, len(history))
-                    return out
-
-                return StreamingResponse(relay(turn, first, encoder, encoder.start(), responses_end),
-                                         media_type="text/event-stream", headers=stream_headers(session))
-            result = await session.run_turn(turn_policy, messages, tools, api="responses",
-                                            stream=bool(body.get("stream")))
-            if store.strict_tool_calls and result.errors:
-                raise strict_error(result)
-        except RequestError as exc:
-            return errors(False)(exc)
-        out = result.output
-        response_id = f"resp_{uuid.uuid4().hex}"
-        memory.put(response_id, session.id, conversation, result.turn, previous, len(history))
-        prompt_ids, token_ids = out.prompt_token_ids or [], out.token_ids or []
+            return _error(dialect, exc)
         if body.get("stream"):  # a policy that cannot stream: the decided turn as events
-            replay = ResponsesStream(body, name, response_id)
-            pieces: list[tuple[Any, ...]] = [("reasoning", result.turn.thought)] if result.turn.thought else []
-            pieces += [("content", result.turn.content)] if result.turn.content else []
-            pieces += [("call", c.name, c.arguments) for c in result.turn.calls]
-            events = replay.start() + replay.pieces(pieces) + replay.end(
-                out.finish_reason, len(prompt_ids), len(token_ids), stream_record(session, result))
-            return StreamingResponse(stream(iter(events)), media_type="text/event-stream",
-                                     headers=headers(session, result))
-        answer = response_body(result.turn, body, response_id=response_id, model=name, prompt_ids=prompt_ids,
-                               token_ids=token_ids)
-        return _json(answer, headers=headers(session, result))
+            events = dialect.replay(exchange, result, stream_record(session, result))
+            return StreamingResponse(_events(iter(events)), media_type="text/event-stream",
+                                     headers=_headers(session, result))
+        return _json(dialect.render_turn(exchange, result), headers=_headers(session, result))
 
     async def models(request: Request, path_id: str | None) -> Response:
         try:
             access.may_list_models(request, path_id)
         except RequestError as exc:
-            return errors("anthropic-version" in request.headers)(exc)
+            return _error(_ANTHROPIC if "anthropic-version" in request.headers else _OPENAI, exc)
         info = await upstream_info()
         entry = {"id": info["model"] or "agent_gym", "object": "model", "created": 0, "owned_by": "agent_gym",
                  "max_model_len": info["max_model_len"]}
         return _json({"object": "list", "data": [entry]})
 
-    @app.post("/v1/chat/completions")
-    async def _chat(request: Request) -> Response:
-        return await chat(request, None)
-
-    @app.post("/sessions/{session_id}/v1/chat/completions")
-    async def _chat_session(session_id: str, request: Request) -> Response:
-        return await chat(request, session_id)
-
-    @app.post("/v1/messages")
-    async def _messages(request: Request) -> Response:
-        return await messages_api(request, None)
-
-    @app.post("/sessions/{session_id}/v1/messages")
-    async def _messages_session(session_id: str, request: Request) -> Response:
-        return await messages_api(request, session_id)
-
-    @app.post("/v1/responses")
-    async def _responses(request: Request) -> Response:
-        return await responses_api(request, None)
-
-    @app.post("/sessions/{session_id}/v1/responses")
-    async def _responses_session(session_id: str, request: Request) -> Response:
-        return await responses_api(request, session_id)
-
-    @app.get("/v1/models")
-    async def _models(request: Request) -> Response:
-        return await models(request, None)
-
-    @app.get("/sessions/{session_id}/v1/models")
-    async def _models_session(session_id: str, request: Request) -> Response:
-        return await models(request, session_id)
+    served: list[tuple[str, str, Callable[[Request, str | None], Awaitable[Response]]]] = [
+        (dialect.path, "POST", functools.partial(model_turn, dialect)) for dialect in dialects]
+    served.append(("models", "GET", models))
+    for path, method, serve in served:
+        for prefix, handler in zip(PREFIXES, _routes(serve), strict=True):
+            app.add_api_route(f"{prefix}/{path}", handler, methods=[method])
 
     methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 
-    def unknown_route(request: Request, rest: str) -> Response:
-        anthropic = "anthropic-version" in request.headers or rest.strip("/") == "messages"
-        return errors(anthropic)(route_error(request.method, request.url.path, rest))
+    async def unknown_route(request: Request, path_id: str | None) -> Response:
+        rest = str(request.path_params.get("rest", ""))
+        anthropic = "anthropic-version" in request.headers or rest.strip("/") == _ANTHROPIC.path
+        return _error(_ANTHROPIC if anthropic else _OPENAI, route_error(request.method, request.url.path, rest))
 
-    @app.api_route("/v1/{rest:path}", methods=methods)
-    async def _unknown(rest: str, request: Request) -> Response:
-        return unknown_route(request, rest)
-
-    @app.api_route("/sessions/{session_id}/v1/{rest:path}", methods=methods)
-    async def _unknown_session(session_id: str, rest: str, request: Request) -> Response:
-        return unknown_route(request, rest)
+    for prefix, handler in zip(PREFIXES, _routes(unknown_route), strict=True):
+        app.add_api_route(f"{prefix}/{{rest:path}}", handler, methods=methods)
 
     # ------------------------------------------------------------------ sessions
     @app.get("/health")
@@ -466,9 +368,9 @@ def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = 
             session = store.create(body.get("session_id"), task=body.get("task"), group_id=body.get("group_id", ""),
                                    env_id=body.get("env_id", ""), idx=body.get("idx", 0))
         except orjson.JSONDecodeError as exc:
-            return errors(False)(RequestError(f"expected a JSON body ({exc})"))
+            return _error(_OPENAI, RequestError(f"expected a JSON body ({exc})"))
         except RequestError as exc:
-            return errors(False)(exc)
+            return _error(_OPENAI, exc)
         base = str(request.base_url).rstrip("/")
         return _json({"session_id": session.id, "api_key": session.api_key or session.id,
                       "base_url": f"{base}/sessions/{session.id}"}, 201)
@@ -478,7 +380,7 @@ def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = 
         try:
             access.require_trainer(request)
         except RequestError as exc:
-            return errors(False)(exc)
+            return _error(_OPENAI, exc)
         return _json({"sessions": store.list()})
 
     def large(session: GatewaySession) -> bool:
@@ -491,7 +393,7 @@ def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = 
             access.require_trainer(request)
             session = store.get(session_id)
         except RequestError as exc:
-            return errors(False)(exc)
+            return _error(_OPENAI, exc)
 
         def record() -> bytes:
             return orjson.dumps(trajectory_json(session.trajectory()))
@@ -504,7 +406,7 @@ def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = 
         try:
             access.require_trainer(request)
             session = store.get(session_id)
-            body = await _body(request)
+            body = _decode(await request.body())
             if not isinstance(body, dict) or not ({"reward", "rewards"} & set(body)):
                 raise RequestError('expected {"reward": number} and/or {"rewards": [number per step]}')
 
@@ -514,7 +416,7 @@ def create_gateway_app(policy: Any, store: SessionStore, *, model: str | None = 
 
             trajectory = await run_blocking(finish) if large(session) else finish()
         except RequestError as exc:
-            return errors(False)(exc)
+            return _error(_OPENAI, exc)
         return _json({"session_id": session.id, "status": trajectory.status,
                       "trajectory_reward": trajectory.trajectory_reward, "steps": len(trajectory.steps)})
 

@@ -25,6 +25,8 @@ turn thought, a ``message`` item with ``output_text``, one ``function_call`` ite
 :class:`ResponseMemory` keeps what ``previous_response_id`` refers to: the conversation a
 response ended (input messages without the instructions, plus the answer as an assistant
 message), so a request continuing it gets the same history as if it had re-sent it.
+:class:`Responses` is the :class:`~agent_gym.gateway.dialect.Dialect` (stateful: it reads and
+keeps the session's responses).
 """
 
 from __future__ import annotations
@@ -33,14 +35,25 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from agent_gym.errors import RequestError
-from agent_gym.gateway.convert import ClientCall, ClientTurn, content_text, sse
+from agent_gym.gateway.convert import ClientCall, ClientTurn, content_text
+from agent_gym.gateway.dialect import Exchange, TurnRequest, sse
 from agent_gym.types import FinishReason
 
-__all__ = ["ResponseMemory", "ResponsesStream", "response_body", "responses_request", "responses_tools"]
+if TYPE_CHECKING:
+    from agent_gym.gateway.session import TurnResult
+
+__all__ = [
+    "ResponseMemory",
+    "Responses",
+    "ResponsesStream",
+    "response_body",
+    "responses_request",
+    "responses_tools",
+]
 
 _TEXT_PARTS = ("input_text", "output_text", "text", "summary_text", "reasoning_text", "refusal")
 
@@ -290,10 +303,18 @@ class ResponsesStream:
     Pieces are those of :class:`~agent_gym.gateway.stream.StreamSplitter`: reasoning text goes
     to a ``reasoning`` item's summary, content to a ``message`` item's ``output_text``, each
     call to its own ``function_call`` item (sent whole once its block closed).
+
+    Args:
+        body: The request body (echoed in the ``response`` object).
+        model: The model name reported.
+        response_id: The response's id (default: a new one).
+        on_finish: Called with the stream once :meth:`finish` built the closing events.
     """
 
-    def __init__(self, body: Mapping[str, Any], model: str, response_id: str | None = None) -> None:
+    def __init__(self, body: Mapping[str, Any], model: str, response_id: str | None = None,
+                 on_finish: Callable[[ResponsesStream], None] | None = None) -> None:
         self.id = response_id or f"resp_{uuid.uuid4().hex}"
+        self.on_finish = on_finish
         self.response = _shell(body, self.id, model, int(time.time()))
         self.output: list[dict[str, Any]] = []
         self.seq = 0
@@ -415,3 +436,74 @@ class ResponsesStream:
         """What the client received, as a turn (for ``previous_response_id``)."""
         text = "".join(i["content"][0]["text"] for i in self.output if i["type"] == "message" and i["content"])
         return ClientTurn(content=text, thought="", calls=list(self.calls))
+
+    def refuse(self, exc: RequestError) -> list[bytes]:
+        """:meth:`error` of a refused turn (``invalid_tool_call``)."""
+        return self.error(str(exc), "invalid_tool_call")
+
+    def finish(self, result: TurnResult, record: dict[str, Any]) -> list[bytes]:
+        """:meth:`end` of a decided turn, then ``on_finish``."""
+        out = result.output
+        events = self.end(out.finish_reason, len(out.prompt_token_ids or []), len(out.token_ids or []), record)
+        if self.on_finish is not None:
+            self.on_finish(self)
+        return events
+
+
+class Responses:
+    """The Responses :class:`~agent_gym.gateway.dialect.Dialect`: its requests continue the responses it keeps.
+
+    Args:
+        memory: The session's responses (``previous_response_id``); a new one by default.
+    """
+
+    api = "responses"
+    path = "responses"
+    stateful = True
+
+    def __init__(self, memory: ResponseMemory | None = None) -> None:
+        self.memory = memory or ResponseMemory()
+
+    def parse_request(self, body: Mapping[str, Any], session_id: str | None) -> TurnRequest:
+        """:func:`responses_request` after the conversation ``previous_response_id`` names in the session.
+
+        Raises:
+            RequestError: A malformed body (400) or an unknown ``previous_response_id`` (404).
+        """
+        previous = body.get("previous_response_id")
+        history = self.memory.get(previous, str(session_id)) if previous else []
+        messages, tools, conversation = responses_request(body, history)
+        return TurnRequest(messages, tools, (conversation, previous, len(history)))
+
+    def _keep(self, response_id: str, exchange: Exchange, turn: ClientTurn) -> None:
+        conversation, previous, history_length = exchange.request.state
+        self.memory.put(response_id, exchange.session_id, conversation, turn, previous, history_length)
+
+    def render_turn(self, exchange: Exchange, result: TurnResult) -> dict[str, Any]:
+        """The ``response`` object (kept for a later ``previous_response_id``)."""
+        response_id = f"resp_{uuid.uuid4().hex}"
+        self._keep(response_id, exchange, result.turn)
+        out = result.output
+        return response_body(result.turn, exchange.body, response_id=response_id, model=exchange.model,
+                             prompt_ids=out.prompt_token_ids or [], token_ids=out.token_ids or [])
+
+    def replay(self, exchange: Exchange, result: TurnResult, record: dict[str, Any]) -> list[bytes]:
+        """The events of the decided turn, as :class:`ResponsesStream` sends them (the response kept)."""
+        response_id = f"resp_{uuid.uuid4().hex}"
+        self._keep(response_id, exchange, result.turn)
+        out, turn = result.output, result.turn
+        replay = ResponsesStream(exchange.body, exchange.model, response_id)
+        pieces: list[tuple[Any, ...]] = [("reasoning", turn.thought)] if turn.thought else []
+        pieces += [("content", turn.content)] if turn.content else []
+        pieces += [("call", c.name, c.arguments) for c in turn.calls]
+        return replay.start() + replay.pieces(pieces) + replay.end(
+            out.finish_reason, len(out.prompt_token_ids or []), len(out.token_ids or []), record)
+
+    def encoder(self, exchange: Exchange) -> ResponsesStream:
+        """A :class:`ResponsesStream` whose finished response is kept."""
+        return ResponsesStream(exchange.body, exchange.model,
+                               on_finish=lambda stream: self._keep(stream.id, exchange, stream.turn))
+
+    def render_error(self, exc: RequestError) -> dict[str, Any]:
+        """OpenAI's error body."""
+        return exc.openai_body()

@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_gym.errors import ServerError
-from agent_gym.gateway.convert import ClientCall, ClientTurn, RequestError, render_assistant, signature
+from agent_gym.errors import RequestError, ServerError
+from agent_gym.gateway.convert import ClientCall, ClientTurn, render_assistant, signature
 from agent_gym.gateway.history import text_tool_calls, unordered_signature
 from agent_gym.parsers import ToolCallParser
 from agent_gym.parsers.streaming import client_content

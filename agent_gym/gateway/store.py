@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from agent_gym.gateway.convert import RequestError
+from agent_gym.errors import RequestError
 from agent_gym.gateway.session import GatewaySession
 from agent_gym.parsers import ResponseParser, as_parser
 from agent_gym.serving.auth import new_token, tokens_equal

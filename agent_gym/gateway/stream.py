@@ -1,151 +1,227 @@
-"""Streaming pieces of a turn as its text arrives: reasoning, content and tool calls, as server-sent events.
+"""Cut a streamed assistant turn into reasoning, content and tool calls, in the model's own format.
 
-:class:`~agent_gym.gateway.splitter.StreamSplitter` (re-exported here) reads the sampled text
-delta by delta and cuts it into what a client sees: ``("reasoning", text)``,
-``("content", text)`` and ``("call", name, arguments)`` once a call is complete (parsed by
-the session's tool-call parser), in the model's own format (hermes ``<tool_call>``,
-Mistral's ``[TOOL_CALLS]``, harmony's channels, ...). Text that may be the start of a call
-or of an end marker is held back until the next delta decides it.
+The pieces are the same for every dialect; each dialect's
+:class:`~agent_gym.gateway.dialect.StreamEncoder` turns them into its server-sent events.
 
-:class:`OpenAIStream` and :class:`AnthropicStream` turn those pieces into the server-sent
-events of each dialect.
+:class:`StreamSplitter` reads the sampled text delta by delta and returns pieces:
+``("reasoning", text)``, ``("content", text)`` and ``("call", name, arguments)``. Where calls
+and reasoning begin and end is the parser's format (:func:`agent_gym.parsers.streaming.stream_format`):
+
+* Region formats (hermes, ``qwen3_coder``, ``deepseek_v3``, ``mistral``, ``llama3_json``,
+  ``pythonic``): text inside a reasoning region streams as reasoning; from a call region's
+  opening marker on, text is held until the region closes (or, for formats whose calls run to
+  the end of the message, until the turn ends) and then parsed with the session's parser:
+  its calls come out as ``call`` pieces, what it leaves (a region that held no call) as content.
+* Harmony (``openai``): each message's header (``<|start|>``, role, ``to=``, ``<|channel|>``)
+  is held until ``<|message|>``; an ``analysis`` body streams as reasoning, a ``final`` or
+  plain ``commentary`` body as content, and a message to ``functions.NAME`` is held to its
+  end (``<|call|>``, ``<|end|>``, ...) and parsed as a call. A turn that starts without a
+  header is content.
+
+Text that may be the start of a marker (a partial ``<tool_call>``, ``[TOOL_C``, ``<|chan``
+at the end of what arrived) or of an end marker (the text of a stop id, which is not part of
+the turn) is held back until the next delta decides it, so no part of a call reaches the
+content. Content is stripped at both ends, as the unstreamed answer's content is, so a client
+that joins the deltas gets the same message text.
 """
 
 from __future__ import annotations
 
-import json
-import time
-import uuid
+from collections.abc import Sequence
 from typing import Any
 
-from agent_gym.gateway.convert import sse
-from agent_gym.gateway.splitter import Piece, StreamSplitter
-from agent_gym.types import FinishReason
+from agent_gym.parsers.harmony import CALL, CHANNEL, END, MESSAGE, RETURN, START, split_harmony
+from agent_gym.parsers.protocol import ToolCallParser
+from agent_gym.parsers.streaming import client_content, stream_format
 
-__all__ = ["AnthropicStream", "OpenAIStream", "StreamSplitter"]
+__all__ = ["Piece", "StreamSplitter"]
+
+Piece = tuple[Any, ...]
+
+_BODY_ENDS = (END, CALL, RETURN)
+_HEADER_STARTS = (START, CHANNEL, "to=")
+_HARMONY_TARGETS = (START, CHANNEL, *_BODY_ENDS)
 
 
-def _openai_finish(finish: str, calls: int) -> str:
-    if finish == FinishReason.LENGTH:
-        return "length"
-    return "tool_calls" if calls else "stop"
+class StreamSplitter:
+    """Cut streamed assistant text into reasoning, content and tool calls (see the module docs).
 
+    Args:
+        parser: The session's tool-call parser (its format decides the markers; ``parse``
+            reads each call region).
+        end_markers: Texts that end the turn without being part of it (stop ids' texts).
+    """
 
-class OpenAIStream:
-    """``chat.completion.chunk`` events of a streamed turn, built piece by piece."""
-
-    def __init__(self, model: str) -> None:
-        self.id, self.created, self.model = f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), model
+    def __init__(self, parser: ToolCallParser, end_markers: Sequence[str] = ()) -> None:
+        self.parser = parser
+        self.format = stream_format(parser)
+        self.markers = [m for m in end_markers if m]
+        self.mode = "start" if self.format.harmony else "content"
+        self.close: str | None = None  # the marker that ends the current reasoning or call region
+        self.buf = ""
+        self.done = ""  # raw text already cut
+        self.call_text = ""  # a call region's (or harmony message body's) text so far
+        self.header = ""  # the current harmony message's header
+        self.harmony_calls = self.format.harmony_calls  # calls are harmony messages
+        self._regions = dict(self.format.calls + self.format.leading_calls)
+        self._leading = {o for o, _ in self.format.leading_calls}
         self.calls = 0
+        self._started = False
+        self._space = ""
 
-    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
-        return sse({"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
-                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]})
+    def feed(self, text: str) -> list[Piece]:
+        """Add a text delta; return the pieces it completes."""
+        self.buf += text
+        return self._run(final=False)
 
-    def start(self) -> list[bytes]:
-        """The first chunk (the assistant role)."""
-        return [self._chunk({"role": "assistant", "content": ""})]
+    def finish(self, full_text: str) -> list[Piece]:
+        """End the turn whose whole text is ``full_text``; return the remaining pieces."""
+        self.buf = full_text[len(self.done):] if full_text.startswith(self.done) else ""
+        out = self._run(final=True)
+        if self.mode == "call":  # an open region or message: parsed as the unstreamed parse does
+            out += self._call_pieces(self.header + self.call_text)
+        elif self.mode == "held":
+            out += self._call_pieces(self.call_text)
+        elif self.mode == "header" and self.header.strip():  # text that never got its <|message|>
+            out += self._call_pieces(self.header)
+        self.mode = "content"
+        return out
 
-    def pieces(self, pieces: list[Piece]) -> list[bytes]:
-        """Chunks of reasoning, content and tool-call pieces."""
-        out = []
-        for piece in pieces:
-            if piece[0] == "reasoning":
-                out.append(self._chunk({"reasoning_content": piece[1]}))
-            elif piece[0] == "content":
-                out.append(self._chunk({"content": piece[1]}))
+    # ------------------------------------------------------------------ region formats
+    def _targets(self) -> list[str]:
+        if self.mode == "content":
+            leading = [] if self._started else [o for o, _ in self.format.leading_calls]
+            return [o for o, _ in self.format.reasoning] + [o for o, _ in self.format.calls] + leading
+        return [self.close] if self.close is not None else []
+
+    def _run(self, final: bool) -> list[Piece]:
+        if self.format.harmony:
+            return self._run_harmony(final)
+        out: list[Piece] = []
+        while True:
+            best: tuple[int, int, str] | None = None
+            for tag in self._targets():
+                i = self.buf.find(tag)
+                if i > 0 and tag in self._leading and self.buf[:i].strip(" \t\r\n;"):
+                    continue  # not at the start of the message
+                if i >= 0 and (best is None or (i, -len(tag)) < (best[0], best[1])):
+                    best = (i, -len(tag), tag)
+            if best is None:
+                hold = 0 if final else self._partial(self.buf, self._targets())
+                self._emit(out, self.buf[: len(self.buf) - hold])
+                self._consume(len(self.buf) - hold)
+                return out
+            i, _, tag = best
+            self._emit(out, self.buf[:i])
+            self._consume(i + len(tag))
+            if self.mode == "content":
+                reasoning = dict(self.format.reasoning)
+                if tag in reasoning:
+                    self.mode, self.close = "think", reasoning[tag]
+                else:
+                    self.mode, self.close, self.call_text = "call", self._regions[tag], tag
+            elif self.mode == "think":
+                self.mode, self.close = "content", None
             else:
-                call = {"index": self.calls, "id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
-                        "function": {"name": piece[1], "arguments": json.dumps(piece[2], ensure_ascii=False)}}
-                self.calls += 1
-                out.append(self._chunk({"tool_calls": [call]}))
+                out += self._call_pieces(self.call_text + tag)
+                self.mode, self.close = "content", None
+
+    # ------------------------------------------------------------------ harmony
+    def _run_harmony(self, final: bool) -> list[Piece]:
+        out: list[Piece] = []
+        while True:
+            if self.mode == "start":  # the turn's first text: a header, or plain content
+                head = self.buf.lstrip()
+                if any(head.startswith(h) for h in _HEADER_STARTS):
+                    self.mode, self.header = "header", ""
+                elif not final and (not head or any(h.startswith(head) for h in _HEADER_STARTS)):
+                    return out  # too short to tell
+                else:
+                    self.mode = self._body_mode("content")
+                continue
+            if self.mode == "header":
+                i = self.buf.find(MESSAGE)
+                if i == -1:  # the header goes on (kept in the buffer: <|message|> may arrive in pieces)
+                    if final:
+                        self.header += self.buf
+                        self._consume(len(self.buf))
+                    return out
+                self.header += self.buf[: i + len(MESSAGE)]
+                self._consume(i + len(MESSAGE))
+                messages, _ = split_harmony(self.header)
+                message = messages[0] if messages else None
+                self.call_text = ""
+                if message is not None and message.recipient is not None and message.role == "assistant":
+                    self.mode = "call"
+                elif message is not None and message.channel == "analysis":
+                    self.mode = "think"
+                else:
+                    self.mode = self._body_mode("content")
+                    if self._started:
+                        self._space = "\n"  # content messages are joined by a newline, as unstreamed
+                continue
+            found = [(self.buf.find(t), t) for t in _HARMONY_TARGETS if t in self.buf]
+            if not found:
+                hold = 0 if final else self._partial(self.buf, list(_HARMONY_TARGETS))
+                self._emit(out, self.buf[: len(self.buf) - hold])
+                self._consume(len(self.buf) - hold)
+                return out
+            i, tag = min(found)
+            self._emit(out, self.buf[:i])
+            ends = tag in _BODY_ENDS  # else the next header begins here: it is not consumed
+            if self.mode == "call":  # the whole message, as the parser reads it
+                out += self._call_pieces(self.header + self.call_text + (tag if ends else ""))
+            elif self.mode == "held":  # a non-harmony call format in the body
+                out += self._call_pieces(self.call_text)
+            self._consume(i + (len(tag) if ends else 0))
+            self.mode, self.header, self.call_text = "header", "", ""
+
+    def _body_mode(self, mode: str) -> str:
+        """``mode``, or ``held`` when the calls are in another format inside harmony's messages."""
+        return mode if self.harmony_calls else "held"
+
+    # ------------------------------------------------------------------ shared
+    def _partial(self, text: str, targets: list[str]) -> int:
+        """Length of the longest suffix of ``text`` that may begin a target or an end marker."""
+        hold = 0
+        for tag in targets + self.markers:
+            for k in range(min(len(tag), len(text)), hold, -1):
+                if text.endswith(tag[:k]):
+                    hold = k
+                    break
+        return hold
+
+    def _consume(self, n: int) -> None:
+        self.done += self.buf[:n]
+        self.buf = self.buf[n:]
+
+    def _emit(self, out: list[Piece], text: str) -> None:
+        if not text:
+            return
+        if self.mode in ("call", "held"):
+            self.call_text += text
+        elif self.mode == "think":
+            out.append(("reasoning", text))
+        else:
+            text = self._space + text
+            if not self._started:
+                text = text.lstrip()
+            core = text.rstrip()
+            self._space = text[len(core):]
+            if core:
+                self._started = True
+                out.append(("content", core))
+
+    def _call_pieces(self, block: str) -> list[Piece]:
+        """Parse a held call region: its calls, and the content it leaves (all of it when it held no call)."""
+        parsed = self.parser.parse(block)
+        content = client_content(self.parser, parsed)  # as unstreamed (hermes keeps its blocks in the content)
+        out: list[Piece] = []
+        mode, self.mode = self.mode, "content"
+        if parsed.thought:
+            out.append(("reasoning", parsed.thought))
+        self._emit(out, content.strip())
+        self.mode = mode
+        self.calls += len(parsed.tool_calls)
+        out += [("call", c.name, dict(c.arguments)) for c in parsed.tool_calls]
         return out
-
-    def end(self, finish: str, usage: dict[str, int] | None, extra: dict[str, Any] | None = None) -> list[bytes]:
-        """The finish chunk (with ``extra``'s fields), the usage chunk when asked, and ``[DONE]``."""
-        last = self._chunk({}, _openai_finish(finish, self.calls))
-        if extra:
-            data = json.loads(last[len(b"data: "):])
-            data.update(extra)
-            last = sse(data)
-        out = [last]
-        if usage is not None:
-            out.append(sse({"id": self.id, "object": "chat.completion.chunk", "created": self.created,
-                            "model": self.model, "choices": [], "usage": usage}))
-        out.append(sse("[DONE]"))
-        return out
-
-    def error(self, message: str, kind: str = "BadGatewayError", code: int = 502) -> list[bytes]:
-        """An error event (the stream broke after it started, or the turn is refused), then ``[DONE]``."""
-        return [self._chunk({}, "error"),
-                sse({"error": {"message": message, "type": kind, "param": None, "code": code}}),
-                sse("[DONE]")]
-
-
-class AnthropicStream:
-    """Messages API events of a streamed turn, built piece by piece (reasoning is not sent)."""
-
-    def __init__(self, model: str) -> None:
-        self.id, self.model = f"msg_{uuid.uuid4().hex}", model
-        self.index = 0
-        self.text_open = False
-        self.calls = 0
-
-    def start(self, input_tokens: int) -> list[bytes]:
-        """``message_start``."""
-        message: dict[str, Any] = {
-            "id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": [],
-            "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": input_tokens, "output_tokens": 0},
-        }
-        return [sse({"type": "message_start", "message": message}, "message_start")]
-
-    def _close_text(self) -> list[bytes]:
-        if not self.text_open:
-            return []
-        self.text_open = False
-        self.index += 1
-        return [sse({"type": "content_block_stop", "index": self.index - 1}, "content_block_stop")]
-
-    def _open_text(self) -> list[bytes]:
-        if self.text_open:
-            return []
-        self.text_open = True
-        return [sse({"type": "content_block_start", "index": self.index,
-                     "content_block": {"type": "text", "text": ""}}, "content_block_start")]
-
-    def pieces(self, pieces: list[Piece]) -> list[bytes]:
-        """Events of content and tool-call pieces."""
-        out: list[bytes] = []
-        for piece in pieces:
-            if piece[0] == "content":
-                out += self._open_text()
-                out.append(sse({"type": "content_block_delta", "index": self.index,
-                                "delta": {"type": "text_delta", "text": piece[1]}}, "content_block_delta"))
-            elif piece[0] == "call":
-                out += self._close_text()
-                block = {"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:24]}", "name": piece[1], "input": {}}
-                delta = {"type": "input_json_delta", "partial_json": json.dumps(piece[2], ensure_ascii=False)}
-                out += [sse({"type": "content_block_start", "index": self.index, "content_block": block},
-                            "content_block_start"),
-                        sse({"type": "content_block_delta", "index": self.index, "delta": delta},
-                            "content_block_delta"),
-                        sse({"type": "content_block_stop", "index": self.index}, "content_block_stop")]
-                self.index += 1
-                self.calls += 1
-        return out
-
-    def end(self, finish: str, output_tokens: int, extra: dict[str, Any] | None = None) -> list[bytes]:
-        """Close the open block, then ``message_delta`` (with ``extra``'s fields) and ``message_stop``."""
-        out: list[bytes] = []
-        if self.index == 0 and not self.text_open:  # an empty answer still has a text block
-            out += self._open_text()
-        out += self._close_text()
-        stop = "max_tokens" if finish == FinishReason.LENGTH else ("tool_use" if self.calls else "end_turn")
-        out.append(sse({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
-                        "usage": {"output_tokens": output_tokens}, **(extra or {})}, "message_delta"))
-        out.append(sse({"type": "message_stop"}, "message_stop"))
-        return out
-
-    def error(self, message: str, kind: str = "api_error") -> list[bytes]:
-        """An ``error`` event (the stream broke after it started, or the turn is refused)."""
-        return [sse({"type": "error", "error": {"type": kind, "message": message}}, "error")]
