@@ -10,7 +10,8 @@ Two ways to train on an agent_gym env with SkyRL:
   ``done``. SkyRL then tokenizes the observations itself (its chat template, its masks).
 * **Generator** (agent_gym drives the episode, token-exact). :class:`AgentGymGenerator` has
   the ``async generate(input_batch) -> GeneratorOutput`` of SkyRL's ``GeneratorInterface``:
-  it runs the batch's episodes with ``collect_async`` and an agent_gym policy (e.g. a
+  it runs the batch's episodes on the :class:`~agent_gym.rollout.EpisodeRunner` it holds for its
+  lifetime (envs built once, reused through ``reset``) with an agent_gym policy (e.g. a
   ``VLLMPolicy`` on SkyRL's inference servers) and returns ``prompt_token_ids``,
   ``response_ids``, ``loss_masks`` and ``rollout_logprobs`` exactly as the policy sampled them,
   with ``rewards``, ``stop_reasons``, ``trajectory_ids``, ``is_last_step``,
@@ -35,7 +36,7 @@ import asyncio
 import dataclasses
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import gymnasium as gym
@@ -52,7 +53,8 @@ from agent_gym.integrations.contract import (
     parse_task,
     training_segments,
 )
-from agent_gym.rollout import RolloutOptions, collect_async
+from agent_gym.rollout import EpisodeRunner, RolloutOptions, plan_episodes
+from agent_gym.rollout.collection import warn_if_truncated
 from agent_gym.types import EpisodeStatus
 
 __all__ = [
@@ -308,7 +310,8 @@ class _Group:
 class AgentGymGenerator:
     """A SkyRL generator (``async generate(input_batch) -> GeneratorOutput``) running agent_gym episodes.
 
-    Each input row is one episode of its env, run by ``collect_async`` with ``policy``. Rows of
+    Each input row is one episode of its env, run with ``policy`` on the generator's
+    :class:`~agent_gym.rollout.EpisodeRunner` (:attr:`runner`, closed by :meth:`close`). Rows of
     one prompt (the same ``trajectory_ids[i].instance_id``; without trajectory ids, the same
     prompt and task) run as one task group: the same task and reset seed. The task is the row's
     ``env_extras[i][task_key]`` (a dict or its JSON text); rows without one let the env draw a
@@ -330,12 +333,13 @@ class AgentGymGenerator:
         seed: First reset seed of rows without a task.
         pad_token_id: Id standing in for the empty prompt or response of an episode that failed
             before sampling (loss mask 0); default the policy tokenizer's pad or eos id, else 0.
-        **collect_options: Keyword arguments of ``collect_async`` (``n_parallel``, ``max_steps``,
+        **collect_options: :class:`~agent_gym.rollout.RolloutOptions` fields of the runner (``n_parallel``: most
+            episodes of one batch in flight, ``max_steps``,
             ``memory``, ``env_kwargs``, ``episode_timeout``, ``gamma``, ...).
 
     Raises:
         ValueError: An unknown ``reward_assignment`` or ``multi_segment``.
-        TypeError: ``collect_options`` holds a keyword ``collect_async`` does not take, or one
+        TypeError: ``collect_options`` holds a keyword that is no ``RolloutOptions`` field, or one
             the generator sets itself (``tasks``, ``num_episodes``, ``samples_per_task``, ``seed``).
     """
 
@@ -367,6 +371,7 @@ class AgentGymGenerator:
         self.multi_segment = multi_segment
         self.task_key = task_key
         self.collect_options = {"progress": False, **collect_options}
+        self.runner = EpisodeRunner(policy=policy, **self.collect_options)
         self._next_seed = int(seed)
         if pad_token_id is None:
             pad_token_id = filler_token_id(getattr(policy, "tokenizer", None))
@@ -398,21 +403,18 @@ class AgentGymGenerator:
         return list(groups.values())
 
     async def _run(self, groups: list[_Group]) -> list[Any]:
-        """Run ``groups`` (same env, size and task presence) as one ``collect_async``; one trajectory per row."""
+        """Run ``groups`` (same env, size and task presence) as one run of the runner; one trajectory per row."""
         k = len(groups[0].rows)
         seed = self._next_seed
         self._next_seed += len(groups)
         given = [g.task for g in groups if g.task is not None]  # all or none: batches split by task presence
         tasks = given or None
-        return await collect_async(
-            groups[0].env_id,
-            self.policy,
-            tasks=tasks,
-            num_episodes=None if tasks is not None else len(groups),
-            samples_per_task=k,
-            seed=seed,
-            **self.collect_options,
-        )
+        specs = plan_episodes(tasks, None if tasks is not None else len(groups), k, seed)
+        specs = [replace(spec, env=groups[0].env_id) for spec in specs]
+        if specs:
+            warn_if_truncated(self.policy)
+        options = self.runner.options
+        return await self.runner.run(specs, progress=options.progress, on_episode=options.on_episode)
 
     # ------------------------------------------------------------------ generate
     async def generate(self, input_batch: Mapping[str, Any]) -> dict[str, Any]:
@@ -448,6 +450,10 @@ class AgentGymGenerator:
                 for s, row in enumerate(group.rows):
                     trajectories[row] = trajs[g * k + s]
         return self.to_output([trajectories[i] for i in range(len(trajectories))], input_batch.get("trajectory_ids"))
+
+    def close(self) -> None:
+        """Close the runner's envs."""
+        self.runner.close()
 
     def to_output(self, trajectories: Sequence[Any], trajectory_ids: Sequence[Any] | None = None) -> dict[str, Any]:
         """The ``GeneratorOutput`` of episodes already collected (what :meth:`generate` returns).

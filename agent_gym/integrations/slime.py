@@ -2,7 +2,9 @@
 
 slime (``--custom-generate-function-path agent_gym.integrations.slime.generate``) and vime call
 :func:`generate` once per sample. It runs one episode of an agent_gym env against the
-rollout router named in ``args`` and fills the sample the way their trainers read it:
+rollout router named in ``args`` (on the process's :class:`~agent_gym.rollout.EpisodeRunner` for
+that env and these settings: envs built once, reused through ``reset``) and fills the sample the
+way their trainers read it:
 
 * the router: ``args.sglang_router_ip``/``sglang_router_port`` (slime) -> SGLang's
   ``POST /generate``, or ``args.vllm_router_ip``/``vllm_router_port`` (vime) -> vLLM's
@@ -69,7 +71,7 @@ from agent_gym.errors import ConfigError
 from agent_gym.integrations.contract import RewardAssignment, filler_token_id, group_advantages
 from agent_gym.integrations.slime_samples import slime_fields
 from agent_gym.policy import SamplingParams, VLLMPolicy
-from agent_gym.rollout import collect_async
+from agent_gym.rollout import EpisodeRunner, RolloutOptions, plan_episodes
 
 __all__ = [
     "SLIME_SAMPLING_NAMES",
@@ -102,6 +104,7 @@ SLIME_SAMPLING_NAMES: dict[str, str] = {
 _RECORDED_ONLY = frozenset({"skip_special_tokens", "no_stop_trim", "spaces_between_special_tokens", "custom_params",
                             "return_logprob", "n"})
 _POLICIES: dict[str, VLLMPolicy] = {}
+_RUNNERS: dict[str, EpisodeRunner] = {}
 
 
 # ---------------------------------------------------------------------------------------------- config
@@ -207,6 +210,15 @@ def _policy(args: Any, sampling: SamplingParams) -> VLLMPolicy:
                             client_options=options)
         _POLICIES[key] = policy
     return policy
+
+
+def _runner(env_id: str, options: dict[str, Any]) -> EpisodeRunner:
+    """The process's runner for this env and these settings (built once, shared by samples, kept for the process)."""
+    key = json.dumps([env_id, {k: repr(v) for k, v in options.items()}], sort_keys=True)
+    runner = _RUNNERS.get(key)
+    if runner is None or runner.closed:
+        runner = _RUNNERS[key] = EpisodeRunner(env_id, options=RolloutOptions(**options))
+    return runner
 
 
 class _SessionPolicy:
@@ -334,9 +346,8 @@ async def generate(args: Any, sample: Any, sampling_params: Mapping[str, Any], e
             options[name] = value
     # siblings of one prompt (one group_index) draw the same task when the sample names none
     seed = next((v for v in (getattr(sample, "group_index", None), getattr(sample, "index", None)) if v is not None), 0)
-    (trajectory,) = await collect_async(env_id, _SessionPolicy(policy, sample.session_id),
-                                        tasks=[task] if task is not None else None,
-                                        num_episodes=None if task is not None else 1, seed=int(seed), **options)
+    (spec,) = plan_episodes([task] if task is not None else None, None if task is not None else 1, seed=int(seed))
+    trajectory = await _runner(env_id, options).run_episode(spec, policy=_SessionPolicy(policy, sample.session_id))
     recorded = {**dict(sampling_params or {}), "evaluation": bool(evaluation)}
     return episode_samples(sample, trajectory, env_id=env_id, sampling=recorded, reward_assignment=assignment,
                            pad_token_id=filler_token_id(policy.tokenizer))

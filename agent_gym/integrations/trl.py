@@ -1,8 +1,9 @@
 """TRL: agent_gym episodes as ``GRPOTrainer`` rollouts (``rollout_func``) or as an ``environment_factory``.
 
 :func:`rollout_func` returns the callable ``GRPOTrainer(rollout_func=...)`` calls with the batch's
-prompts and the trainer. It runs one agent_gym episode per prompt entry with
-:func:`~agent_gym.rollout.collect` and returns, per entry, the token-exact sample TRL trains on:
+prompts and the trainer. It runs one agent_gym episode per prompt entry on the
+:class:`~agent_gym.rollout.EpisodeRunner` it holds for its lifetime (envs built once, reused through
+``reset``; closed by ``close``) and returns, per entry, the token-exact sample TRL trains on:
 
 * ``prompt_ids``: the episode's prompt ids as the policy saw them;
 * ``completion_ids``: the sampled ids and the environment's ids between turns (tool results,
@@ -238,6 +239,7 @@ class RolloutFunction:
         self._resolved: dict[str, dict[str, Any]] = {}  # prompt -> its task, checked
         self._env_tasks: dict[str, dict[str, Any]] | None = None
         self._cached_policy: tuple[Any, Any] | None = None  # (key, policy)
+        self._runner: Any = None  # the EpisodeRunner of every call, built on first use
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ the call TRL makes
@@ -260,20 +262,21 @@ class RolloutFunction:
             return self._run(list(prompts), trainer)
 
     def _run(self, prompts: list[Any], trainer: Any) -> dict[str, list]:
-        from agent_gym import collect
+        from agent_gym.rollout import plan_episodes
+        from agent_gym.rollout.collection import warn_if_truncated
+        from agent_gym.rollout.sync import run_sync
 
         resolved = [self._resolve(i, prompt) for i, prompt in enumerate(prompts)]
         runnable = [i for i, (_, problem) in enumerate(resolved) if problem is None]
         tokenizer = _tokenizer_of(trainer)
         trajectories: list[Any] = [None] * len(prompts)
         if runnable:
+            specs = plan_episodes([resolved[i][0] for i in runnable], None, seed=self._collect_seed(trainer))
+            runner = self._episode_runner()
             with self._policy_for(trainer) as policy:
-                ran = collect(
-                    self.env_id, policy, tasks=[resolved[i][0] for i in runnable], samples_per_task=1,
-                    n_parallel=min(self.n_parallel or len(runnable), len(runnable)), max_steps=self.max_steps,
-                    env_kwargs=self.env_kwargs or None, memory=self.memory, episode_timeout=self.episode_timeout,
-                    seed=self._collect_seed(trainer), progress=False,
-                )
+                warn_if_truncated(policy)
+                ran = run_sync(lambda: runner.run(specs, policy=policy, n_parallel=self.n_parallel or len(specs)),
+                               release=[policy])
             for i, trajectory in zip(runnable, ran, strict=True):
                 trajectories[i] = trajectory
         self.calls += 1
@@ -482,8 +485,21 @@ class RolloutFunction:
             fields.update(override)
         return SamplingParams(**fields)
 
+    def _episode_runner(self) -> Any:
+        """The runner all calls' episodes run on (built on first use; its envs are reused through ``reset``)."""
+        if self._runner is None:
+            from agent_gym.rollout import EpisodeRunner
+
+            self._runner = EpisodeRunner(self.env_id, n_parallel=self.n_parallel or 8, max_steps=self.max_steps,
+                                         env_kwargs=self.env_kwargs or None, memory=self.memory,
+                                         episode_timeout=self.episode_timeout, progress=False)
+        return self._runner
+
     def close(self) -> None:
-        """Close the policy built for the trainer and the env used to check tasks."""
+        """Close the episode runner's envs, the policy built for the trainer and the env used to check tasks."""
+        if self._runner is not None:
+            self._runner.close()
+            self._runner = None
         if self._cached_policy is not None:
             self._cached_policy[1].close()
             self._cached_policy = None

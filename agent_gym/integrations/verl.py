@@ -9,7 +9,9 @@ verl's agent-loop trainer builds one agent loop per dataset row and awaits
   ids plus the new messages), and the ids and logprobs the server returns are kept as they are.
 * ``AgentGymAgentLoop`` (built on verl's ``AgentLoopBase`` when first accessed, which also
   registers it as ``"agent_gym"`` with verl's ``@register``) runs one episode of an agent_gym env
-  with ``collect_async`` and that policy, and returns the episode as an ``AgentLoopOutput``
+  with that policy on the process's :class:`~agent_gym.rollout.EpisodeRunner` for its settings
+  (:func:`settings_runner`: envs built once and reused through ``reset``, not one per row), and
+  returns the episode as an ``AgentLoopOutput``
   (:func:`agent_loop_fields`). It is also loadable from an ``agent_loop_config_path`` YAML (a
   list of ``{name, _target_: agent_gym.integrations.verl.AgentGymAgentLoop, env_id, ...}``),
   verl's way for loops living in another package.
@@ -39,7 +41,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import gymnasium as gym
@@ -57,7 +59,7 @@ from agent_gym.integrations.contract import (
 from agent_gym.integrations.verl_advantage import ADVANTAGE_ESTIMATOR, grpo_advantages, register_advantage_estimator
 from agent_gym.memory import MemoryConfig
 from agent_gym.policy import ChatTokenBuilder, SamplingParams, TokenPolicyBase
-from agent_gym.rollout import RolloutOptions, collect_async
+from agent_gym.rollout import EpisodeRunner, RolloutOptions, plan_episodes
 from agent_gym.types import FinishReason, Message, PolicyOutput
 
 __all__ = [
@@ -71,6 +73,7 @@ __all__ = [
     "grpo_advantages",
     "register_advantage_estimator",
     "run_row",
+    "settings_runner",
     "shared_builder",
 ]
 
@@ -408,6 +411,7 @@ async def run_row(
     response_length: int,
     with_logprobs: bool = True,
     pad_token_id: int = 0,
+    runner: EpisodeRunner | None = None,
 ) -> dict[str, Any]:
     """Run the episode of one verl dataset row and return its :func:`agent_loop_fields`.
 
@@ -424,6 +428,8 @@ async def run_row(
         response_length: verl's ``rollout.response_length``.
         with_logprobs: Fill ``response_logprobs``.
         pad_token_id: Stand-in id of an empty prompt or response.
+        runner: The runner whose envs the episode uses (:func:`settings_runner`); None opens one
+            for this row and closes it after.
 
     Raises:
         agent_gym.errors.ConfigError: Neither the settings nor the row name a registered env id.
@@ -435,17 +441,33 @@ async def run_row(
         index = int(row.get("index", 0))
     except (TypeError, ValueError):
         index = 0
-    trajectories = await collect_async(
-        env_id,
-        policy,
-        tasks=[task] if task is not None else None,
-        num_episodes=None if task is not None else 1,
-        seed=settings.seed + index,
-        options=settings.options,
-    )
-    return agent_loop_fields(trajectories[0], prompt_length=prompt_length, response_length=response_length,
+    (spec,) = plan_episodes([task] if task is not None else None, None if task is not None else 1,
+                            seed=settings.seed + index)
+    spec = replace(spec, env=env_id)
+    if runner is not None:
+        trajectory = await runner.run_episode(spec, policy=policy)
+    else:
+        async with EpisodeRunner(options=settings.options) as own:
+            trajectory = await own.run_episode(spec, policy=policy)
+    return agent_loop_fields(trajectory, prompt_length=prompt_length, response_length=response_length,
                              reward_assignment=settings.reward_assignment, with_logprobs=with_logprobs,
                              pad_token_id=pad_token_id)
+
+
+_RUNNERS: dict[str, EpisodeRunner] = {}
+
+
+def settings_runner(settings: EpisodeSettings) -> EpisodeRunner:
+    """The process's runner for ``settings``: one per distinct settings, held for the process's lifetime.
+
+    verl builds an agent loop object per row; the rows' episodes share this runner's envs
+    (reused through ``reset``) instead of building one per row.
+    """
+    key = repr(settings)
+    runner = _RUNNERS.get(key)
+    if runner is None or runner.closed:
+        runner = _RUNNERS[key] = EpisodeRunner(options=settings.options)
+    return runner
 
 
 def _loop_class() -> type:
@@ -529,6 +551,7 @@ def _loop_class() -> type:
                 response_length=int(self.rollout_config.response_length),
                 with_logprobs=bool(sampling_params.get("logprobs")),
                 pad_token_id=int(pad),
+                runner=settings_runner(self.settings),
             )
             return AgentLoopOutput(**fields["output"], metrics=AgentLoopMetrics(**fields["metrics"]))
 

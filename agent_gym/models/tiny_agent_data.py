@@ -4,7 +4,8 @@
   built-in set's (seed 0), dropping any question the built-in set also asks, so the
   480 built-in tasks stay held out for evaluation.
 * :func:`oracle_conversations` plays each task's reference solution
-  (``env.unwrapped.oracle_action()``) through a
+  (``env.unwrapped.oracle_action()``, through the one episode loop
+  :func:`~agent_gym.rollout.episode.episode_loop`) through a
   :class:`~agent_gym.policy.chat_tokens.ChatTokenBuilder`, exactly as a policy builds its
   prompts at rollout time (tool schemas from ``info["tools"]`` go to the chat template), and
   returns the final token ids with a mask that is 1 on the assistant's ids (its
@@ -145,6 +146,7 @@ def oracle_conversations(
     import agent_gym  # noqa: F401  (registers the envs)
     from agent_gym.core import AgentEnv
     from agent_gym.policy.chat_tokens import ChatTokenBuilder
+    from agent_gym.rollout.episode import ActCall, EpisodeCall, ResetCall, StepCall, drive, episode_loop
 
     builder = ChatTokenBuilder(tokenizer)
     eot = builder.eot_token_id
@@ -156,26 +158,34 @@ def oracle_conversations(
             raise TypeError(f"{env_id}: expected an agent_gym env (one with oracle_action), got "
                             f"{type(agent_env).__name__}")
         for n, task in enumerate(tasks):
-            obs, info = env.reset(seed=n, options={"task": task})
-            tools = None if info.get("tools_in_prompt") else (info.get("tools") or None)
             session = f"oracle-{n}"
             turns: list[tuple[int, list[int], list[int]]] = []
             prompt: list[int] = []
-            previous: list[int] = []
-            done = False
-            while not done:
-                plan = builder.prepare(session, obs, tools)
+
+            def execute(call: EpisodeCall, session: str = session, turns: list = turns, prompt: list = prompt,
+                        task: dict[str, Any] = task) -> Any:
+                if isinstance(call, ResetCall):
+                    return env.reset(seed=call.seed, options=call.options)
+                if isinstance(call, StepCall):
+                    return env.step(call.action)
+                if not isinstance(call, ActCall):
+                    return None
+                plan = builder.prepare(session, call.obs, call.tools)
                 text = agent_env.oracle_action()
                 ids = list(tokenizer.encode(text, add_special_tokens=False)) + [eot]
                 builder.commit(plan, ids, text)
-                prompt = list(plan.prompt_ids)
+                previous = prompt + turns[-1][1] if turns else []
+                prompt[:] = list(plan.prompt_ids)
                 if prompt[: len(previous)] != previous:
                     raise RuntimeError(f"task {task.get('id')}: a turn's prompt does not extend the previous one")
                 turns.append((len(prompt), ids, _value_flags(tokenizer, text, ids)))
-                previous = prompt + ids
-                obs, _, terminated, truncated, info = env.step(text)
-                done = terminated or truncated
+                return text
+
+            ending = drive(episode_loop(n, {"task": task}), execute)
+            if ending.exception is not None:  # the oracle, the env or the template failed: not a data point
+                raise ending.exception
             builder.close(session)
+            info = ending.info
             if float(info.get("res_reward", 0.0)) < 1.0:
                 continue
             input_ids = prompt + turns[-1][1]

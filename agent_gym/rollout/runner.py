@@ -76,8 +76,9 @@ class EpisodeRunner:
         options: The runner's settings; it reads ``n_parallel``, ``gamma``, ``memory``,
             ``max_steps``, ``episode_timeout``, ``env_kwargs``, ``tool_parser``,
             ``reasoning_parser`` and ``long_tail``.
-        threads: Most worker threads (default ``n_parallel``; more when more episodes run at
-            once than one :meth:`run` starts, e.g. several runs side by side).
+        threads: Most worker threads to start with (default ``n_parallel``); the runner widens
+            its thread pool (and the idle envs it keeps) to the episodes in flight, e.g. when
+            several runs go on side by side. Threads start only when calls need them.
         **changes: :class:`~agent_gym.rollout.options.RolloutOptions` fields that replace
             those of ``options`` (e.g. ``EpisodeRunner(env, policy, n_parallel=4)``).
 
@@ -103,6 +104,7 @@ class EpisodeRunner:
         self._pool: ThreadPool | None = None
         self._pool_loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
+        self._in_flight = 0
         if env is not None and (not isinstance(env, str) or policy is not None):
             self._factory(env, self.options.env_kwargs, policy)  # check the env and choose its parser now
 
@@ -311,6 +313,16 @@ class EpisodeRunner:
             if gate is not None and owned:
                 gate.release_all()  # alone, a parked episode has no other to give its slot to
         state = _Episode(policy, gate)
+        self._in_flight += 1
+        try:
+            self._widen(self._in_flight)
+            return await self._run_episode(spec, state, on_cancel)
+        finally:
+            self._in_flight -= 1
+
+    async def _run_episode(self, spec: EpisodeSpec, state: _Episode,
+                           on_cancel: Callable[[StepTrajectory], None] | None) -> StepTrajectory:
+        policy = state.policy
         try:
             state.wrapper = await self._take_env(state, spec)
         except Exception as exc:  # noqa: BLE001 - env construction failed: record it

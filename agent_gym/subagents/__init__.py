@@ -9,7 +9,7 @@ answer a ToolUse-v0 task, a judge picks one. See ``docs/subagents.md``.
 """
 
 from agent_gym.subagents.delegate import DelegateTool, DelegateWrapper
-from agent_gym.subagents.runner import SubagentEnv, SubagentRun, SubagentSpec, run_subagent
+from agent_gym.subagents.runner import SubagentEnv, SubagentRun, SubagentRunner, SubagentSpec, run_subagent
 from agent_gym.subagents.solver_judge import SolverJudgeEnv
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "SolverJudgeEnv",
     "SubagentEnv",
     "SubagentRun",
+    "SubagentRunner",
     "SubagentSpec",
     "run_subagent",
 ]

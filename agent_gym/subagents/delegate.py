@@ -11,7 +11,9 @@ wrapper adds to the parent's trajectory with their lineage. The step's
 ``info["subagents"]`` lists the sub-episodes it ran (session id, status, steps, sampled
 tokens): their steps are not the parent's steps, and their segments' ``first_step`` /
 ``last_step`` index the sub-episode's own steps. Limits on depth, count and sampled
-tokens refuse a call with an error observation; a subagent that fails or hangs is one too.
+tokens refuse a call with an error observation; a subagent that fails or hangs is one too. The
+wrapper holds one :class:`~agent_gym.subagents.runner.SubagentRunner` for its lifetime: the
+sub-episodes reuse its env through ``reset`` (closed with the wrapper).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 import gymnasium as gym
 
 from agent_gym.core import AgentEnv
-from agent_gym.subagents.runner import SubagentSpec, make_subagent_env, run_subagent
+from agent_gym.subagents.runner import SubagentRunner, SubagentSpec
 from agent_gym.tools import ToolErrorKind, ToolResult
 
 __all__ = ["DelegateTool", "DelegateWrapper"]
@@ -118,7 +120,8 @@ class DelegateWrapper(gym.Wrapper):
         self._tokens = 0
         self._pending: list[dict[str, Any]] = []
         self._runs: list[dict[str, Any]] = []
-        self._subagent_env: Any = None
+        nest = self._nest if self.depth + 2 <= self.subagent.max_depth else None
+        self.runner = SubagentRunner(self.subagent, policy, nest)  # its env, kept between sub-episodes
         base: Any = self.env.unwrapped
         if self.tool.name not in base.tools:  # a wrapper over a wrapper that already added it
             base.add_env_tools([self.tool])
@@ -151,6 +154,11 @@ class DelegateWrapper(gym.Wrapper):
             self._pending, self._runs = [], []
         return obs, reward, terminated, truncated, info
 
+    def close(self) -> None:
+        """Close the subagents' env, then the env."""
+        self.runner.close()
+        super().close()
+
     def _nest(self, env: Any) -> DelegateWrapper:
         """A subagent's env that may delegate in turn (one level deeper)."""
         return DelegateWrapper(env, self.policy, self.subagent, depth=self.depth + 1, tool_name=self.tool.name)
@@ -168,11 +176,7 @@ class DelegateWrapper(gym.Wrapper):
                                       f"delegate: the subagents' token budget ({spec.max_tokens}) is spent")
         self._count += 1
         session_id = f"{self._episode_id}/{spec.role}-{self._count}"
-        if self._subagent_env is None:
-            self._subagent_env = make_subagent_env(spec, self._nest if self.depth + 2 <= spec.max_depth else None)
-        run = run_subagent(spec, self.policy, task, session_id, env=self._subagent_env)
-        if not run.reusable:
-            self._subagent_env = None  # a sub-episode left running still holds it
+        run = self.runner.run(task, session_id)
         self._tokens += run.sampled_tokens
         if run.segments:
             self._pending.append({"segments": run.segments, "spawned": True})

@@ -1,6 +1,7 @@
 """One sub-episode: an agent with its own system prompt, tools and policy, run to its answer.
 
-:func:`run_subagent` runs a :class:`SubagentEnv` and records its turns' ids with a
+:func:`run_subagent` runs a :class:`SubagentEnv` through the one episode loop
+(:func:`~agent_gym.rollout.episode.episode_loop`, driven on the caller's thread) and records its turns' ids with a
 :class:`~agent_gym.wrappers.trajectory_builder.TrajectoryBuilder` (token-exact, one
 prefix check per turn, like any episode), keeping only what the parent needs: the
 answer, the segments and how the sub-episode ended. It never raises for what the agent
@@ -28,6 +29,7 @@ assistant message is step k), not the parent's.
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -38,12 +40,21 @@ from agent_gym.checks import check_choice, check_int, check_timeout
 from agent_gym.core import AgentEnv
 from agent_gym.errors import ConfigError
 from agent_gym.policy.base import AsyncPolicyBase
+from agent_gym.rollout.episode import ActCall, EndEpisode, EpisodeCall, ResetCall, TurnCall, drive, episode_loop
 from agent_gym.tools import Tool
-from agent_gym.types import EpisodeStatus, FinishReason, PolicyOutput, Segment
+from agent_gym.types import EpisodeStatus, PolicyOutput, Segment
 from agent_gym.utils.runtime import call_outcome
 from agent_gym.wrappers.trajectory_builder import TrajectoryBuilder
 
-__all__ = ["SubagentEnv", "SubagentRun", "SubagentSpec", "make_recorder", "make_subagent_env", "run_subagent"]
+__all__ = [
+    "SubagentEnv",
+    "SubagentRun",
+    "SubagentRunner",
+    "SubagentSpec",
+    "make_recorder",
+    "make_subagent_env",
+    "run_subagent",
+]
 
 DEFAULT_SUBAGENT_PROMPT = (
     "You are a helper agent. Work on the task you are given, using the tools when they help, and reply with "
@@ -183,50 +194,41 @@ class _SubEpisode:
 
     def drive(self, policy: Any, task: dict[str, Any], deadline: float | None) -> None:
         """Run to the end (``deadline``: ``time.monotonic()`` past which no new turn starts)."""
-        env = self.env
         options: dict[str, Any] = {"task": task}
-        if getattr(env, "accepts_episode_id", False):
+        if getattr(self.env, "accepts_episode_id", False):
             options["episode_id"] = self.session_id
-        try:
-            obs, info = env.reset(options=options)
-        except Exception as exc:  # noqa: BLE001 - a failing env is the sub-episode's error
-            self.close(EpisodeStatus.ENV_ERROR, f"env.reset raised {type(exc).__name__}: {exc}")
-            return
-        in_prompt = bool(info.get("tools_in_prompt"))
-        tools = None if in_prompt else (info.get("tools") or None)
-        while not self.closed:
+        ending = drive(episode_loop(None, options), functools.partial(self._execute, policy, deadline))
+        reason = ending.reason
+        if ending.done:
+            reason = str(ending.info.get("error") or ending.info.get("end_reason") or "")
+        self.close(ending.status, reason)  # no-op when it was ended from outside
+
+    def _execute(self, policy: Any, deadline: float | None, call: EpisodeCall) -> Any:
+        """Do one call of the episode loop (see :mod:`agent_gym.rollout.episode`)."""
+        if isinstance(call, ResetCall):
+            return self.env.reset(seed=call.seed, options=call.options)
+        if isinstance(call, TurnCall):
+            if self.closed:
+                raise EndEpisode(self.status or EpisodeStatus.TIMEOUT, self.reason)
             if deadline is not None and time.monotonic() >= deadline:
-                self.close(EpisodeStatus.TIMEOUT, "the time limit passed before its next turn")
-                return
-            try:
-                action = _act(policy, obs, self.session_id, tools)
-            except Exception as exc:  # noqa: BLE001
-                self.close(EpisodeStatus.POLICY_ERROR, f"policy raised {type(exc).__name__}: {exc}")
-                return
-            if isinstance(action, PolicyOutput) and action.finish_reason == FinishReason.ERROR:
-                self.close(EpisodeStatus.POLICY_ERROR, action.error or "policy returned an error")
-                return
-            try:
-                obs, _, terminated, truncated, info = env.step(action)
-            except Exception as exc:  # noqa: BLE001
-                self.close(EpisodeStatus.ENV_ERROR, f"env.step raised {type(exc).__name__}: {exc}")
-                return
-            with self.lock:
-                if self.closed:  # ended from outside (its deadline) while this turn ran
-                    return
-                if isinstance(action, PolicyOutput):
-                    self.sampled += self.builder.add_output(self.steps, action).get("num_sampled_tokens", 0)
-                for run in info.get("agent_segments") or []:  # its own subagents (nested delegation)
-                    spawned = bool(run.get("spawned", True))
-                    self.builder.add_child(run["segments"], spawn_step=self.steps, spawned=spawned)
-                    self.sampled += sum(int(s.response_masks.sum()) for s in run["segments"])
-                self.steps += 1
-            if "tools" in info:
-                tools = None if in_prompt else list(info["tools"] or [])
-            if terminated or truncated:
-                status = info.get("status") or (EpisodeStatus.ENV_DONE if terminated else EpisodeStatus.MAX_STEPS)
-                self.close(EpisodeStatus(str(status)), str(info.get("error") or info.get("end_reason") or ""))
-                return
+                raise EndEpisode(EpisodeStatus.TIMEOUT, "the time limit passed before its next turn")
+            return None
+        if isinstance(call, ActCall):
+            return _act(policy, call.obs, self.session_id, call.tools)
+        action = call.action
+        result = self.env.step(action)
+        info = result[4]
+        with self.lock:
+            if self.closed:  # ended from outside (its deadline) while this turn ran
+                raise EndEpisode(self.status or EpisodeStatus.TIMEOUT, self.reason)
+            if isinstance(action, PolicyOutput):
+                self.sampled += self.builder.add_output(self.steps, action).get("num_sampled_tokens", 0)
+            for run in info.get("agent_segments") or []:  # its own subagents (nested delegation)
+                spawned = bool(run.get("spawned", True))
+                self.builder.add_child(run["segments"], spawn_step=self.steps, spawned=spawned)
+                self.sampled += sum(int(s.response_masks.sum()) for s in run["segments"])
+            self.steps += 1
+        return result
 
     def segments(self) -> list[Segment]:
         """The segments recorded so far."""
@@ -295,3 +297,45 @@ def run_subagent(
             f" ({episode.reason})" if episode.reason else "")
     return SubagentRun(answer=answer, segments=segments, status=status.value, steps=episode.steps, error=error,
                        sampled_tokens=episode.sampled, reusable=not left_running)
+
+
+class SubagentRunner:
+    """Runs the sub-episodes of one subagent, one after another, on one env kept between them.
+
+    The env is built on first use and reused through ``reset``; it is rebuilt only after a
+    sub-episode that was left running on it (past its time limit, ``deadline="thread"``) or
+    that ended with ``ENV_ERROR`` (the env may be in a bad state).
+
+    Args:
+        spec: The subagent.
+        policy: The policy to use when ``spec.policy`` is None (the parent's).
+        wrap: Wraps its env (e.g. to let it delegate in turn).
+    """
+
+    def __init__(self, spec: SubagentSpec, policy: Any, wrap: Callable[[AgentEnv], Any] | None = None) -> None:
+        self.spec = spec
+        self.policy = policy
+        self.wrap = wrap
+        self.env_builds = 0
+        self._env: Any = None
+
+    def run(self, task: str, session_id: str) -> SubagentRun:
+        """Run one sub-episode on ``task`` (see :func:`run_subagent`)."""
+        if self._env is None:
+            self._env = make_subagent_env(self.spec, self.wrap)
+            self.env_builds += 1
+        run = run_subagent(self.spec, self.policy, task, session_id, env=self._env)
+        if not run.reusable:
+            self._env = None  # a sub-episode left running still holds it
+        elif run.status == EpisodeStatus.ENV_ERROR.value:
+            self.close()
+        return run
+
+    def close(self) -> None:
+        """Close the env (a later run builds a new one)."""
+        env, self._env = self._env, None
+        if env is not None:
+            try:
+                env.close()
+            except Exception:  # noqa: BLE001, S110 - closing a broken env is best effort
+                pass
