@@ -223,6 +223,25 @@ class HttpTransport:
         except OSError as exc:
             raise TransportFailure(f"{type(exc).__name__}: {exc}") from exc
 
+    async def request(self, method: str, url: str, *, params: Mapping[str, str] | None = None, body: Any = None,
+                      timeout: float | None = None) -> HttpReply:
+        """Send ``method`` to ``url`` and return the complete reply (errors as in :meth:`post_json`).
+
+        Args:
+            method: The HTTP method.
+            url: Absolute URL.
+            params: Query parameters.
+            body: A JSON-serializable body (None: no body).
+            timeout: Seconds for this request (default: the pool's ``timeout``).
+        """
+        kwargs: dict[str, Any] = {}
+        if params:
+            kwargs["params"] = dict(params)
+        if body is not None:
+            kwargs["data"] = _dump_json(body)
+            kwargs["headers"] = _JSON_HEADERS
+        return await self._request(method, url, timeout=timeout, **kwargs)
+
     async def get(self, url: str, *, timeout: float | None = None) -> HttpReply:
         """GET ``url`` and return the complete reply (errors as in :meth:`post_json`)."""
         return await self._request("GET", url, timeout=timeout)
@@ -236,6 +255,8 @@ class HttpTransport:
                 return HttpReply(resp.status, payload, resp.headers)
         except asyncio.TimeoutError as exc:  # aiohttp's ServerTimeoutError is one too
             raise TransportTimeout(f"no answer from {url} in time") from exc
+        except aiohttp.ClientConnectorError as exc:  # named for what failed, not for the library
+            raise TransportFailure(f"ConnectError: {exc}") from exc
         except aiohttp.ClientError as exc:
             raise TransportFailure(f"{type(exc).__name__}: {exc}") from exc
         except OSError as exc:

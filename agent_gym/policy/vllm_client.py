@@ -7,6 +7,9 @@ retries on another with exponential backoff (connection errors, timeouts, HTTP 5
 429), does not retry other 4xx, and looks up each server's model name and context length
 in ``/v1/models``. An over-long prompt (vLLM's "maximum context length" 400) raises
 :class:`~agent_gym.policy.vllm_protocol.PromptTooLong` for the caller to turn into a status.
+It also speaks vLLM's RL control routes (dev mode): :meth:`~VLLMClient.pause`,
+:meth:`~VLLMClient.resume`, :meth:`~VLLMClient.is_paused`, :meth:`~VLLMClient.reload_weights`,
+:meth:`~VLLMClient.set_weight_version` and :meth:`~VLLMClient.weight_version`.
 
 Pools release themselves quietly: one whose event loop was closed or collected without
 :meth:`VLLMClient.aclose` is discarded without aiohttp's "Unclosed client session"
@@ -264,6 +267,83 @@ class VLLMClient:
         self._server_info[server] = info
         self._info_failures.pop(server, None)
         return info
+
+    # ------------------------------------------------------------------ RL control routes
+    def control_url(self, server: str, path: str) -> str:
+        """The URL of ``path`` on ``server``: one of the client's (its base URL) or any other address."""
+        name, base = normalize_address(server)
+        return f"{self._bases.get(name, base)}{path}"
+
+    async def control(self, method: str, server: str, path: str, *, params: Mapping[str, str] | None = None,
+                      body: Any = None, timeout: float | None = None) -> Any:
+        """One call to a server's RL control route (no retry, no failover, outside the concurrency limit).
+
+        Args:
+            method: ``"GET"`` or ``"POST"``.
+            server: ``"IP:PORT"`` or a URL (need not be one of the client's servers).
+            path: The route, e.g. ``"/pause"``.
+            params: Query parameters.
+            body: A JSON body (None: no body).
+            timeout: Seconds for the call (default: the client's ``timeout``).
+
+        Returns:
+            The answer's JSON (None when it is not JSON).
+
+        Raises:
+            ServerError: The server could not be reached, answered an HTTP error (404: vLLM serves
+                these routes only with ``VLLM_SERVER_DEV_MODE=1``, and the message says so).
+        """
+        url = self.control_url(server, path)
+        try:
+            reply = await self.loop_resources().transport.request(method, url, params=params, body=body,
+                                                                  timeout=timeout)
+        except (TransportTimeout, TransportFailure) as exc:
+            raise ServerError(f"{method} {url}: {exc}", server=server) from exc
+        if reply.status == 404:
+            raise ServerError(f"{method} {url}: HTTP 404: the server has no such route; vLLM serves its RL routes "
+                              "(pause, resume, weight updates) only with VLLM_SERVER_DEV_MODE=1",
+                              server=server, status=404)
+        if reply.status >= 400:
+            raise ServerError(f"{method} {url}: HTTP {reply.status} {reply.text[:300]}", server=server,
+                              status=reply.status)
+        try:
+            return reply.json()
+        except ValueError:
+            return None
+
+    async def pause(self, server: str, mode: str = "abort", *, timeout: float | None = None) -> None:
+        """``POST /pause?mode=...`` (``abort``, ``wait`` or ``keep``): stop ``server`` generating."""
+        await self.control("POST", server, "/pause", params={"mode": mode}, timeout=timeout)
+
+    async def resume(self, server: str, *, timeout: float | None = None) -> None:
+        """``POST /resume``: let ``server`` generate again."""
+        await self.control("POST", server, "/resume", timeout=timeout)
+
+    async def is_paused(self, server: str, *, timeout: float | None = None) -> bool:
+        """``GET /is_paused``: whether ``server`` is paused."""
+        return bool(self._json_object(await self.control("GET", server, "/is_paused", timeout=timeout),
+                                      server, "/is_paused").get("is_paused"))
+
+    async def reload_weights(self, server: str, weights_path: str, *, timeout: float | None = None) -> None:
+        """``POST /collective_rpc``, method ``reload_weights``: ``server`` loads the checkpoint ``weights_path``."""
+        await self.control("POST", server, "/collective_rpc", timeout=timeout,
+                           body={"method": "reload_weights", "kwargs": {"weights_path": weights_path}})
+
+    async def set_weight_version(self, server: str, version: int | str, *, timeout: float | None = None) -> None:
+        """``POST /update_weight_version``: label ``server``'s weights with ``version`` (sent as a string)."""
+        await self.control("POST", server, "/update_weight_version", body={"new_version": str(version)},
+                           timeout=timeout)
+
+    async def weight_version(self, server: str, *, timeout: float | None = None) -> Any:
+        """``GET /weight_info``: the label of ``server``'s weights (None when it reports none)."""
+        return self._json_object(await self.control("GET", server, "/weight_info", timeout=timeout),
+                                 server, "/weight_info").get("weight_version")
+
+    def _json_object(self, data: Any, server: str, path: str) -> dict[str, Any]:
+        if not isinstance(data, dict):
+            raise ServerError(f"GET {self.control_url(server, path)}: expected a JSON object, got {str(data)[:200]}",
+                              server=server, status=200)
+        return data
 
     # ------------------------------------------------------------------ requests
     async def post(

@@ -32,6 +32,8 @@ closes the runner's envs and stops the loop.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import queue
 import signal
 import threading
@@ -41,15 +43,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from agent_gym.checks import check_choice, check_int
 from agent_gym.errors import AgentGymError, ConfigError
+from agent_gym.policy.vllm_client import VLLMClient
 from agent_gym.rollout.collection import warn_if_truncated
 from agent_gym.rollout.long_tail import LongTail, LongTailGate, ParkedEpisode
 from agent_gym.rollout.options import RolloutOptions
 from agent_gym.rollout.planning import plan_episodes
 from agent_gym.rollout.runner import EpisodeRunner
+from agent_gym.utils.runtime import LoopThread
 
 __all__ = ["RolloutGroup", "RolloutStream", "check_checkpoint_dir", "collect_stream"]
 
@@ -167,6 +169,9 @@ class RolloutStream:
                                     threads=concurrency + samples_per_task)
         client = getattr(policy, "client", None)
         self.servers = list(servers if servers is not None else getattr(client, "server_addresses", []) or [])
+        # the policy's client makes update_weights' calls (any other policy: one for ``servers``)
+        self._control_client: Any = (client if isinstance(client, VLLMClient)
+                                     else VLLMClient(self.servers) if self.servers else None)
         self.version = max(int(getattr(policy, "weight_version", 0)), 0)
         if hasattr(policy, "weight_version"):
             policy.weight_version = self.version
@@ -178,24 +183,25 @@ class RolloutStream:
         self._warned = False
         self._exhausted = False
         self._running: set[asyncio.Task] = set()
-        self._loop = asyncio.new_event_loop()
+        self._runner = LoopThread("agent-gym-rollout-stream")
+        self._control = LoopThread("agent-gym-rollout-control")  # update_weights' server calls
+        self._loop = self._runner.loop
         self._wake: asyncio.Event | None = None
         self._previous_sigterm: Any = None
         if handle_sigterm and threading.current_thread() is threading.main_thread():
             self._previous_sigterm = signal.signal(signal.SIGTERM, self._on_sigterm)
-        self._thread = threading.Thread(target=self._run_loop, name="agent-gym-rollout-stream", daemon=True)
-        self._thread.start()
+        self._main = self._runner.submit(self._scheduler())
+        self._main.add_done_callback(self._finished)
 
     # ------------------------------------------------------------------ the loop
-    def _run_loop(self) -> None:
-        asyncio.set_event_loop(self._loop)
-        try:
-            self._loop.run_until_complete(self._scheduler())
-        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
-            self._out.put(exc)
-        finally:
-            self._out.put(None)
-            self._loop.close()
+    def _finished(self, main: concurrent.futures.Future) -> None:
+        """The scheduler ended: hand its failure and the end to the consumer, stop the loop."""
+        if main.cancelled():
+            self._out.put(asyncio.CancelledError("the stream's loop was stopped"))
+        elif main.exception() is not None:
+            self._out.put(main.exception())
+        self._out.put(None)
+        self._runner.stop(wait=False)
 
     def _admissible(self) -> bool:
         if self.max_staleness is None:
@@ -291,7 +297,7 @@ class RolloutStream:
     @property
     def alive(self) -> bool:
         """Whether the stream's loop still runs (False once every task came back or after ``close``)."""
-        return self._thread.is_alive()
+        return self._runner.alive
 
     def _on_sigterm(self, signum: int, frame: Any) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
@@ -343,7 +349,9 @@ class RolloutStream:
         then for a checkpoint directory ``POST /collective_rpc`` with method ``reload_weights``
         and ``kwargs.weights_path`` on every server, then ``POST /update_weight_version`` with the
         new version (a string) and ``GET /weight_info`` to check every server reports it, then
-        ``POST /resume``. The reference server answers the same routes.
+        ``POST /resume``. The reference server answers the same routes. The calls are the
+        :class:`~agent_gym.policy.vllm_client.VLLMClient`'s (the policy's own client, with its
+        base URLs and API key; a client for ``servers`` when the policy has none).
 
         Args:
             apply: A callable that loads the new weights (e.g. a trainer pushing them through
@@ -369,40 +377,40 @@ class RolloutStream:
         started = time.perf_counter()
         new_version = self.version + 1
         applied = False
-        with httpx.Client(timeout=timeout) as client:
-            try:
+        client = self._control_client
+        call = self._control.call
+        try:
+            for server in self.servers:
+                call(client.pause(server, mode, timeout=timeout))
+            if callable(apply):
+                apply()
+            elif isinstance(apply, str):
                 for server in self.servers:
-                    _post(client, server, "/pause", params={"mode": mode})
-                if callable(apply):
-                    apply()
-                elif isinstance(apply, str):
-                    for server in self.servers:
-                        _post(client, server, "/collective_rpc",
-                              json={"method": "reload_weights", "kwargs": {"weights_path": apply}})
-                applied = True
-            finally:
-                failed = []
-                if applied:
-                    self.version = new_version
-                    if hasattr(self.policy, "weight_version"):
-                        self.policy.weight_version = new_version
-                    for server in self.servers:  # label the new weights; a server that cannot is reported
-                        try:
-                            _label(client, server, new_version)
-                        except AgentGymError as exc:
-                            failed.append(str(exc))
-                # every server is resumed, also after a failure (one whose pause call failed may be
-                # paused all the same): a server left paused would hold its episodes for ever
-                for server in self.servers:
+                    call(client.reload_weights(server, apply, timeout=timeout))
+            applied = True
+        finally:
+            failed = []
+            if applied:
+                self.version = new_version
+                if hasattr(self.policy, "weight_version"):
+                    self.policy.weight_version = new_version
+                for server in self.servers:  # label the new weights; a server that cannot is reported
                     try:
-                        _post(client, server, "/resume")
+                        call(_label(client, server, new_version, timeout))
                     except AgentGymError as exc:
                         failed.append(str(exc))
-                self._poke()
-            if failed:
-                raise AgentGymError("update_weights: the weights were applied but these servers could not be "
-                                    "labelled or resumed (their episodes fail over or end with a status): "
-                                    + "; ".join(failed))
+            # every server is resumed, also after a failure (one whose pause call failed may be
+            # paused all the same): a server left paused would hold its episodes for ever
+            for server in self.servers:
+                try:
+                    call(client.resume(server, timeout=timeout))
+                except AgentGymError as exc:
+                    failed.append(str(exc))
+            self._poke()
+        if failed:
+            raise AgentGymError("update_weights: the weights were applied but these servers could not be "
+                                "labelled or resumed (their episodes fail over or end with a status): "
+                                + "; ".join(failed))
         self.stats.updates += 1
         self.stats.update_s.append(time.perf_counter() - started)
         self._poke()
@@ -421,7 +429,13 @@ class RolloutStream:
         if not self._closed:
             self._closed = True
             self._poke()
-        self._thread.join(timeout=120)
+        with contextlib.suppress(Exception):  # its failure went to the consumer
+            self._main.result(timeout=120)
+        self._runner.stop()
+        if self._control.running_loop is not None and self._control_client is not None:
+            with contextlib.suppress(Exception):
+                self._control.call(self._control_client.aclose(), timeout=10)
+        self._control.stop()
         if self._previous_sigterm is not None:
             signal.signal(signal.SIGTERM, self._previous_sigterm)
             self._previous_sigterm = None
@@ -431,10 +445,6 @@ class RolloutStream:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-
-def _url(server: str, path: str) -> str:
-    return (server if "://" in server else f"http://{server}").rstrip("/") + path
 
 
 def check_checkpoint_dir(path: str) -> None:
@@ -447,47 +457,12 @@ def check_checkpoint_dir(path: str) -> None:
         raise ConfigError(f"update_weights: checkpoint {path!r} holds no *.safetensors or *.bin weights")
 
 
-def _label(client: httpx.Client, server: str, version: int) -> None:
+async def _label(client: VLLMClient, server: str, version: int, timeout: float) -> None:
     """Label a server's weights with ``version`` (``/update_weight_version``) and check ``/weight_info`` says so."""
-    _post(client, server, "/update_weight_version", json={"new_version": str(version)})
-    reported = _get(client, server, "/weight_info").get("weight_version")
+    await client.set_weight_version(server, version, timeout=timeout)
+    reported = await client.weight_version(server, timeout=timeout)
     if str(reported) != str(version):
         raise AgentGymError(f"{server} reports weight version {reported!r} after it was set to {version}")
-
-
-def _check_answer(method: str, url: str, response: httpx.Response) -> None:
-    if response.status_code == 404:
-        raise AgentGymError(f"{method} {url}: HTTP 404: the server has no such route; vLLM serves its RL routes "
-                            "(pause, resume, weight updates) only with VLLM_SERVER_DEV_MODE=1")
-    if response.status_code >= 400:
-        raise AgentGymError(f"{method} {url}: HTTP {response.status_code} {response.text[:300]}")
-
-
-def _post(client: httpx.Client, server: str, path: str, **kwargs: Any) -> None:
-    """POST to a server's RL route; any failure (unreachable, HTTP error) is an ``AgentGymError``."""
-    url = _url(server, path)
-    try:
-        response = client.post(url, **kwargs)
-    except httpx.HTTPError as exc:
-        raise AgentGymError(f"POST {url}: {type(exc).__name__}: {exc}") from exc
-    _check_answer("POST", url, response)
-
-
-def _get(client: httpx.Client, server: str, path: str) -> dict[str, Any]:
-    """GET a server's JSON object; any failure is an ``AgentGymError``."""
-    url = _url(server, path)
-    try:
-        response = client.get(url)
-    except httpx.HTTPError as exc:
-        raise AgentGymError(f"GET {url}: {type(exc).__name__}: {exc}") from exc
-    _check_answer("GET", url, response)
-    try:
-        body = response.json()
-    except ValueError as exc:
-        raise AgentGymError(f"GET {url}: not JSON: {response.text[:200]}") from exc
-    if not isinstance(body, dict):
-        raise AgentGymError(f"GET {url}: expected a JSON object, got {response.text[:200]}")
-    return body
 
 
 async def _aclose(policy: Any) -> None:
