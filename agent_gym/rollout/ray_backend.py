@@ -27,6 +27,7 @@ from agent_gym.rollout.planning import EpisodeSpec, make_env_factory
 from agent_gym.rollout.reporting import Progress, failed_trajectory, notify
 from agent_gym.rollout.runner import EpisodeRunner
 from agent_gym.types import StepTrajectory
+from agent_gym.utils.runtime import LoopThread
 
 __all__ = ["LOCAL_NUM_CPUS", "EpisodeActor", "collect_ray", "import_ray", "init_ray"]
 
@@ -85,11 +86,11 @@ class EpisodeActor:
             policy = policy()
         self.policy = policy
         self.runner = EpisodeRunner(env, policy, options.replace(n_parallel=1, progress=False, on_episode=None))
-        self.loop = asyncio.new_event_loop()
+        self.loop = LoopThread("agent-gym-ray-actor")  # the actor's episodes and the policy's pools
 
     def run(self, spec: EpisodeSpec) -> dict[str, Any]:
         """Run one episode and return its ``to_dict()`` record."""
-        trajectory = self.loop.run_until_complete(self.runner.run_episode(spec))
+        trajectory = self.loop.call(self.runner.run_episode(spec))
         return trajectory.to_dict()
 
     def close(self) -> None:
@@ -99,12 +100,12 @@ class EpisodeActor:
         close = getattr(self.policy, "close", None)
         try:
             if inspect.iscoroutinefunction(aclose):
-                self.loop.run_until_complete(aclose())
+                self.loop.call(aclose(), timeout=CLOSE_TIMEOUT_S)
             elif callable(close):
                 close()
         except Exception:  # noqa: BLE001 - releasing connections is best effort
             logger.debug("closing the policy failed", exc_info=True)
-        self.loop.close()
+        self.loop.stop()
 
 
 async def collect_ray(
