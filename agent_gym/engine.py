@@ -423,7 +423,7 @@ class GymEngineWrapper(BaseEngineWrapper):
 
     def generate_agent_trajectories(self, tasks: list[dict[str, Any]]) -> list[Trajectory]:
         """Blocking version of :meth:`generate_agent_trajectories_async` (works inside a running loop too)."""
-        from agent_gym.rollout.sync import run_sync
+        from agent_gym.utils.runtime import run_sync
 
         return run_sync(lambda: self.generate_agent_trajectories_async(tasks), release=[self.policy])
 
@@ -433,7 +433,7 @@ class GymEngineWrapper(BaseEngineWrapper):
         if callable(close):
             result = close()
             if asyncio.iscoroutine(result):
-                from agent_gym.rollout.sync import run_sync
+                from agent_gym.utils.runtime import run_sync
 
                 run_sync(lambda: result)
         self.policy = None

@@ -255,7 +255,7 @@ def _run_async(coro: Any) -> Any:
     """``asyncio.run(coro)``, its result handed back outside the main task.
 
     On Python 3.11 ``asyncio.run`` ends by formatting the repr of the main task's result (see
-    ``agent_gym.rollout.sync.run_sync``): a list of trajectories would cost tens of milliseconds.
+    ``agent_gym.utils.runtime.run_sync``): a list of trajectories would cost tens of milliseconds.
     """
     box: list[Any] = []
 

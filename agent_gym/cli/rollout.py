@@ -365,7 +365,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
     from agent_gym.envs import register_envs
     from agent_gym.export import TrajectoryWriter
     from agent_gym.rollout import collect_async
-    from agent_gym.rollout.sync import run_sync
+    from agent_gym.utils.runtime import run_sync
 
     register_envs()
     if args.env_id not in gym.registry:

@@ -264,7 +264,7 @@ class RolloutFunction:
     def _run(self, prompts: list[Any], trainer: Any) -> dict[str, list]:
         from agent_gym.rollout import plan_episodes
         from agent_gym.rollout.collection import warn_if_truncated
-        from agent_gym.rollout.sync import run_sync
+        from agent_gym.utils.runtime import run_sync
 
         resolved = [self._resolve(i, prompt) for i, prompt in enumerate(prompts)]
         runnable = [i for i, (_, problem) in enumerate(resolved) if problem is None]

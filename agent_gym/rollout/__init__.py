@@ -23,7 +23,6 @@ those above it):
 * :mod:`~agent_gym.rollout.runner`: :class:`~agent_gym.rollout.runner.EpisodeRunner`, episodes on
   this process with envs and threads kept from one episode to the next;
 * :mod:`~agent_gym.rollout.ray_backend`: episodes in Ray actors (imported on demand);
-* :mod:`~agent_gym.rollout.sync`: :func:`~agent_gym.rollout.sync.run_sync`, a coroutine run from synchronous code;
 * :mod:`~agent_gym.rollout.collection`: :func:`collect` and :func:`collect_async`;
 * :mod:`~agent_gym.rollout.stream`: :class:`~agent_gym.rollout.stream.RolloutStream`, episodes running across
   weight updates, groups handed out as they finish.

@@ -25,8 +25,8 @@ from agent_gym.rollout.long_tail import LongTail, LongTailGate
 from agent_gym.rollout.options import OPTION_DEFAULTS, RolloutOptions, explicit_changes
 from agent_gym.rollout.planning import plan_episodes
 from agent_gym.rollout.runner import EpisodeRunner
-from agent_gym.rollout.sync import run_sync
 from agent_gym.types import StepTrajectory
+from agent_gym.utils.runtime import run_sync
 
 __all__ = ["collect", "collect_async", "warn_if_truncated"]
 

@@ -16,6 +16,8 @@
   Docker command output use it.
 * :func:`run_blocking` - a blocking call awaited off the event loop (on a bounded pool), so a
   server's loop keeps answering meanwhile.
+* :func:`run_sync` - a coroutine run to completion from synchronous code, also where an event
+  loop is already running (Jupyter, async frameworks).
 """
 
 from __future__ import annotations
@@ -23,17 +25,18 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import inspect
 import logging
 import os
 import queue
 import threading
 import weakref
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from agent_gym.errors import CallTimeoutError
 
-__all__ = ["LoopThread", "WorkerPool", "call_outcome", "call_with_timeout", "run_blocking"]
+__all__ = ["LoopThread", "WorkerPool", "call_outcome", "call_with_timeout", "run_blocking", "run_sync"]
 
 logger = logging.getLogger(__name__)
 
@@ -190,20 +193,20 @@ class LoopThread:
             here.call_soon_threadsafe(items.put_nowait, ("end", None))
 
         future = self.submit(pump())
+        ended = False
         try:
             while True:
                 kind, value = await items.get()
                 if kind == "item":
                     yield value
-                elif kind == "error":
+                    continue
+                ended = True  # the pump is returning on its own: nothing to cancel
+                if kind == "error":
                     raise value
-                else:
-                    return
+                return
         finally:
-            if not future.done():
+            if not ended:  # left early (closed, or this task cancelled): stop the pump there
                 future.cancel()
-                with contextlib.suppress(Exception):
-                    await asyncio.wrap_future(future)
 
     # ------------------------------------------------------------------ stopping
     def stop(self, *, wait: bool = True, timeout: float = STOP_TIMEOUT_S) -> bool:
@@ -445,3 +448,55 @@ async def run_blocking(fn: Callable[..., T], *args: Any) -> T:
     not wait for the pool at exit.
     """
     return await asyncio.wrap_future(_OFFLOAD.submit(fn, *args))
+
+
+# ---------------------------------------------------------------------------------------- run_sync
+
+
+def run_sync(factory: Callable[[], Awaitable[T]], *, release: Sequence[Any] = ()) -> T:
+    """Run the coroutine made by ``factory`` to completion from synchronous code.
+
+    Uses ``asyncio.run`` when this thread has no running event loop; inside a
+    running loop (Jupyter, async frameworks) the coroutine runs on a fresh loop
+    in a helper thread and this call blocks until it is done.
+
+    Args:
+        factory: Zero-argument callable returning the awaitable.
+        release: Objects whose ``aclose()`` coroutine (if any) releases what they
+            bound to the temporary loop (e.g. a policy's HTTP connections); it is
+            awaited before the loop closes.
+
+    Returns:
+        The awaitable's result.
+    """
+    # The result is handed back through ``box``, not as the main task's result: on
+    # Python 3.11, ``asyncio.run`` ends with ``signal.getsignal(SIGINT)``, which
+    # formats the repr of its SIGINT handler, a partial holding the main task, and
+    # so the repr of the task's result (e.g. every trajectory of a collect, tensors
+    # included): tens of milliseconds per call for nothing.
+    box: list[T] = []
+
+    async def main() -> None:
+        box.append(await _await(factory, release))
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        asyncio.run(main())
+        return box[0]
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="agent-gym-collect") as executor:
+        executor.submit(lambda: asyncio.run(main())).result()
+    return box[0]
+
+
+async def _await(factory: Callable[[], Awaitable[T]], release: Sequence[Any]) -> T:
+    try:
+        return await factory()
+    finally:
+        for obj in release:
+            aclose = getattr(obj, "aclose", None)
+            if inspect.iscoroutinefunction(aclose):
+                try:
+                    await aclose()
+                except Exception:  # noqa: BLE001 - releasing loop-bound resources is best effort
+                    logger.debug("aclose() failed", exc_info=True)

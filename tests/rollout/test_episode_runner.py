@@ -11,8 +11,8 @@ from rollout_fakes import CrashingTool, ScriptedPolicy, make_add_env, make_tasks
 
 from agent_gym.rollout import EpisodeRunner, RolloutStream, plan_episodes
 from agent_gym.rollout.episode import ActCall, EndEpisode, ResetCall, StepCall, TurnCall, drive, episode_loop
-from agent_gym.rollout.sync import run_sync
 from agent_gym.types import EpisodeStatus
+from agent_gym.utils.runtime import run_sync
 
 
 class _Counting:

@@ -10,8 +10,8 @@ from agent_gym.rollout import RolloutOptions, collect, collect_async
 from agent_gym.rollout.options import OPTION_DEFAULTS, OptionDefault, explicit_changes
 from agent_gym.rollout.planning import plan_episodes
 from agent_gym.rollout.runner import EpisodeRunner
-from agent_gym.rollout.sync import run_sync
 from agent_gym.types import EpisodeStatus
+from agent_gym.utils.runtime import run_sync
 
 
 def test_defaults_and_overrides():

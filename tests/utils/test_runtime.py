@@ -14,7 +14,7 @@ import time
 import pytest
 
 from agent_gym.errors import CallTimeoutError
-from agent_gym.utils.runtime import LoopThread, WorkerPool, call_outcome, call_with_timeout, run_blocking
+from agent_gym.utils.runtime import LoopThread, WorkerPool, call_outcome, call_with_timeout, run_blocking, run_sync
 
 
 # ------------------------------------------------------------------------------------------- LoopThread
@@ -207,3 +207,37 @@ def test_run_blocking_runs_on_the_offload_pool():
         return await run_blocking(lambda: threading.current_thread().name)
 
     assert asyncio.run(main()).startswith("agent-gym-offload-")
+
+
+def test_run_sync_with_and_without_a_running_loop():
+    assert run_sync(lambda: asyncio.sleep(0, result=3)) == 3
+
+    async def inside_a_running_loop() -> int:
+        return run_sync(lambda: asyncio.sleep(0, result=7))
+
+    assert asyncio.run(inside_a_running_loop()) == 7
+
+
+def test_iterate_closed_early_stops_the_iteration_there():
+    runner = LoopThread("test-early")
+    stopped = threading.Event()
+
+    async def endless():
+        try:
+            i = 0
+            while True:
+                await asyncio.sleep(0.001)
+                yield i
+                i += 1
+        finally:
+            stopped.set()
+
+    async def main() -> int:
+        items = runner.iterate(endless)
+        first = await items.__anext__()
+        await items.aclose()
+        return first
+
+    assert asyncio.run(main()) == 0
+    assert stopped.wait(5)
+    runner.stop()
