@@ -365,7 +365,10 @@ class AgentGymGenerator:
         reserved = {"tasks", "num_episodes", "samples_per_task", "seed"} & set(collect_options)
         if reserved:
             raise TypeError(f"collect_options: the generator sets {sorted(reserved)} itself")
-        RolloutOptions(**{"progress": False, **collect_options})  # unknown keywords and bad values fail here
+        checked = RolloutOptions(**{"progress": False, **collect_options})  # unknown keywords and bad values fail here
+        if checked.backend != "local":
+            raise ConfigError(f"collect_options: backend={checked.backend!r} is not supported; the generator runs "
+                              "its episodes on its own local EpisodeRunner")
         self.policy = policy
         self.env = _check_env_id(env) if env is not None else None
         self.multi_segment = multi_segment

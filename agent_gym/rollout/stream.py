@@ -164,9 +164,11 @@ class RolloutStream:
             self.gate = LongTailGate(long_tail, release=self._hold)
             self.collect_kwargs["long_tail"] = self.gate
         given = dict(self.collect_kwargs)
-        self.runner = EpisodeRunner(env, policy, RolloutOptions.build(given.pop("options", None),
-                                                                      where="RolloutStream", **given),
-                                    threads=concurrency + samples_per_task)
+        options = RolloutOptions.build(given.pop("options", None), where="RolloutStream", **given)
+        if options.backend != "local":
+            raise ConfigError(f"RolloutStream: backend={options.backend!r} is not supported; a stream runs its "
+                              "groups on its own local EpisodeRunner (use collect(..., backend='ray') for Ray)")
+        self.runner = EpisodeRunner(env, policy, options, threads=concurrency + samples_per_task)
         client = getattr(policy, "client", None)
         self.servers = list(servers if servers is not None else getattr(client, "server_addresses", []) or [])
         # the policy's client makes update_weights' calls (any other policy: one for ``servers``)

@@ -71,6 +71,8 @@ def test_close_in_the_middle_cancels_the_running_episodes(fake_server, qwen_toke
 def test_options_are_checked(qwen_tokenizer):
     with pytest.raises(ConfigError, match="stale"):
         RolloutStream(ENV_ID, None, [], stale="keep")
+    with pytest.raises(ConfigError, match="backend='ray' is not supported"):  # a stream runs on its local runner
+        RolloutStream(ENV_ID, None, [], backend="ray")
 
 
 class _SlowResetFor(gym.Wrapper):
