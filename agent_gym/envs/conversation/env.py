@@ -22,7 +22,7 @@ from agent_gym.envs.conversation.state import (
 )
 from agent_gym.envs.conversation.tasks import builtin_tasks, check_task, load_tasks, visible_methods
 from agent_gym.envs.conversation.users import DEFAULT_STOP_MARKER, SimulatedUser
-from agent_gym.parsers import ParsedResponse, ToolCall, ToolCallParser, format_tool_call
+from agent_gym.parsers import ParsedResponse, ResponseParser, ToolCall, format_tool_call
 from agent_gym.rewards import RewardConfig
 from agent_gym.tools import (
     DEFAULT_MAX_OUTPUT_CHARS,
@@ -167,7 +167,7 @@ class ConversationEnv(AgentEnv):
         tools_in_prompt: bool = False,
         system_prompt: str | None = None,
         rewards: RewardConfig | Mapping[str, float] | None = None,
-        parser: ToolCallParser | str | None = None,
+        parser: ResponseParser | str | None = None,
         tool_parser: str | None = None,
         reasoning_parser: str | None = None,
         tool_time_limit: float | None = DEFAULT_TIME_LIMIT,

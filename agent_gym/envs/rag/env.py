@@ -13,7 +13,7 @@ from agent_gym.envs.rag.remote import RemoteRetriever, RetrieverError
 from agent_gym.envs.rag.retrieval import Retriever
 from agent_gym.envs.rag.tasks import builtin_corpus_path, builtin_tasks, load_tasks
 from agent_gym.grading import exact_match, token_f1
-from agent_gym.parsers import ParsedResponse, ToolCallParser
+from agent_gym.parsers import ParsedResponse, ResponseParser
 from agent_gym.rewards import RewardConfig
 from agent_gym.tools import DEFAULT_TIME_LIMIT, Tool, ToolResult, as_tool
 
@@ -279,7 +279,7 @@ class RAGEnv(AgentEnv):
         tools_in_prompt: bool = False,
         system_prompt: str | None = None,
         rewards: RewardConfig | Mapping[str, float] | None = None,
-        parser: ToolCallParser | str | None = None,
+        parser: ResponseParser | str | None = None,
         tool_parser: str | None = None,
         reasoning_parser: str | None = None,
         tool_time_limit: float | None = DEFAULT_TIME_LIMIT,

@@ -16,7 +16,7 @@ from agent_gym.envs.swe.grading import DEFAULT_MAX_PATCH_BYTES, GIT_ENV, REWARD_
 from agent_gym.envs.swe.repo import Snapshot, snapshot_for
 from agent_gym.envs.swe.tasks import SPLITS, normalize_task, shipped_tasks
 from agent_gym.errors import SandboxError
-from agent_gym.parsers import ToolCallParser
+from agent_gym.parsers import ResponseParser
 from agent_gym.rewards import RewardConfig
 from agent_gym.sandbox import LocalSandbox, SandboxLimits
 from agent_gym.sandbox.cgroup import cgroup_unavailable_reason
@@ -214,7 +214,7 @@ class SWEEnv(AgentEnv):
         tools_in_prompt: bool = False,
         system_prompt: str | None = None,
         rewards: RewardConfig | Mapping[str, float] | None = None,
-        parser: ToolCallParser | str | None = None,
+        parser: ResponseParser | str | None = None,
         tool_parser: str | None = None,
         reasoning_parser: str | None = None,
         tool_time_limit: float | None = DEFAULT_TIME_LIMIT,

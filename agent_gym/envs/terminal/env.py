@@ -14,7 +14,7 @@ from agent_gym.envs.terminal.loader import builtin_tasks, find_task_dirs, load_t
 from agent_gym.envs.terminal.runner import run_tests_on
 from agent_gym.envs.terminal.sandboxes import BACKENDS, SandboxSpec, open_task_sandbox, select_backend
 from agent_gym.errors import ConfigError
-from agent_gym.parsers import ToolCallParser
+from agent_gym.parsers import ResponseParser
 from agent_gym.rewards import RewardConfig
 from agent_gym.sandbox import LocalSandbox, SandboxError, SandboxLimits
 from agent_gym.sandbox.local import sandbox_base_env
@@ -165,7 +165,7 @@ class TerminalEnv(AgentEnv):
         tools_in_prompt: bool = False,
         system_prompt: str | None = None,
         rewards: RewardConfig | Mapping[str, float] | None = None,
-        parser: ToolCallParser | str | None = None,
+        parser: ResponseParser | str | None = None,
         tool_parser: str | None = None,
         reasoning_parser: str | None = None,
         tool_time_limit: float | None = DEFAULT_TIME_LIMIT,
