@@ -17,7 +17,7 @@ import gymnasium as gym
 
 from agent_gym.checks import check_bool, check_choice, check_int, check_timeout
 from agent_gym.episode_tools import EpisodeToolsMixin
-from agent_gym.errors import ConfigError
+from agent_gym.errors import ConfigError, ToolErrorKind
 from agent_gym.grading import normalize_text
 from agent_gym.parsers import (
     ParsedResponse,
@@ -25,7 +25,6 @@ from agent_gym.parsers import (
     ToolCall,
     ToolCallParser,
     as_parser,
-    format_tool_call,
     make_parser,
 )
 from agent_gym.parsers.instructions import adapt_prompt, describe_tools_for, no_action_error, nudge_text
@@ -33,17 +32,10 @@ from agent_gym.rewards import RewardConfig
 from agent_gym.spaces import DEFAULT_ROLES, AssistantMessageSpace, ConversationSpace
 from agent_gym.tasks import checked_task_list, choose_task, copy_task, validate_task
 from agent_gym.tool_calls import ToolBox, call_key, run_tool_calls
-from agent_gym.tools import (
-    DEFAULT_MAX_OUTPUT_CHARS,
-    DEFAULT_TIME_LIMIT,
-    Tool,
-    ToolErrorKind,
-    ToolResult,
-    skipped_call_result,
-)
+from agent_gym.tools import DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_TIME_LIMIT, Tool, ToolResult, skipped_call_result
 from agent_gym.types import FINISH_REASON_STATUS, Action, EpisodeStatus, FinishReason, Observation, PolicyOutput
 
-__all__ = ["Action", "AgentEnv", "Observation", "RewardConfig", "format_tool_call", "normalize_text", "validate_task"]
+__all__ = ["AgentEnv"]
 
 class AgentEnv(EpisodeToolsMixin, gym.Env[Observation, Action]):
     """A multi-turn tool-using conversation with a task to solve: the base of every agent_gym env.

@@ -36,9 +36,7 @@ __all__ = [
     "MAX_RESPONSE_LENGTH",
     "MAX_STEPS",
     "BaseEngineWrapper",
-    "CompletionsFn",
     "GymEngineWrapper",
-    "split_segments",
     "training_records",
     "validate_server_address",
 ]

@@ -33,12 +33,11 @@ from typing import Any
 
 from agent_gym.checks import check_int
 from agent_gym.integrations.contract import RewardAssignment
-from agent_gym.integrations.slime_samples import SLIME_STATUS, slime_fields
+from agent_gym.integrations.slime_samples import slime_fields
 from agent_gym.segments import split_segments
 from agent_gym.types import METRIC_KEYS, StepTrajectory, Trajectory
 
 __all__ = [
-    "SLIME_STATUS",
     "TrajectoryWriter",
     "iter_jsonl",
     "read_jsonl",

@@ -12,9 +12,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from agent_gym.parsers import format_tool_call  # the inverse of the parser; importable here too
-
-__all__ = ["checked_task_list", "choose_task", "copy_task", "format_tool_call", "validate_task"]
+__all__ = ["checked_task_list", "choose_task", "copy_task", "validate_task"]
 
 
 def validate_task(task: Any, where: str = "task") -> dict[str, Any]:

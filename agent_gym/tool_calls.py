@@ -18,9 +18,10 @@ from typing import Any
 
 import orjson
 
+from agent_gym.errors import ToolErrorKind
 from agent_gym.parsers import ParsedResponse, ToolCall
 from agent_gym.rewards import RewardConfig
-from agent_gym.tools import Tool, ToolErrorKind, ToolResult, as_tool, unknown_tool_result
+from agent_gym.tools import Tool, ToolResult, as_tool, unknown_tool_result
 
 __all__ = ["NO_ACTION_ERROR", "NUDGE", "ToolBox", "call_key", "convert_tools", "run_tool_calls"]
 

@@ -52,7 +52,7 @@ TOOL_RESULT = '{"result": 8.857142857142858, "elapsed_ms": 0.02, "note": "comput
 
 
 def start_fake_server(model_dir: str, fake_tokens: int) -> tuple[subprocess.Popen, str]:
-    """Start ``python -m agent_gym.server --fake-tokens N`` and wait until it is healthy."""
+    """Start ``python -m agent_gym.reference_server --fake-tokens N`` and wait until it is healthy."""
     return start_reference_server(["--model", model_dir, "--fake-tokens", str(fake_tokens), "--max-model-len", "32768"])
 
 

@@ -26,8 +26,8 @@ from io import BytesIO
 
 from agent_gym.envs.swe import SWEEnv
 from agent_gym.envs.swe.env import oracle_solution
-from agent_gym.envs.swe.grading import GIT_ENV
 from agent_gym.envs.swe.repo import snapshot_for
+from agent_gym.envs.swe.runs import GIT_ENV
 from agent_gym.envs.swe.tasks import shipped_tasks
 from agent_gym.parsers import format_tool_call
 from agent_gym.rollout import collect

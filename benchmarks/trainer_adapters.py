@@ -102,7 +102,8 @@ def bench_trl(repeats: int = 7, episodes: int = 64, grpo_steps: int = 3) -> dict
 
     import gymnasium as gym
 
-    from agent_gym.integrations.trl import rollout_func, task_prompt
+    from agent_gym.integrations.trl import rollout_func
+    from agent_gym.integrations.trl_data import task_prompt
 
     env = gym.make(ENV)
     tasks = [t for t in env.unwrapped.tasks if t["family"] == "arithmetic"][: episodes // 2]
@@ -168,7 +169,8 @@ def _grpo_step(steps: int) -> dict[str, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from agent_gym.integrations.trl import episode_reward, rollout_func, task_dataset
+    from agent_gym.integrations.trl import rollout_func
+    from agent_gym.integrations.trl_data import episode_reward, task_dataset
     from agent_gym.models import default_model_path
 
     env = gym.make(ENV)

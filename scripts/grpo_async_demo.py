@@ -4,7 +4,7 @@ A :class:`~agent_gym.rollout.stream.RolloutStream` keeps episodes running agains
 dev mode while the trainer takes finished groups, takes one truncated-importance-sampling (TIS) step,
 saves a checkpoint and has the server reload it (see ``docs/async_rollouts.md``). ``--compare`` plots
 several runs' records on one axes. The synchronous demo's helpers (rewards, advantages, re-scoring,
-plots) come from ``train_grpo_demo.py`` beside this file.
+plots) come from ``grpo_common.py`` beside this file.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 _SCRIPTS = str(Path(__file__).resolve().parent)
-if _SCRIPTS not in sys.path:  # imports train_grpo_demo.py beside this file
+if _SCRIPTS not in sys.path:  # imports grpo_common.py beside this file
     sys.path.insert(0, _SCRIPTS)
 
-from train_grpo_demo import (  # noqa: E402 - a sibling script
+from grpo_common import (  # noqa: E402 - beside this file
     episode_reward,
     grpo_advantages,
     plot_rewards,

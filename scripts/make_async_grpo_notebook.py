@@ -40,7 +40,7 @@ cells = [
          "from agent_gym.rollout.stream import RolloutStream\n\n"
          "sys.path.insert(0, str(Path.cwd().parent / \"scripts\"))  # the script twin's helpers\n"
          "from grpo_async_demo import TIS_CLIP, start_dev_server, task_rounds, tis_policy_gradient_step\n"
-         "from train_grpo_demo import episode_reward, grpo_advantages\n\n"
+         "from grpo_common import episode_reward, grpo_advantages\n\n"
          "FAMILY = \"lookup\"\n"
          "ITERATIONS = 2         # the committed comparison runs 12\n"
          "TASKS_PER_ITERATION = 4\n"

@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import math
 import random
 import sys
 import time
@@ -46,118 +45,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["episode_reward", "grpo_advantages", "main", "plot_rewards", "policy_gradient_step", "rescore_error", "run",
-           "run_solver_judge", "sequence_logprobs", "worst_family"]
-
 _SCRIPTS = str(Path(__file__).resolve().parent)
-if _SCRIPTS not in sys.path:  # imports the sibling grpo_async_demo.py (--async, --compare)
+if _SCRIPTS not in sys.path:  # imports grpo_common.py and grpo_async_demo.py (--async, --compare) beside this file
     sys.path.insert(0, _SCRIPTS)
 
-#: What an episode earns: ``answer`` is the answer's correctness alone (``res_reward``, 0 or 1);
-#: ``total`` is the environment's whole return (``trajectory_reward``: the answer plus +0.1 per
-#: successful tool call and -0.1 per failed one, within the episode's shaping budget: see RewardConfig).
-REWARDS = ("answer", "total")
+from grpo_common import (  # noqa: E402 - beside this file
+    REWARDS,
+    episode_reward,
+    grpo_advantages,
+    plot_rewards,
+    policy_gradient_step,
+    rescore_error,
+    worst_family,
+)
 
-
-def episode_reward(trajectory: Any, reward: str = "answer") -> float:
-    """The training reward of one episode (see :data:`REWARDS`)."""
-    if reward == "answer":
-        return float(trajectory.metrics.get("res_reward", 0.0))
-    if reward == "total":
-        return float(trajectory.trajectory_reward)
-    raise ValueError(f"reward: expected one of {REWARDS}, got {reward!r}")
-
-
-def grpo_advantages(rewards: Sequence[float], groups: Sequence[str]) -> list[float]:
-    """Group-normalised advantages: ``(r - mean(group)) / (std(group) + 1e-4)``."""
-    by_group: dict[str, list[float]] = {}
-    for r, g in zip(rewards, groups, strict=True):
-        by_group.setdefault(g, []).append(float(r))
-    stats = {}
-    for g, values in by_group.items():
-        mean = sum(values) / len(values)
-        std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
-        stats[g] = (mean, std)
-    return [(float(r) - stats[g][0]) / (stats[g][1] + 1e-4) for r, g in zip(rewards, groups, strict=True)]
-
-
-def sequence_logprobs(model: Any, trajectory: Any) -> tuple[Any, Any, Any]:
-    """Trainer logprobs of the sampled ids of a trajectory's first segment, its mask and rollout logprobs."""
-    import torch
-
-    prompt = trajectory.prompt_tokens.long()
-    response = trajectory.response_tokens.long()
-    ids = torch.cat([prompt, response])[None]
-    logits = model(input_ids=ids).logits[0, len(prompt) - 1 : -1].float()
-    logp = torch.log_softmax(logits, dim=-1).gather(1, response[:, None])[:, 0]
-    mask = trajectory.response_masks.float()
-    old = torch.as_tensor(trajectory.response_logprobs, dtype=torch.float32)
-    return logp, mask, old
-
-
-def policy_gradient_step(
-    model: Any, optimizer: Any, trajectories: Sequence[Any], advantages: Sequence[float], *, clip: float = 0.2,
-) -> dict[str, float]:
-    """One clipped policy-gradient step over ``trajectories``; returns loss and ratio statistics.
-
-    The loss is the token-mean of ``-min(ratio * A, clip(ratio) * A)`` over sampled ids.
-    ``max_ratio_error`` is the largest ``|ratio - 1|`` seen, before the step.
-    """
-    import torch
-
-    model.train()
-    optimizer.zero_grad(set_to_none=True)
-    total_tokens = sum(float(t.response_masks.sum()) for t in trajectories)
-    loss_sum = 0.0
-    max_err = 0.0
-    for t, adv in zip(trajectories, advantages, strict=True):
-        logp, mask, old = sequence_logprobs(model, t)
-        ratio = torch.exp(logp - old)
-        max_err = max(max_err, float(((ratio.detach() - 1).abs() * mask).max()))
-        unclipped = ratio * adv
-        clipped = torch.clamp(ratio, 1 - clip, 1 + clip) * adv
-        loss = -(torch.minimum(unclipped, clipped) * mask).sum() / max(total_tokens, 1.0)
-        loss.backward()
-        loss_sum += float(loss.detach())
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    optimizer.step()
-    model.eval()
-    return {"loss": loss_sum, "max_ratio_error": max_err}
-
-
-def rescore_error(policy: Any, trainer: Any, task: dict[str, Any]) -> float:
-    """Sample one turn with the policy and return the largest |policy logprob - trainer logprob|.
-
-    Zero (up to float error) shows the policy samples from the weights the trainer pushed.
-    """
-    import gymnasium as gym
-    import torch
-
-    env = gym.make("agent_gym/ToolUse-v0")
-    obs, info = env.reset(seed=0, options={"task": task})
-    env.close()
-    out = policy.act(obs, session_id="rescore-check", tools=info["tools"])
-    policy.close_session("rescore-check")
-    ids = torch.tensor([list(out.prompt_token_ids) + list(out.token_ids)])
-    with torch.no_grad():
-        logits = trainer(input_ids=ids).logits[0, len(out.prompt_token_ids) - 1 : -1].float()
-    logp = torch.log_softmax(logits, dim=-1).gather(1, torch.tensor(out.token_ids)[:, None])[:, 0]
-    return float((logp - torch.tensor(out.logprobs)).abs().max())
-
-
-def worst_family(policy: Any, per_family: int = 8, seed: int = 0) -> str:
-    """The ToolUse family with the lowest success of ``policy`` on training-distribution tasks."""
-    from agent_gym import collect
-    from agent_gym.envs.tool_use.tasks import TASK_FAMILIES
-    from agent_gym.models.tiny_agent_data import training_tasks
-
-    tasks = [t for t in training_tasks([900 + seed], per_family=per_family)]
-    trajectories = collect("agent_gym/ToolUse-v0", policy, tasks=tasks, n_parallel=8, progress=False, max_steps=6)
-    success = {f: [] for f in TASK_FAMILIES}
-    for t in trajectories:
-        success[t.task["family"]].append(float(t.metrics["res_reward"]) > 0)
-    return min(TASK_FAMILIES, key=lambda f: sum(success[f]) / max(1, len(success[f])))
-
+__all__ = ["main", "run", "run_solver_judge"]
 
 def run(
     *,
@@ -336,28 +238,6 @@ def run_solver_judge(
         (out_dir / "rewards.json").write_text(json.dumps(record, indent=2) + "\n")
     return record
 
-
-def plot_rewards(record: dict[str, Any], path: str | Path) -> Path | None:
-    """Plot mean reward and success per iteration to ``path`` (None when matplotlib is missing)."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed (pip install agent_gym[report]): no plot", file=sys.stderr)
-        return None
-    its = [r["iteration"] for r in record["iterations"]]
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot(its, [r["mean_reward"] for r in record["iterations"]], marker="o", label="mean reward")
-    ax.plot(its, [r["success"] for r in record["iterations"]], marker=".", linestyle="--", label="success rate")
-    ax.set_xlabel("iteration")
-    ax.set_title(f"GRPO on ToolUse-v0 ({record['family']}), embedded tiny agent")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return Path(path)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

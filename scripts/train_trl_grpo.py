@@ -94,7 +94,8 @@ def train(*, family: str = "lookup", steps: int = 4, pool: int = 8, tasks_per_st
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from agent_gym.integrations.trl import episode_reward, metric_reward, rollout_func, task_dataset
+    from agent_gym.integrations.trl import rollout_func
+    from agent_gym.integrations.trl_data import episode_reward, metric_reward, task_dataset
     from agent_gym.models import default_model_path
 
     if reward not in REWARDS:

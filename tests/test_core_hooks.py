@@ -6,9 +6,10 @@ from typing import Any
 
 import pytest
 
-from agent_gym.core import AgentEnv, format_tool_call
+from agent_gym.core import AgentEnv
 from agent_gym.errors import ConfigError
 from agent_gym.parsers import ParsedResponse, ToolCall
+from agent_gym.parsers.hermes import format_tool_call
 from agent_gym.tools import ToolResult, skipped_call_result
 from agent_gym.types import EpisodeStatus, PolicyOutput
 

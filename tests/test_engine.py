@@ -163,8 +163,7 @@ def _two_segment_episode():
 
 
 def test_split_segments_one_record_per_segment():
-    from agent_gym.engine import split_segments
-    from agent_gym.segments import trajectory_segments
+    from agent_gym.segments import split_segments, trajectory_segments
 
     episode = _two_segment_episode()
     single = Trajectory(prompt_tokens=[1], response_tokens=[2], response_masks=[1])

@@ -10,7 +10,8 @@ from typing import Any
 import gymnasium as gym
 import pytest
 
-from agent_gym.core import AgentEnv, format_tool_call
+from agent_gym.core import AgentEnv
+from agent_gym.parsers.hermes import format_tool_call
 
 ENV_ID = "agent_gym_tests/Notebook-v0"
 

@@ -76,15 +76,3 @@ def test_deterministic_random_is_reproducible():
     assert copy.randint(0, 10**9) == rng.randint(0, 10**9)
     with pytest.raises(ValueError, match="non-empty"):
         rng.choice([])
-
-
-def test_old_import_paths_name_the_same_objects():
-    import agent_gym.envs.generation as old_generation
-    import agent_gym.envs.grading as old_grading
-    import agent_gym.generation as generation
-    import agent_gym.grading as grading
-
-    for name in grading.__all__:
-        assert getattr(old_grading, name) is getattr(grading, name)
-    assert set(old_grading.__all__) == set(grading.__all__)
-    assert old_generation.DeterministicRandom is generation.DeterministicRandom

@@ -244,7 +244,7 @@ def test_import_registers_every_env_id():
 
 # Entry points (importing them runs the command) and the sandbox driver (run inside the sandbox,
 # never imported by the host) export nothing.
-NO_ALL_NEEDED = {"agent_gym.__main__", "agent_gym.server.__main__", "agent_gym.sandbox._driver"}
+NO_ALL_NEEDED = {"agent_gym.__main__", "agent_gym.sandbox._driver"}
 
 
 def _package_modules() -> dict[str, Path]:

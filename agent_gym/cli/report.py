@@ -46,8 +46,8 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
         is missing (the tables are printed first); 2 on unreadable input or bad arguments.
     """
     out = stdout or sys.stdout
-    from agent_gym.errors import MissingExtraError
-    from agent_gym.report import ReportInputError, load_report
+    from agent_gym.errors import MissingExtraError, ReportInputError
+    from agent_gym.report import load_report
 
     if args.dpi < 10:
         print(f"agent-gym report: --dpi: expected an int >= 10, got {args.dpi}", file=sys.stderr)

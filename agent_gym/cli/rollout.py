@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from agent_gym.errors import ConfigError
+from agent_gym.inference.logits import LOGPROBS_MODES
 from agent_gym.parsers import parser_line, parser_names
-from agent_gym.policy.sampling import LOGPROBS_MODES
 from agent_gym.types import EpisodeStatus, StepTrajectory
 
 __all__ = ["StopOnSignal", "add_parser", "build_policy", "build_sampling", "format_summary", "run", "sampling_text",

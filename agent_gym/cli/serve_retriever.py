@@ -63,10 +63,10 @@ def build_app(retriever: Any, corpus: Any, *, max_batch: int, token: str | None,
 
 def run(args: argparse.Namespace) -> int:
     """Build (or load from the cache) the index and serve it until SIGINT/SIGTERM; returns the exit code."""
-    from agent_gym.envs.rag.corpus import CorpusError, load_corpus
+    from agent_gym.envs.rag.corpus import load_corpus
     from agent_gym.envs.rag.env import make_retriever
     from agent_gym.envs.rag.tasks import builtin_corpus_path
-    from agent_gym.errors import MissingExtraError
+    from agent_gym.errors import CorpusError, MissingExtraError
     from agent_gym.serving.auth import resolve_token
     from agent_gym.serving.runner import run_server
 

@@ -54,13 +54,14 @@ never saw (the rewritten prompt is not the earlier conversation), so the logprob
 the earlier segments are not trained on (``episode_segments`` says how many there were). Use an
 adapter with per-segment samples (slime, SkyRL step-wise) to train on every segment.
 
-:func:`environment_factory` (in :mod:`agent_gym.integrations.trl_environment`) is the other route:
-TRL's own tool loop, with an env's tools as methods. The dataset and reward helpers live in
-:mod:`agent_gym.integrations.trl_data`; every public name is importable from this module.
+:func:`~agent_gym.integrations.trl_environment.environment_factory` is the other route: TRL's own
+tool loop, with an env's tools as methods. The dataset and reward helpers live in
+:mod:`agent_gym.integrations.trl_data`.
 
 Example:
     >>> from trl import GRPOConfig, GRPOTrainer  # doctest: +SKIP
-    >>> from agent_gym.integrations.trl import episode_reward, rollout_func, task_dataset  # doctest: +SKIP
+    >>> from agent_gym.integrations.trl import rollout_func  # doctest: +SKIP
+    >>> from agent_gym.integrations.trl_data import episode_reward, task_dataset  # doctest: +SKIP
     >>> trainer = GRPOTrainer(model=model, processing_class=tokenizer, args=GRPOConfig(...),
     ...                       train_dataset=task_dataset("agent_gym/ToolUse-v0"),
     ...                       reward_funcs=episode_reward,
@@ -83,21 +84,12 @@ from agent_gym.integrations.contract import (
     own_segments,
     training_segments,
 )
-from agent_gym.integrations.trl_data import episode_reward, metric_reward, task_dataset, task_prompt
-from agent_gym.integrations.trl_environment import environment_dataset, environment_factory, masking_trainer
 from agent_gym.types import EpisodeStatus
 
 __all__ = [
     "RolloutFunction",
-    "environment_dataset",
-    "environment_factory",
-    "episode_reward",
     "episode_sample",
-    "masking_trainer",
-    "metric_reward",
     "rollout_func",
-    "task_dataset",
-    "task_prompt",
 ]
 
 _INVALID_TASK_ACTIONS = ("raise", "mask")
@@ -350,7 +342,7 @@ class RolloutFunction:
             raise ConfigError(f"prompts[{index}]: {text[:80]!r} is neither a task's JSON nor the id of a task of "
                               f"{self.env_id} or of tasks=")
         raise ConfigError(f"prompts[{index}]: expected a task (its dict, JSON or id), got {type(prompt).__name__}; "
-                          f"build the dataset with agent_gym.integrations.trl.task_dataset")
+                          f"build the dataset with agent_gym.integrations.trl_data.task_dataset")
 
     def _probe_env(self) -> Any:
         if self._probe is None:

@@ -56,22 +56,19 @@ from agent_gym.integrations.contract import (
     parse_task,
     training_segments,
 )
-from agent_gym.integrations.verl_advantage import ADVANTAGE_ESTIMATOR, grpo_advantages, register_advantage_estimator
+from agent_gym.integrations.verl_advantage import register_advantage_estimator
 from agent_gym.memory import MemoryConfig
 from agent_gym.policy import ChatTokenBuilder, SamplingParams, TokenPolicyBase
 from agent_gym.rollout import EpisodeRunner, RolloutOptions, plan_episodes
 from agent_gym.types import FinishReason, Message, PolicyOutput
 
 __all__ = [
-    "ADVANTAGE_ESTIMATOR",
     "AGENT_NAME",
     "AgentGymAgentLoop",  # noqa: F822 - built on first access by __getattr__ (verl imported then)
     "EpisodeSettings",
     "VerlServerPolicy",
     "agent_loop_fields",
     "finish_reason",
-    "grpo_advantages",
-    "register_advantage_estimator",
     "run_row",
     "settings_runner",
     "shared_builder",

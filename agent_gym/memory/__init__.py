@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_gym.errors import SummaryTimeoutError
 from agent_gym.memory.config import DEFAULT_SUMMARY_SYSTEM_PROMPT, MemoryConfig
 from agent_gym.memory.simple import MemorySimple
 from agent_gym.memory.summarizers import Summarizer
@@ -32,7 +31,6 @@ __all__ = [
     "MemorySimple",
     "MemorySummary",
     "Summarizer",
-    "SummaryTimeoutError",
     "memory_from_config",
 ]
 

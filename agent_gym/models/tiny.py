@@ -49,7 +49,7 @@ def build_tiny_model(
     """Build a tiny random-weight Qwen2-architecture causal LM and save it with its tokenizer.
 
     The directory is loadable with ``AutoModelForCausalLM.from_pretrained(path)`` and
-    ``AutoTokenizer.from_pretrained(path)`` and by ``python -m agent_gym.server --model path``.
+    ``AutoTokenizer.from_pretrained(path)`` and by ``python -m agent_gym.reference_server --model path``.
 
     Args:
         path: Output directory (created if needed).

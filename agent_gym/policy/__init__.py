@@ -16,14 +16,14 @@ from __future__ import annotations
 from agent_gym.policy.base import AsyncPolicyBase, Policy, TokenPolicyBase
 from agent_gym.policy.chat_tokens import ChatTokenBuilder
 from agent_gym.policy.client_options import ClientOptions
-from agent_gym.policy.sampling import LOGPROBS_MODES, SAMPLING_RANGES, SamplingParams
+from agent_gym.policy.sampling import SAMPLING_RANGES, SamplingParams
 from agent_gym.policy.transformers_policy import TransformersPolicy
+from agent_gym.policy.vllm_base import StreamEvent
 from agent_gym.policy.vllm_chat import VLLMChatPolicy
 from agent_gym.policy.vllm_client import VLLMClient
-from agent_gym.policy.vllm_policy import StreamEvent, VLLMPolicy
+from agent_gym.policy.vllm_policy import VLLMPolicy
 
 __all__ = [
-    "LOGPROBS_MODES",
     "SAMPLING_RANGES",
     "AsyncPolicyBase",
     "ChatTokenBuilder",

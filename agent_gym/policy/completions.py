@@ -13,9 +13,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from agent_gym.errors import ServerError
+from agent_gym.errors import PromptTooLong, ServerError
 from agent_gym.policy.vllm_client import VLLMClient
-from agent_gym.policy.vllm_protocol import PromptTooLong
 
 __all__ = ["CompletionsFn", "ServerCompletions"]
 

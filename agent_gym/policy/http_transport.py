@@ -28,8 +28,6 @@ __all__ = [
     "HttpReply",
     "HttpTransport",
     "SseReply",
-    "TransportFailure",
-    "TransportTimeout",
     "shared_ssl_context",
 ]
 

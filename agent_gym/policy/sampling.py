@@ -31,10 +31,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
-from agent_gym.inference.logits import LOGPROBS_MODES, check_logprobs_mode
+from agent_gym.inference.logits import check_logprobs_mode
 
-__all__ = ["DISTRIBUTION_FIELDS", "LOGPROBS_MODES", "SAMPLING_RANGES", "SamplingParams", "check_logprobs_mode",
-           "cut_at_stop_string", "turn_text"]
+__all__ = [
+    "DISTRIBUTION_FIELDS",
+    "SAMPLING_RANGES",
+    "SamplingParams",
+    "cut_at_stop_string",
+    "turn_text",
+]
 
 #: The sampling fields that change the distribution the ids are drawn from (recorded with
 #: every trajectory by :meth:`SamplingParams.record`).

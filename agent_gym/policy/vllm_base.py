@@ -18,13 +18,14 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from agent_gym.checks import check_int
+from agent_gym.errors import PromptTooLong
+from agent_gym.inference.logits import check_logprobs_mode
 from agent_gym.policy.base import TokenPolicyBase
 from agent_gym.policy.chat_tokens import ChatTokenBuilder
 from agent_gym.policy.client_options import ClientOptions
 from agent_gym.policy.completions import CompletionsFn, ServerCompletions
-from agent_gym.policy.sampling import SamplingParams, check_logprobs_mode
+from agent_gym.policy.sampling import SamplingParams
 from agent_gym.policy.vllm_client import VLLMClient
-from agent_gym.policy.vllm_protocol import PromptTooLong
 from agent_gym.types import Message, PolicyOutput
 
 __all__ = ["StreamEvent", "VLLMPolicyBase"]

@@ -27,11 +27,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from agent_gym.errors import PromptTooLong
 from agent_gym.parsers import ChatFamily, get_family
 from agent_gym.policy.chat_tokens import normalize_messages
 from agent_gym.policy.turn_resume import TurnResume, answer_versions
 from agent_gym.policy.vllm_base import VLLMPolicyBase
-from agent_gym.policy.vllm_protocol import PromptTooLong, map_finish_reason
+from agent_gym.policy.vllm_protocol import map_finish_reason
 from agent_gym.types import FinishReason, Message, PolicyOutput
 
 __all__ = ["VLLMChatPolicy"]

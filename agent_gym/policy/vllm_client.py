@@ -29,13 +29,20 @@ from typing import Any
 
 import orjson
 
-from agent_gym.errors import ServerError, StreamErrorEvent, StreamInterrupted
+from agent_gym.errors import (
+    PromptTooLong,
+    ServerError,
+    StreamErrorEvent,
+    StreamInterrupted,
+    TransportFailure,
+    TransportTimeout,
+)
 from agent_gym.policy.client_options import ClientOptions
-from agent_gym.policy.http_transport import HttpTransport, TransportFailure, TransportTimeout
+from agent_gym.policy.http_transport import HttpTransport
 from agent_gym.policy.routing import SessionRouter, normalize_address
-from agent_gym.policy.vllm_protocol import PromptTooLong, error_text, is_context_error
+from agent_gym.policy.vllm_protocol import error_text, is_context_error
 
-__all__ = ["ClientOptions", "LoopResources", "StreamInterrupted", "VLLMClient"]
+__all__ = ["LoopResources", "VLLMClient"]
 
 # Seconds the exit handler waits for a still-running loop to close its pool.
 _EXIT_CLOSE_TIMEOUT_S = 2.0

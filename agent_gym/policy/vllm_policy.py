@@ -35,21 +35,15 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, ClassVar
 
-from agent_gym.errors import ServerError
+from agent_gym.errors import PromptTooLong, ServerError, StreamInterrupted
 from agent_gym.policy.sampling import turn_text
 from agent_gym.policy.token_apis import TokenAPI, token_api
 from agent_gym.policy.turn_resume import ContinuedText, TurnResume, answer_versions, choice_versions
 from agent_gym.policy.vllm_base import StreamEvent, VLLMPolicyBase
-from agent_gym.policy.vllm_client import StreamInterrupted
-from agent_gym.policy.vllm_protocol import (
-    PromptTooLong,
-    is_context_error,
-    map_finish_reason,
-    parse_completion_choice,
-)
+from agent_gym.policy.vllm_protocol import is_context_error, map_finish_reason, parse_completion_choice
 from agent_gym.types import FinishReason, Message, PolicyOutput
 
-__all__ = ["StreamEvent", "VLLMPolicy"]
+__all__ = ["VLLMPolicy"]
 
 
 class VLLMPolicy(VLLMPolicyBase):

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_gym.errors import PromptTooLong
 from agent_gym.policy.http_transport import HttpReply
 from agent_gym.types import FinishReason
 
 __all__ = [
     "CONTEXT_ERROR",
     "CONTEXT_ERROR_PHRASES",
-    "PromptTooLong",
     "error_text",
     "is_context_error",
     "map_finish_reason",

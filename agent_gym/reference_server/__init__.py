@@ -1,9 +1,9 @@
 """Reference OpenAI-compatible server on transformers that speaks vLLM's dialect.
 
-Run it with ``python -m agent_gym.reference_server --model PATH --port 8000`` or ``agent-gym serve``
-(``python -m agent_gym.server``, the former name, still works). It exists for CPU development and
-tests of clients (token-in completions with ``return_token_ids``, raw or processed logprobs as
-vLLM's ``--logprobs-mode``, raw by default, vLLM error bodies); it is not a production server.
+Run it with ``python -m agent_gym.reference_server --model PATH --port 8000`` or ``agent-gym serve``.
+It exists for CPU development and tests of clients (token-in completions with ``return_token_ids``,
+raw or processed logprobs as vLLM's ``--logprobs-mode``, raw by default, vLLM error bodies); it is not
+a production server.
 Concurrent requests are decoded together by the :class:`TransformersBackend` with the continuous
 batching engine ``TransformersPolicy`` uses (:class:`~agent_gym.inference.BatchEngine`); a
 request's ``seed`` gives the same ids alone or in a batch (ids drawn by inverse CDF, not the ids

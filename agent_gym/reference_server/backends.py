@@ -23,8 +23,6 @@ stop string, or ``max_tokens``.
 
 :class:`FakeBackend` returns a fixed token sequence without any model (for benchmarks and
 fault tests).
-
-``TransformersEngine`` and ``FakeEngine`` are the former names of the two backends.
 """
 
 from __future__ import annotations
@@ -40,7 +38,7 @@ from typing import Any, cast
 from agent_gym.checks import check_int
 from agent_gym.inference import DEFAULT_CACHE_BYTES, BatchEngine, Batcher, Row, check_logprobs_mode
 
-__all__ = ["FakeBackend", "FakeEngine", "GenRequest", "SeqResult", "TransformersBackend", "TransformersEngine"]
+__all__ = ["FakeBackend", "GenRequest", "SeqResult", "TransformersBackend"]
 
 logger = logging.getLogger(__name__)
 
@@ -390,10 +388,3 @@ class FakeBackend:
 
     def close(self) -> None:
         """Nothing to release."""
-
-
-#: Former name of :class:`TransformersBackend`.
-TransformersEngine = TransformersBackend
-
-#: Former name of :class:`FakeBackend`.
-FakeEngine = FakeBackend

@@ -18,19 +18,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_gym.report.errors import ERROR_KINDS, classify_call_error, step_errors
+from agent_gym.report.errors import classify_call_error, step_errors
 from agent_gym.report.file_summary import FileSummary, GroupRow
-from agent_gym.report.load import EpisodeStats, ReportInputError, load_file
+from agent_gym.report.load import EpisodeStats, load_file
 from agent_gym.report.stats import mean_pass_at_k, pass_at_k, wilson_interval
 from agent_gym.report.summary import Report, format_table, load_report
 
 __all__ = [
-    "ERROR_KINDS",
     "EpisodeStats",
     "FileSummary",
     "GroupRow",
     "Report",
-    "ReportInputError",
     "classify_call_error",
     "format_table",
     "load_file",

@@ -19,9 +19,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from agent_gym.errors import ERROR_KINDS, ToolErrorKind
+from agent_gym.errors import ToolErrorKind
 
-__all__ = ["ERROR_KINDS", "classify_call_error", "step_errors"]
+__all__ = ["classify_call_error", "step_errors"]
 
 _NO_RECORD = frozenset((ToolErrorKind.MALFORMED_CALL.value, ToolErrorKind.NO_ACTION.value))
 """Kinds of errors that belong to the message, not to one call's record."""

@@ -33,7 +33,6 @@ __all__ = [
     "FORMAT_VERSION",
     "EpisodeStats",
     "LoadedFile",
-    "ReportInputError",
     "episode_stats",
     "load_file",
     "stats_from_trajectories",

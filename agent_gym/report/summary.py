@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from agent_gym.checks import check_non_empty
-from agent_gym.report.file_summary import MISSING, SERIES, FileSummary, GroupRow
+from agent_gym.report.file_summary import MISSING, FileSummary
 from agent_gym.report.load import load_file, stats_from_trajectories
 
-__all__ = ["SERIES", "FileSummary", "GroupRow", "Report", "format_table", "load_report"]
+__all__ = ["Report", "format_table", "load_report"]
 
 
 def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:

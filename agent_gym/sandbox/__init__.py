@@ -8,8 +8,9 @@
 
 from __future__ import annotations
 
-from agent_gym.sandbox.base import Result, Sandbox, SandboxError, SandboxLimits, SandboxUnavailableError
-from agent_gym.sandbox.docker import DockerPool, DockerSandbox, docker_unavailable_reason
+from agent_gym.sandbox.base import Result, Sandbox, SandboxLimits
+from agent_gym.sandbox.docker import DockerSandbox, docker_unavailable_reason
+from agent_gym.sandbox.docker_pool import DockerPool
 from agent_gym.sandbox.local import LocalSandbox, bwrap_available
 
 __all__ = [
@@ -18,9 +19,7 @@ __all__ = [
     "LocalSandbox",
     "Result",
     "Sandbox",
-    "SandboxError",
     "SandboxLimits",
-    "SandboxUnavailableError",
     "bwrap_available",
     "docker_unavailable_reason",
 ]

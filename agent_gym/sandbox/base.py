@@ -13,9 +13,8 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from agent_gym.checks import check_float, check_int
-from agent_gym.errors import SandboxError, SandboxUnavailableError
 
-__all__ = ["Result", "Sandbox", "SandboxError", "SandboxLimits", "SandboxUnavailableError"]
+__all__ = ["Result", "Sandbox", "SandboxLimits"]
 
 
 @dataclass(frozen=True)

@@ -38,12 +38,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from agent_gym.checks import check_timeout
-from agent_gym.sandbox.base import Result, SandboxError, SandboxLimits, SandboxUnavailableError
-from agent_gym.sandbox.docker_pool import DockerPool, pool_for, remove_container, start_container
+from agent_gym.errors import SandboxError, SandboxUnavailableError
+from agent_gym.sandbox.base import Result, SandboxLimits
+from agent_gym.sandbox.docker_pool import pool_for, remove_container, start_container
 from agent_gym.utils.runtime import WorkerPool
 
 __all__ = [
-    "DockerPool",
     "DockerSandbox",
     "container_options",
     "docker_client",

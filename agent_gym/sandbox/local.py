@@ -42,7 +42,8 @@ from pathlib import Path
 from typing import Any
 
 from agent_gym.checks import check_timeout
-from agent_gym.sandbox.base import Result, SandboxError, SandboxLimits, SandboxUnavailableError
+from agent_gym.errors import SandboxError, SandboxUnavailableError
+from agent_gym.sandbox.base import Result, SandboxLimits
 from agent_gym.sandbox.cgroup import SandboxCgroup, cgroup_unavailable_reason, release_cgroup, take_cgroup
 from agent_gym.sandbox.rootfs import (
     chown_written,

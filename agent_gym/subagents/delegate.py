@@ -24,8 +24,9 @@ from typing import Any
 import gymnasium as gym
 
 from agent_gym.core import AgentEnv
+from agent_gym.errors import ToolErrorKind
 from agent_gym.subagents.runner import SubagentRunner, SubagentSpec
-from agent_gym.tools import ToolErrorKind, ToolResult
+from agent_gym.tools import ToolResult
 
 __all__ = ["DelegateTool", "DelegateWrapper"]
 

@@ -22,12 +22,10 @@ Import the names from ``agent_gym.tools`` itself.
 
 from __future__ import annotations
 
-from agent_gym.errors import ArgumentError, ToolErrorKind
 from agent_gym.tools.arguments import ArgumentValidator, validate_arguments
 from agent_gym.tools.base import (
     DEFAULT_MAX_OUTPUT_CHARS,
     DEFAULT_TIME_LIMIT,
-    ERROR_KINDS,
     FunctionTool,
     Tool,
     ToolResult,
@@ -43,12 +41,9 @@ from agent_gym.tools.schema import function_schema, parse_google_docstring, shar
 __all__ = [
     "DEFAULT_MAX_OUTPUT_CHARS",
     "DEFAULT_TIME_LIMIT",
-    "ERROR_KINDS",
-    "ArgumentError",
     "ArgumentValidator",
     "FunctionTool",
     "Tool",
-    "ToolErrorKind",
     "ToolResult",
     "as_tool",
     "describe_tools",

@@ -41,7 +41,7 @@ from pydantic_core import core_schema as cs
 from agent_gym.errors import ArgumentError
 from agent_gym.tools.annotations import pydantic_ready, resolve_type_hints
 
-__all__ = ["ArgumentError", "ArgumentValidator", "describe_value", "validate_arguments"]
+__all__ = ["ArgumentValidator", "describe_value", "validate_arguments"]
 
 _INT_TEXT = re.compile(r"\s*[-+]?\d+\s*")
 _CONTAINERS = frozenset(("list", "tuple", "set", "frozenset", "dict", "typed-dict", "model", "dataclass"))

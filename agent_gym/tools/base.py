@@ -50,7 +50,7 @@ from agent_gym.checks import (
     check_pattern,
     check_timeout,
 )
-from agent_gym.errors import ERROR_KINDS, ArgumentError, ConfigError, ToolErrorKind
+from agent_gym.errors import ArgumentError, ConfigError, ToolErrorKind
 from agent_gym.tools.annotations import resolve_type_hints
 from agent_gym.tools.arguments import ArgumentValidator
 from agent_gym.tools.execution import to_text
@@ -60,10 +60,8 @@ from agent_gym.utils.runtime import call_outcome
 __all__ = [
     "DEFAULT_MAX_OUTPUT_CHARS",
     "DEFAULT_TIME_LIMIT",
-    "ERROR_KINDS",
     "FunctionTool",
     "Tool",
-    "ToolErrorKind",
     "ToolResult",
     "as_tool",
     "non_blocking",

@@ -13,7 +13,6 @@ import agent_gym  # noqa: F401
 from agent_gym.envs.tool_use import (
     BUILTIN_TOOLS,
     ToolUseEnv,
-    answer_matches,
     builtin_tasks,
     calculator,
     convert_units,
@@ -24,6 +23,7 @@ from agent_gym.envs.tool_use import (
     weekday,
 )
 from agent_gym.envs.tool_use.builtin_tools import inventory
+from agent_gym.grading import answer_matches
 from agent_gym.types import EpisodeStatus, PolicyOutput
 
 ENV_ID = "agent_gym/ToolUse-v0"

@@ -23,7 +23,8 @@ from agent_gym.engine import training_records
 from agent_gym.export import to_slime_samples
 from agent_gym.integrations.skyrl import AgentGymGenerator
 from agent_gym.integrations.slime import episode_samples, reward_post_process
-from agent_gym.integrations.verl import agent_loop_fields, grpo_advantages
+from agent_gym.integrations.verl import agent_loop_fields
+from agent_gym.integrations.verl_advantage import grpo_advantages
 
 Row = tuple[str, str, int, float]
 """``(kind, group, ids in the loss, advantage)`` of one trainer row; kind "" for a healthy episode."""

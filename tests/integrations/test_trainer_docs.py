@@ -17,7 +17,8 @@ from training_faults import ENV_ID as FAULTY
 
 from agent_gym.export import to_slime_samples
 from agent_gym.integrations.contract import filler_token_id
-from agent_gym.integrations.trl import environment_factory, episode_sample
+from agent_gym.integrations.trl import episode_sample
+from agent_gym.integrations.trl_environment import environment_factory
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLE_TITLE = "## What a trainer gets from an episode that failed"

@@ -112,7 +112,7 @@ def _trl_step(prompts: list[str], rollout: Any, tokenizer: Any, tmp_path: Any, g
     from transformers import AutoModelForCausalLM
     from trl import GRPOConfig, GRPOTrainer
 
-    from agent_gym.integrations.trl import episode_reward
+    from agent_gym.integrations.trl_data import episode_reward
 
     scored: dict[str, Any] = {}
 
@@ -139,7 +139,8 @@ def _trl_step(prompts: list[str], rollout: Any, tokenizer: Any, tmp_path: Any, g
 
 
 def test_trl_rollout_func_in_a_real_grpo_trainer(fault_groups, tiny_agent_tokenizer, tmp_path):
-    from agent_gym.integrations.trl import episode_sample, task_prompt
+    from agent_gym.integrations.trl import episode_sample
+    from agent_gym.integrations.trl_data import task_prompt
 
     pad = filler_token_id(tiny_agent_tokenizer)
     prompts = [task_prompt(g[0].trajectory.task) for g in fault_groups]

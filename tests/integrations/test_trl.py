@@ -26,15 +26,9 @@ from sandbox_helpers import needs_bwrap  # noqa: E402
 
 import agent_gym  # noqa: E402,F401 - registers the env ids
 from agent_gym.errors import ConfigError  # noqa: E402
-from agent_gym.integrations.trl import (  # noqa: E402
-    environment_dataset,
-    environment_factory,
-    episode_reward,
-    metric_reward,
-    rollout_func,
-    task_dataset,
-    task_prompt,
-)
+from agent_gym.integrations.trl import rollout_func
+from agent_gym.integrations.trl_data import episode_reward, metric_reward, task_dataset, task_prompt
+from agent_gym.integrations.trl_environment import environment_dataset, environment_factory
 from agent_gym.models import default_model_path  # noqa: E402
 
 ENV = "agent_gym/ToolUse-v0"
@@ -256,7 +250,7 @@ def test_environment_factory_masks_episodes_whose_env_failed(tmp_path):
     from trl import GRPOConfig, GRPOTrainer
     from trl.chat_template_utils import qwen3_template
 
-    from agent_gym.integrations.trl import masking_trainer
+    from agent_gym.integrations.trl_environment import masking_trainer
 
     model, tokenizer = _model_and_tokenizer()
     tokenizer.response_template = qwen3_template

@@ -23,15 +23,14 @@ import torch
 import agent_gym  # noqa: F401 - registers the env ids
 from agent_gym.errors import ConfigError
 from agent_gym.integrations.verl import (
-    ADVANTAGE_ESTIMATOR,
     AGENT_NAME,
     EpisodeSettings,
     VerlServerPolicy,
     agent_loop_fields,
     finish_reason,
-    grpo_advantages,
     run_row,
 )
+from agent_gym.integrations.verl_advantage import ADVANTAGE_ESTIMATOR, grpo_advantages
 from agent_gym.memory import MemoryConfig, MemorySummary
 from agent_gym.rollout import collect_async
 from agent_gym.types import EpisodeStatus, Segment, Step, StepTrajectory
@@ -382,7 +381,7 @@ def test_loop_registers_with_verls_decorator_and_returns_agent_loop_output(verl,
 def test_the_advantage_estimator_registers_with_verl(verl):
     from verl.trainer.ppo import core_algos
 
-    from agent_gym.integrations.verl import register_advantage_estimator
+    from agent_gym.integrations.verl_advantage import register_advantage_estimator
 
     assert register_advantage_estimator() == register_advantage_estimator() == ADVANTAGE_ESTIMATOR
     assert core_algos.get_adv_estimator_fn(ADVANTAGE_ESTIMATOR) is grpo_advantages

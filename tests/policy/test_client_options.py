@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from agent_gym.errors import ConfigError, ServerError
+from agent_gym.errors import ConfigError, ServerError, TransportFailure
 from agent_gym.policy import ClientOptions, VLLMClient
-from agent_gym.policy.http_transport import HttpReply, HttpTransport, TransportFailure
+from agent_gym.policy.http_transport import HttpReply, HttpTransport
 
 
 def test_defaults_checks_and_coercion():

@@ -8,7 +8,8 @@ import socket
 
 import pytest
 
-from agent_gym.policy.http_transport import HttpReply, HttpTransport, TransportFailure, TransportTimeout, _dump_json
+from agent_gym.errors import TransportFailure, TransportTimeout
+from agent_gym.policy.http_transport import HttpReply, HttpTransport, _dump_json
 
 BODY = {"prompt": [9707, 1879, 0], "max_tokens": 2, "logprobs": 0, "return_token_ids": True}
 

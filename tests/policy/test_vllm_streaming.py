@@ -10,7 +10,7 @@ import pytest
 from agent_gym.errors import ServerError
 from agent_gym.policy import ClientOptions, SamplingParams, VLLMPolicy
 from agent_gym.policy.routing import HashRing
-from agent_gym.policy.vllm_policy import StreamEvent
+from agent_gym.policy.vllm_base import StreamEvent
 
 FAST = ClientOptions(backoff=0.01, max_backoff=0.05)
 MESSAGES = [{"role": "user", "content": "What is 17*3?"}]

@@ -7,9 +7,9 @@ import pytest
 from report_fakes import make_batch
 
 from agent_gym.cli.rollout import summarize
-from agent_gym.errors import MissingExtraError
+from agent_gym.errors import MissingExtraError, ReportInputError
 from agent_gym.export import read_trajectories, write_jsonl, write_parquet
-from agent_gym.report import Report, ReportInputError, load_report
+from agent_gym.report import Report, load_report
 
 CLI_KEYS = ("episodes", "mean_reward", "success_rate", "mean_steps", "tokens_sampled", "env_time", "llm_time",
             "statuses")

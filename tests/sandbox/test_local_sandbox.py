@@ -1,7 +1,8 @@
 import pytest
 from sandbox_helpers import SMALL, needs_bwrap, sandbox_processes
 
-from agent_gym.sandbox import LocalSandbox, Result, Sandbox, SandboxError, SandboxLimits, SandboxUnavailableError
+from agent_gym.errors import SandboxError, SandboxUnavailableError
+from agent_gym.sandbox import LocalSandbox, Result, Sandbox, SandboxLimits
 from agent_gym.sandbox import local as local_module
 
 pytestmark = needs_bwrap

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from sandbox_helpers import SMALL, needs_bwrap, sandbox_processes
 
-from agent_gym.sandbox import LocalSandbox, SandboxError
+from agent_gym.errors import SandboxError
+from agent_gym.sandbox import LocalSandbox
 from agent_gym.sandbox.rootfs import writable_root_unavailable_reason
 
 pytestmark = needs_bwrap

@@ -6,11 +6,10 @@ import time
 import pytest
 from tools_fixtures import add, fail, huge, sleepy, typed
 
-from agent_gym.errors import ConfigError
+from agent_gym.errors import ConfigError, ToolErrorKind
 from agent_gym.tools import (
     FunctionTool,
     Tool,
-    ToolErrorKind,
     ToolResult,
     as_tool,
     describe_tools,

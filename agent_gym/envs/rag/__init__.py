@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agent_gym.envs.rag.corpus import Corpus, CorpusError, Document, load_corpus
+from agent_gym.envs.rag.corpus import Corpus, Document, load_corpus
 from agent_gym.envs.rag.env import RAGEnv, make_retriever
-from agent_gym.envs.rag.remote import RemoteRetriever, RetrieverError
+from agent_gym.envs.rag.remote import RemoteRetriever
 from agent_gym.envs.rag.retrieval import BM25Retriever, Hit, Retriever, shared_retriever
 from agent_gym.envs.rag.tasks import builtin_corpus_path, builtin_tasks, from_hotpotqa, from_search_r1, load_tasks
 
@@ -20,7 +20,6 @@ if TYPE_CHECKING:  # loaded on first use (see __getattr__)
 __all__ = [
     "BM25Retriever",
     "Corpus",
-    "CorpusError",
     "DenseRetriever",
     "Document",
     "Hit",
@@ -28,7 +27,6 @@ __all__ = [
     "RAGEnv",
     "RemoteRetriever",
     "Retriever",
-    "RetrieverError",
     "builtin_corpus_path",
     "builtin_tasks",
     "from_hotpotqa",

@@ -25,7 +25,7 @@ from typing import Any
 
 from agent_gym.errors import CorpusError
 
-__all__ = ["Corpus", "CorpusError", "Document", "load_corpus", "read_jsonl_records"]
+__all__ = ["Corpus", "Document", "load_corpus", "read_jsonl_records"]
 
 
 @dataclass(frozen=True)

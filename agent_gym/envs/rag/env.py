@@ -9,9 +9,10 @@ from typing import Any
 from agent_gym.checks import check_int
 from agent_gym.core import AgentEnv
 from agent_gym.envs.rag.corpus import Corpus, load_corpus
-from agent_gym.envs.rag.remote import RemoteRetriever, RetrieverError
+from agent_gym.envs.rag.remote import RemoteRetriever
 from agent_gym.envs.rag.retrieval import Retriever
 from agent_gym.envs.rag.tasks import builtin_corpus_path, builtin_tasks, load_tasks
+from agent_gym.errors import RetrieverError
 from agent_gym.grading import exact_match, token_f1
 from agent_gym.parsers import ParsedResponse, ResponseParser
 from agent_gym.rewards import RewardConfig

@@ -31,7 +31,7 @@ from agent_gym.envs.rag.corpus import Document
 from agent_gym.envs.rag.retrieval import Hit, make_snippet
 from agent_gym.errors import RetrieverError
 
-__all__ = ["RemoteRetriever", "RetrieverError", "parse_document"]
+__all__ = ["RemoteRetriever", "parse_document"]
 
 _HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
 

@@ -21,7 +21,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from agent_gym.envs.rag.corpus import Corpus, CorpusError, read_jsonl_records
+from agent_gym.envs.rag.corpus import Corpus, read_jsonl_records
+from agent_gym.errors import CorpusError
 
 __all__ = [
     "DATA_DIR",

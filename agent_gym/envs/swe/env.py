@@ -12,8 +12,9 @@ from typing import Any
 from agent_gym.checks import check_float, check_int
 from agent_gym.core import AgentEnv
 from agent_gym.envs.swe.editor import FileEditor
-from agent_gym.envs.swe.grading import DEFAULT_MAX_PATCH_BYTES, GIT_ENV, REWARD_MODES, SWEReport, grade_patch
+from agent_gym.envs.swe.grading import DEFAULT_MAX_PATCH_BYTES, REWARD_MODES, SWEReport, grade_patch
 from agent_gym.envs.swe.repo import Snapshot, snapshot_for
+from agent_gym.envs.swe.runs import GIT_ENV
 from agent_gym.envs.swe.tasks import SPLITS, normalize_task, shipped_tasks
 from agent_gym.errors import SandboxError
 from agent_gym.parsers import ResponseParser

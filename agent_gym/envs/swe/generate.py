@@ -27,9 +27,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agent_gym.envs.swe.grading import GIT_ENV, REPORTER_SOURCE, is_test_path
+from agent_gym.envs.swe.grading import REPORTER_SOURCE
 from agent_gym.envs.swe.mutate import Mutation, apply_mutation, mutations
+from agent_gym.envs.swe.policy import is_test_path
 from agent_gym.envs.swe.repo import LIBRARIES, git, snapshot_for
+from agent_gym.envs.swe.runs import GIT_ENV
 from agent_gym.envs.swe.tasks import SPLITS, TASKS_PATH
 from agent_gym.errors import ConfigError
 from agent_gym.sandbox import LocalSandbox, SandboxLimits

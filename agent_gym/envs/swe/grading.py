@@ -42,7 +42,6 @@ from typing import Any
 from agent_gym.envs.swe.baseline import BaseRun, base_key, base_run_for
 from agent_gym.envs.swe.policy import (
     CONFIG_NAMES,
-    PROTECTED_NAMES,
     added_files,
     filter_patch,
     is_test_path,
@@ -53,22 +52,17 @@ from agent_gym.envs.swe.policy import (
     tree_violations,
 )
 from agent_gym.envs.swe.repo import Snapshot, patch_files
-from agent_gym.envs.swe.runs import GIT_ENV, TestRun, Workspace, apply_patch_commands, host_python, prepare, run_tests
+from agent_gym.envs.swe.runs import TestRun, Workspace, host_python, prepare, run_tests
 from agent_gym.envs.terminal.grading import get_parser
 from agent_gym.errors import SandboxError, TestOutputError
 
 __all__ = [
     "DEFAULT_MAX_PATCH_BYTES",
-    "GIT_ENV",
-    "PROTECTED_NAMES",
     "REPORTER_SOURCE",
     "REWARD_MODES",
     "SWEReport",
-    "apply_patch_commands",
     "base_tree",
-    "filter_patch",
     "grade_patch",
-    "is_test_path",
     "judge",
     "run_base",
 ]

@@ -13,16 +13,16 @@ from agent_gym.envs.terminal.grading import REWARD_MODES, SCORED_OUTCOMES, TestR
 from agent_gym.envs.terminal.loader import builtin_tasks, find_task_dirs, load_task
 from agent_gym.envs.terminal.runner import run_tests_on
 from agent_gym.envs.terminal.sandboxes import BACKENDS, SandboxSpec, open_task_sandbox, select_backend
-from agent_gym.errors import ConfigError
+from agent_gym.errors import ConfigError, SandboxError
 from agent_gym.parsers import ResponseParser
 from agent_gym.rewards import RewardConfig
-from agent_gym.sandbox import LocalSandbox, SandboxError, SandboxLimits
+from agent_gym.sandbox import LocalSandbox, SandboxLimits
 from agent_gym.sandbox.local import sandbox_base_env
 from agent_gym.sandbox.rootfs import writable_root_unavailable_reason
 from agent_gym.tools import DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_TIME_LIMIT, Tool, as_tool
 from agent_gym.types import EpisodeStatus
 
-__all__ = ["BACKENDS", "SOLUTION_PATH", "TEST_ENV", "TerminalEnv", "parse_pytest_summary", "select_backend"]
+__all__ = ["SOLUTION_PATH", "TEST_ENV", "TerminalEnv", "parse_pytest_summary"]
 
 _SOLUTION_END = "__AGENT_GYM_SOLUTION_END__"
 SOLUTION_PATH = "/tmp/solution.sh"

@@ -38,8 +38,14 @@ from agent_gym.envs.terminal.dockerfile import DEFAULT_PATH, expand, parse_docke
 from agent_gym.envs.terminal.grading import get_parser
 from agent_gym.errors import ConfigError
 
-__all__ = ["BUILTIN_TASK_DIR", "builtin_tasks", "find_task_dirs", "load_task", "parse_dockerfile", "read_compose",
-           "resolve_setup"]
+__all__ = [
+    "BUILTIN_TASK_DIR",
+    "builtin_tasks",
+    "find_task_dirs",
+    "load_task",
+    "read_compose",
+    "resolve_setup",
+]
 
 BUILTIN_TASK_DIR = Path(__file__).with_name("tasks")
 """Directory of the shipped tasks (Terminal-Bench layout)."""

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_gym.envs.terminal.loader import BUILTIN_TASK_DIR, resolve_setup
-from agent_gym.errors import ConfigError
-from agent_gym.sandbox import LocalSandbox, SandboxError, SandboxLimits
+from agent_gym.errors import ConfigError, SandboxError
+from agent_gym.sandbox import LocalSandbox, SandboxLimits
 from agent_gym.sandbox.local import sandbox_base_env
 from agent_gym.sandbox.rootfs import writable_root_unavailable_reason
 

@@ -11,13 +11,12 @@ from agent_gym.envs.tool_use.builtin_tools import (
     lookup_item,
     weekday,
 )
-from agent_gym.envs.tool_use.env import ToolUseEnv, answer_matches
+from agent_gym.envs.tool_use.env import ToolUseEnv
 from agent_gym.envs.tool_use.tasks import builtin_tasks, generate_tasks
 
 __all__ = [
     "BUILTIN_TOOLS",
     "ToolUseEnv",
-    "answer_matches",
     "builtin_tasks",
     "calculator",
     "convert_units",

@@ -25,7 +25,6 @@ __all__ = [
     "BUILTIN_TOOLS",
     "INVENTORY_FIELDS",
     "UNITS",
-    "DeterministicRandom",
     "calculator",
     "convert_units",
     "date_add",

@@ -11,7 +11,7 @@ from agent_gym.envs.tool_use.tasks import shared_builtin_tasks
 from agent_gym.grading import answer_matches
 from agent_gym.grading import infer_answer_type as _infer_type
 
-__all__ = ["ToolUseEnv", "answer_matches"]
+__all__ = ["ToolUseEnv"]
 
 class ToolUseEnv(AgentEnv):
     """Answer questions that need a calculator, unit conversion, date arithmetic or a table lookup.

@@ -36,7 +36,7 @@ from agent_gym.envs.tool_use.builtin_tools import (
 from agent_gym.generation import DeterministicRandom
 from agent_gym.grading import round_answer
 
-__all__ = ["TASK_FAMILIES", "builtin_tasks", "generate_tasks", "round_answer", "shared_builtin_tasks"]
+__all__ = ["TASK_FAMILIES", "builtin_tasks", "generate_tasks", "shared_builtin_tasks"]
 
 TASK_FAMILIES = ("arithmetic", "units", "dates", "lookup")
 """Names of the built-in task families, in generation order."""

@@ -4,10 +4,10 @@ import sys
 
 import pytest
 
-from agent_gym.envs.rag import Corpus, CorpusError, builtin_corpus_path, builtin_tasks, load_corpus, load_tasks
+from agent_gym.envs.rag import Corpus, builtin_corpus_path, builtin_tasks, load_corpus, load_tasks
 from agent_gym.envs.rag.tasks import DATA_DIR
 from agent_gym.envs.rag.world import write_world
-from agent_gym.errors import MissingExtraError
+from agent_gym.errors import CorpusError, MissingExtraError
 
 
 def test_jsonl_corpus_and_broken_line_names_file_and_line(tmp_path):

@@ -6,7 +6,8 @@ import threading
 
 import pytest
 
-from agent_gym.envs.rag import RemoteRetriever, RetrieverError
+from agent_gym.envs.rag import RemoteRetriever
+from agent_gym.errors import RetrieverError
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):

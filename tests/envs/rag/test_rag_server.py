@@ -8,7 +8,8 @@ import time
 import httpx
 import pytest
 
-from agent_gym.envs.rag import RAGEnv, RemoteRetriever, RetrieverError
+from agent_gym.envs.rag import RAGEnv, RemoteRetriever
+from agent_gym.errors import RetrieverError
 
 POLICY = textwrap.dedent('''
     import json

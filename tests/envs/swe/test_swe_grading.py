@@ -7,7 +7,8 @@ from swe_helpers import HIDDEN, HIDDEN_TESTS, TEXT, hidden_task
 
 from agent_gym.envs.swe import SWEEnv
 from agent_gym.envs.swe.generate import file_diff
-from agent_gym.envs.swe.grading import SWEReport, filter_patch, judge
+from agent_gym.envs.swe.grading import SWEReport, judge
+from agent_gym.envs.swe.policy import filter_patch
 from agent_gym.envs.swe.repo import library_path, patch_files
 
 INIT = "textkit/__init__.py"

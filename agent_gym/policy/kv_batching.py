@@ -1,7 +1,0 @@
-"""Moved to :mod:`agent_gym.inference` (this module keeps the old import path working)."""
-
-from __future__ import annotations
-
-from agent_gym.inference import LOGPROBS_MODES, sample_next
-
-__all__ = ["LOGPROBS_MODES", "sample_next"]
