@@ -30,6 +30,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from agent_gym.parsers import ChatFamily, ToolCallParser, canonical_tool_parser, detect_parsers, get_family, make_parser
 from agent_gym.policy.family_turns import FamilySuffix
 from agent_gym.policy.piece_encoder import PieceEncoder
@@ -108,7 +110,13 @@ def normalize_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, 
 
 
 def _tools_key(tools: list[dict[str, Any]] | None) -> str | None:
-    return json.dumps(tools, sort_keys=True, ensure_ascii=False) if tools else None
+    """A key equal for equal tool sets (keys sorted); None for no tools."""
+    if not tools:
+        return None
+    try:
+        return orjson.dumps(tools, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:  # what orjson does not write (non-str keys, big ints): the standard encoder's text
+        return json.dumps(tools, sort_keys=True, ensure_ascii=False)
 
 
 @dataclass
