@@ -6,14 +6,14 @@ import base64
 import html
 import io
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from agent_gym.report import plots
+from agent_gym.report.file_summary import FileSummary
 
-if TYPE_CHECKING:
-    from agent_gym.report.summary import Report
+Rows = tuple[list[str], list[list[str]]]
 
-__all__ = ["figure_to_data_uri", "render_html"]
+__all__ = ["ReportTables", "figure_to_data_uri", "render_html"]
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }
@@ -39,7 +39,34 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def render_html(report: Report, *, dpi: int = 80) -> str:
+class ReportTables(Protocol):
+    """What the page reads of a report (:class:`~agent_gym.report.summary.Report` has it all)."""
+
+    files: list[FileSummary]
+    by: str | None
+
+    def overview_rows(self) -> Rows:
+        """The summary table: headers and rows."""
+        ...
+
+    def group_rows(self) -> Rows:
+        """The table by env (and group key)."""
+        ...
+
+    def error_rows(self) -> Rows:
+        """The tool-use table."""
+        ...
+
+    def failing_tool_rows(self) -> Rows:
+        """The most common failing tools."""
+        ...
+
+    def time_rows(self) -> Rows:
+        """The time table."""
+        ...
+
+
+def render_html(report: ReportTables, *, dpi: int = 80) -> str:
     """Render every table and figure of ``report`` as a standalone HTML document.
 
     Raises:

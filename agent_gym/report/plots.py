@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from agent_gym.checks import check_choice
 from agent_gym.errors import MissingExtraError
 from agent_gym.report.file_summary import SERIES, FileSummary
 from agent_gym.report.load import stats_from_trajectories
-
-if TYPE_CHECKING:
-    from agent_gym.report.summary import Report
 
 __all__ = [
     "METRICS",
@@ -47,7 +44,7 @@ def _figure_class() -> Any:
     return Figure
 
 
-def _files(data: Report | FileSummary | Any) -> list[FileSummary]:
+def _files(data: Any) -> list[FileSummary]:
     """The file summaries to draw: a report's, one summary, or trajectories as one batch."""
     if isinstance(data, FileSummary):
         return [data]
