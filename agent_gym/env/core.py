@@ -16,7 +16,11 @@ from typing import Any, ClassVar
 import gymnasium as gym
 
 from agent_gym.checks import check_bool, check_choice, check_int, check_timeout
-from agent_gym.episode_tools import EpisodeToolsMixin
+from agent_gym.env.episode_tools import EpisodeToolsMixin
+from agent_gym.env.rewards import RewardConfig
+from agent_gym.env.spaces import DEFAULT_ROLES, AssistantMessageSpace, ConversationSpace
+from agent_gym.env.tasks import checked_task_list, choose_task, copy_task, validate_task
+from agent_gym.env.tools import ToolBox, call_key, run_tool_calls
 from agent_gym.errors import ConfigError, ToolErrorKind
 from agent_gym.grading import normalize_text
 from agent_gym.parsers import (
@@ -28,10 +32,6 @@ from agent_gym.parsers import (
     make_parser,
 )
 from agent_gym.parsers.instructions import adapt_prompt, describe_tools_for, no_action_error, nudge_text
-from agent_gym.rewards import RewardConfig
-from agent_gym.spaces import DEFAULT_ROLES, AssistantMessageSpace, ConversationSpace
-from agent_gym.tasks import checked_task_list, choose_task, copy_task, validate_task
-from agent_gym.tool_calls import ToolBox, call_key, run_tool_calls
 from agent_gym.tools import DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_TIME_LIMIT, Tool, ToolResult, skipped_call_result
 from agent_gym.types import FINISH_REASON_STATUS, Action, EpisodeStatus, FinishReason, Observation, PolicyOutput
 
@@ -51,13 +51,13 @@ class AgentEnv(EpisodeToolsMixin, gym.Env[Observation, Action]):
 
     ## Action Space
     The next assistant message: any ``str`` or a :class:`~agent_gym.types.PolicyOutput`
-    whose ``text`` is used (an :class:`~agent_gym.spaces.AssistantMessageSpace`). A
+    whose ``text`` is used (an :class:`~agent_gym.env.spaces.AssistantMessageSpace`). A
     ``finish_reason`` of ``"length"``, ``"prompt_truncation"`` or ``"error"`` ends
     the episode as truncated with status TRUNCATION, PROMPT_TRUNCATION or POLICY_ERROR.
 
     ## Observation Space
     The whole conversation so far, a fresh tuple of fresh ``{"role", "content"}`` dicts with
-    roles system, user, assistant and tool (a :class:`~agent_gym.spaces.ConversationSpace`).
+    roles system, user, assistant and tool (a :class:`~agent_gym.env.spaces.ConversationSpace`).
     ``step`` appends the assistant message, then one ``tool`` message per tool call (its
     output or ``"Error: ..."``), or a ``user`` nudge for a message with no call and no answer.
 

@@ -1,6 +1,6 @@
-"""The episode tool-set API of :class:`~agent_gym.core.AgentEnv`: schemas, tools by name, replacing them.
+"""The episode tool-set API of :class:`~agent_gym.env.core.AgentEnv`: schemas, tools by name, replacing them.
 
-:class:`EpisodeToolsMixin` gives the env these methods over its :class:`~agent_gym.tool_calls.ToolBox`
+:class:`EpisodeToolsMixin` gives the env these methods over its :class:`~agent_gym.env.tools.ToolBox`
 (the env's own tools, then each episode's).
 """
 
@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from agent_gym.tool_calls import ToolBox
+from agent_gym.env.tools import ToolBox
 from agent_gym.tools import Tool
 
 __all__ = ["EpisodeToolsMixin"]

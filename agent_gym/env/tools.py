@@ -1,11 +1,11 @@
 """The tool calls of one assistant message: conversion of an env's tools, the gated loop, records, shaping.
 
-:func:`run_tool_calls` is the loop behind :meth:`agent_gym.core.AgentEnv.run_tool_calls`:
+:func:`run_tool_calls` is the loop behind :meth:`agent_gym.env.core.AgentEnv.run_tool_calls`:
 each call passes the env's gate, runs (an unknown name is an error), and becomes a ``tool``
 message and a record in ``info["tool_calls"]``; errors are joined into ``info["error"]``
 with their kinds in ``info["error_kinds"]``, and ``info["toolcall_reward"]`` is the
 message's raw shaping (the env then pays it from the episode's budget, see
-:class:`~agent_gym.rewards.RewardConfig`). :func:`convert_tools` turns tools and plain
+:class:`~agent_gym.env.rewards.RewardConfig`). :func:`convert_tools` turns tools and plain
 callables into the name -> tool map an env runs, with its time and output limits;
 :class:`ToolBox` holds an env's own tools and those of the current episode.
 """
@@ -18,9 +18,9 @@ from typing import Any
 
 import orjson
 
+from agent_gym.env.rewards import RewardConfig
 from agent_gym.errors import ToolErrorKind
 from agent_gym.parsers import ParsedResponse, ToolCall
-from agent_gym.rewards import RewardConfig
 from agent_gym.tools import Tool, ToolResult, as_tool, unknown_tool_result
 
 __all__ = ["NO_ACTION_ERROR", "NUDGE", "ToolBox", "call_key", "convert_tools", "run_tool_calls"]
@@ -96,7 +96,7 @@ def run_tool_calls(
         rewards: The shaping values (``tool_error`` per error, ``tool_success`` once for a
             useful call, ``no_action`` for a message with nothing to do). The sum is the
             message's raw shaping; the per-episode caps are applied by the env
-            (:class:`~agent_gym.rewards.ShapingBudget`), not here.
+            (:class:`~agent_gym.env.rewards.ShapingBudget`), not here.
         gate: Returns a failed result to refuse a call, or None to run it.
         on_result: Called with each call that ran and its result.
         is_useful: Whether a successful call earns ``tool_success``.
