@@ -2,6 +2,8 @@
 
 - :mod:`agent_gym.env.core`: :class:`~agent_gym.env.core.AgentEnv`, the step loop and its hooks.
 - :mod:`agent_gym.env.tools`: the env's tools (its own and each episode's) and the tool calls of one message.
+- :mod:`agent_gym.env.info`: :class:`~agent_gym.env.info.StepInfo`, every key of the ``info`` of
+  ``reset`` and ``step``, declared in one place.
 - :mod:`agent_gym.env.tasks`: task validation, choice and copying.
 - :mod:`agent_gym.env.rewards`: :class:`~agent_gym.env.rewards.RewardConfig` and the per-episode shaping budget.
 - :mod:`agent_gym.env.spaces`: the text and conversation spaces of the action and the observation
