@@ -5,7 +5,7 @@ Importing the package registers every built environment id with Gymnasium
 imported on first use (PEP 562), so ``import agent_gym`` followed by
 ``gym.make("agent_gym/ToolUse-v0")`` loads neither torch, transformers, aiohttp
 nor pyarrow. The submodules a Gymnasium user reaches for are attributes too,
-loaded the same way: ``agent_gym.spaces``, ``agent_gym.wrappers``,
+loaded the same way: ``agent_gym.spaces`` (:mod:`agent_gym.env.spaces`), ``agent_gym.wrappers``,
 ``agent_gym.errors``, ``agent_gym.tools`` and ``agent_gym.utils`` (the env checker).
 
 Example:
@@ -73,9 +73,9 @@ __all__ = [
 ]
 
 _LAZY: dict[str, str] = {
-    "AgentEnv": "agent_gym.core",
-    "BaseEngineWrapper": "agent_gym.engine",
-    "GymEngineWrapper": "agent_gym.engine",
+    "AgentEnv": "agent_gym.env.core",
+    "BaseEngineWrapper": "agent_gym.integrations.engine",
+    "GymEngineWrapper": "agent_gym.integrations.engine",
     "AgentGymError": "agent_gym.errors",
     "ConfigError": "agent_gym.errors",
     "MissingExtraError": "agent_gym.errors",
@@ -103,23 +103,30 @@ _LAZY: dict[str, str] = {
     "StepTrajectory": "agent_gym.types",
     "Trajectory": "agent_gym.types",
     "compute_mc_return": "agent_gym.types",
-    "RewardConfig": "agent_gym.rewards",
-    "AssistantMessageSpace": "agent_gym.spaces",
-    "ConversationSpace": "agent_gym.spaces",
-    "MessageSpace": "agent_gym.spaces",
-    "TextSpace": "agent_gym.spaces",
+    "RewardConfig": "agent_gym.env.rewards",
+    "AssistantMessageSpace": "agent_gym.env.spaces",
+    "ConversationSpace": "agent_gym.env.spaces",
+    "MessageSpace": "agent_gym.env.spaces",
+    "TextSpace": "agent_gym.env.spaces",
     "TrajectoryWrapper": "agent_gym.wrappers",
 }
 """Public name -> module that defines it, imported on first attribute access."""
 
-_SUBMODULES: frozenset[str] = frozenset({"errors", "spaces", "tools", "utils", "wrappers"})
-"""Submodules reachable as attributes of the package, imported on first attribute access."""
+_SUBMODULES: dict[str, str] = {
+    "errors": "agent_gym.errors",
+    "spaces": "agent_gym.env.spaces",
+    "tools": "agent_gym.tools",
+    "utils": "agent_gym.utils",
+    "wrappers": "agent_gym.wrappers",
+}
+"""Attribute -> the submodule it names, imported on first attribute access."""
 
 
 def __getattr__(name: str) -> Any:
     if name in _SUBMODULES:
-        # import_module also binds the submodule as an attribute of the package.
-        return importlib.import_module(f"{__name__}.{name}")
+        submodule = importlib.import_module(_SUBMODULES[name])
+        globals()[name] = submodule  # later lookups skip __getattr__
+        return submodule
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'agent_gym' has no attribute {name!r}")
@@ -133,9 +140,11 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from agent_gym import errors, spaces, tools, utils, wrappers
-    from agent_gym.core import AgentEnv
-    from agent_gym.engine import BaseEngineWrapper, GymEngineWrapper
+    from agent_gym import errors, tools, utils, wrappers
+    from agent_gym.env import spaces
+    from agent_gym.env.core import AgentEnv
+    from agent_gym.env.rewards import RewardConfig
+    from agent_gym.env.spaces import AssistantMessageSpace, ConversationSpace, MessageSpace, TextSpace
     from agent_gym.errors import (
         AgentGymError,
         ConfigError,
@@ -144,6 +153,7 @@ if TYPE_CHECKING:
         ServerError,
         TrajectoryError,
     )
+    from agent_gym.integrations.engine import BaseEngineWrapper, GymEngineWrapper
     from agent_gym.memory import MemoryConfig, MemorySimple, MemorySummary
     from agent_gym.policy import (
         ClientOptions,
@@ -153,9 +163,7 @@ if TYPE_CHECKING:
         VLLMChatPolicy,
         VLLMPolicy,
     )
-    from agent_gym.rewards import RewardConfig
     from agent_gym.rollout import EpisodeRunner, collect, collect_async
-    from agent_gym.spaces import AssistantMessageSpace, ConversationSpace, MessageSpace, TextSpace
     from agent_gym.types import (
         EpisodeStatus,
         FinishReason,

@@ -35,7 +35,7 @@ import psutil
 from server_process import start_reference_server
 
 import agent_gym  # noqa: F401 - registers the env ids
-from agent_gym.core import AgentEnv
+from agent_gym.env.core import AgentEnv
 from agent_gym.rollout import collect
 from agent_gym.tools import FunctionTool
 from agent_gym.types import PolicyOutput

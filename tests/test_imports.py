@@ -147,7 +147,7 @@ def _describe(cycle: list[str], graph: dict[str, dict[str, int]]) -> str:
 
 def test_import_graph_sees_relative_and_submodule_imports():
     graph = import_graph()
-    assert "agent_gym.types" in graph["agent_gym.core"]
+    assert "agent_gym.types" in graph["agent_gym.env.core"]
     assert "agent_gym.errors" in graph["agent_gym.types"]
     # The package itself imports only the registration at import time (the rest is lazy).
     assert set(import_graph(deferred=False)["agent_gym"]) == {"agent_gym.envs"}
@@ -218,7 +218,7 @@ def test_public_names_load_on_first_use():
     for name in agent_gym.__all__:
         value = getattr(agent_gym, name)
         if name in agent_gym._SUBMODULES:
-            assert value is importlib.import_module(f"agent_gym.{name}")
+            assert value is importlib.import_module(agent_gym._SUBMODULES[name])
         elif name != "__version__":
             module = importlib.import_module(agent_gym._LAZY[name])
             assert value is getattr(module, name)
@@ -271,7 +271,7 @@ def _declares_all(tree: ast.Module) -> bool:
 
 def test_every_module_has_a_docstring_and_all():
     modules = _package_modules()
-    assert "agent_gym.core" in modules and "agent_gym.tools.base" in modules
+    assert "agent_gym.env.core" in modules and "agent_gym.tools.base" in modules
     assert not any(".tasks." in name and "terminal" in name for name in modules)
     missing_doc, missing_all = [], []
     for name, path in modules.items():

@@ -26,7 +26,7 @@ def test_env_api_and_submodules_are_reachable_without_heavy_imports():
         "assert 'agent_gym.utils' not in sys.modules\n"
         "mods = [agent_gym.spaces, agent_gym.wrappers, agent_gym.errors, agent_gym.tools, agent_gym.utils]\n"
         "assert [m.__name__ for m in mods] == ['agent_gym.' + n for n in "
-        "('spaces', 'wrappers', 'errors', 'tools', 'utils')]\n"
+        "('env.spaces', 'wrappers', 'errors', 'tools', 'utils')]\n"
         "assert agent_gym.utils.check_agent_env is agent_gym.utils.env_checker.check_agent_env\n"
         "assert agent_gym.spaces.AssistantMessageSpace is agent_gym.AssistantMessageSpace\n"
         "assert issubclass(agent_gym.AgentEnv, __import__('gymnasium').Env)\n"

@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     import gymnasium as gym
 
     import agent_gym  # noqa: F401  (registers the ids)
-    from agent_gym.core import AgentEnv
+    from agent_gym.env.core import AgentEnv
     from agent_gym.tools import describe_tools
 
     out = sys.stdout

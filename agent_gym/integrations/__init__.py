@@ -2,6 +2,8 @@
 
 One module per trainer, each importing its trainer lazily:
 
+- :mod:`agent_gym.integrations.engine`: the seed's engine API (``BaseEngineWrapper``, ``GymEngineWrapper``):
+  batches of tasks in, one training record per trainable segment out.
 - :mod:`agent_gym.integrations.contract`: the training contract every adapter follows
   (one ``rollout_id`` per episode, advantage groups keyed by task, a selectable reward
   assignment per segment, infrastructure failures masked, never a fake zero).
@@ -15,7 +17,8 @@ One module per trainer, each importing its trainer lazily:
   through verl's ``server_manager.generate``, token-exact, and the ``agent_gym_grpo`` advantage
   estimator (:mod:`agent_gym.integrations.verl_advantage`) that keeps masked rows out of their group.
 
-Nothing here is imported by ``import agent_gym`` or ``gym.make``.
+Nothing here is imported by ``import agent_gym`` or ``gym.make`` (``agent_gym.GymEngineWrapper`` loads
+its module on first use).
 """
 
 __all__: list[str] = []

@@ -144,7 +144,7 @@ def oracle_conversations(
     import gymnasium as gym
 
     import agent_gym  # noqa: F401  (registers the envs)
-    from agent_gym.core import AgentEnv
+    from agent_gym.env.core import AgentEnv
     from agent_gym.policy.chat_tokens import ChatTokenBuilder
     from agent_gym.rollout.episode import ActCall, EpisodeCall, ResetCall, StepCall, drive, episode_loop
 

@@ -106,7 +106,7 @@ def adapt_prompt(prompt: str, parser: ToolCallParser) -> str:
 def nudge_text(parser: ToolCallParser) -> str:
     """The ``user`` message answering an assistant message with no tool call and no answer.
 
-    For hermes, :data:`agent_gym.tool_calls.NUDGE` word for word; otherwise the same sentence
+    For hermes, :data:`agent_gym.env.tools.NUDGE` word for word; otherwise the same sentence
     with the parser's own example call.
     """
     return ("Your message contained neither a tool call nor a final answer. Call a tool with "

@@ -2,7 +2,7 @@
 
 ``await completions(request)`` posts a request dict to one server and returns the response
 JSON. :class:`ServerCompletions` is the only implementation: the engine wrappers
-(:mod:`agent_gym.engine`) hand it out before and after they build their policy, and
+(:mod:`agent_gym.integrations.engine`) hand it out before and after they build their policy, and
 :class:`~agent_gym.policy.VLLMPolicy` exposes one per server as ``policy.completions``.
 Requests go through a :class:`~agent_gym.policy.vllm_client.VLLMClient` (pooled connections
 per event loop, retries of transient failures on the same server).

@@ -1,6 +1,6 @@
 """Subagents and multi-agent episodes: other agents' turns as segments of one rollout.
 
-:class:`DelegateWrapper` gives any :class:`~agent_gym.core.AgentEnv` an opt-in
+:class:`DelegateWrapper` gives any :class:`~agent_gym.env.core.AgentEnv` an opt-in
 ``delegate(task)`` tool that runs a sub-episode (:func:`run_subagent`) with its own
 system prompt, tools and policy; the sub-episode's segments join the parent's
 trajectory with their lineage (``role``, ``parent_segment``, ``spawn_step``) under the

@@ -1,6 +1,6 @@
 """The opt-in ``delegate(task)`` tool: a parent agent spawns a subagent inside its episode.
 
-``DelegateWrapper(env, policy, spec)`` wraps any :class:`~agent_gym.core.AgentEnv`
+``DelegateWrapper(env, policy, spec)`` wraps any :class:`~agent_gym.env.core.AgentEnv`
 (inside the :class:`~agent_gym.wrappers.TrajectoryWrapper` that records the episode):
 every episode gets a ``delegate`` tool beside its own (in the episode's tool schemas,
 and described in the system message when the env has ``tools_in_prompt``). A call runs
@@ -23,7 +23,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from agent_gym.core import AgentEnv
+from agent_gym.env.core import AgentEnv
 from agent_gym.errors import ToolErrorKind
 from agent_gym.subagents.runner import SubagentRunner, SubagentSpec
 from agent_gym.tools import ToolResult
@@ -94,7 +94,7 @@ class _EpisodeToolsWithDelegate:
 class DelegateWrapper(gym.Wrapper):
     """Gives an ``AgentEnv`` the ``delegate`` tool (see the module docs).
 
-    The ``delegate`` tool joins the env's own tools (:meth:`~agent_gym.core.AgentEnv.add_env_tools`)
+    The ``delegate`` tool joins the env's own tools (:meth:`~agent_gym.env.core.AgentEnv.add_env_tools`)
     and the tools an env's ``episode_tools`` gives an episode.
 
     Args:

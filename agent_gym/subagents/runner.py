@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_gym.checks import check_choice, check_int, check_timeout
-from agent_gym.core import AgentEnv
+from agent_gym.env.core import AgentEnv
 from agent_gym.errors import ConfigError
 from agent_gym.policy.base import AsyncPolicyBase
 from agent_gym.rollout.episode import ActCall, EndEpisode, EpisodeCall, ResetCall, TurnCall, drive, episode_loop

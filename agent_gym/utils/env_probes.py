@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from agent_gym.spaces import SAMPLE_CHARSET
+from agent_gym.env.spaces import SAMPLE_CHARSET
 from agent_gym.types import EpisodeStatus, FinishReason, PolicyOutput
 
 __all__ = [

@@ -11,7 +11,7 @@ import gymnasium as gym
 import pytest
 
 import agent_gym  # noqa: F401  (registers the ids)
-from agent_gym.core import AgentEnv
+from agent_gym.env.core import AgentEnv
 from agent_gym.envs import ENV_INFOS
 from agent_gym.envs.passive_checker import PassiveEnvChecker
 from agent_gym.errors import ConfigError

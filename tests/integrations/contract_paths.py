@@ -19,8 +19,8 @@ import torch
 from slime_types import Sample
 from training_faults import FAILURE_KINDS, Episode
 
-from agent_gym.engine import training_records
 from agent_gym.export import to_slime_samples
+from agent_gym.integrations.engine import training_records
 from agent_gym.integrations.skyrl import AgentGymGenerator
 from agent_gym.integrations.slime import episode_samples, reward_post_process
 from agent_gym.integrations.verl import agent_loop_fields

@@ -97,7 +97,7 @@ def test_both_slime_paths_give_the_same_samples(fault_episodes, tiny_agent_token
 
 
 def test_engine_records_read_back_from_a_file_are_the_same(fault_episodes, tiny_agent_tokenizer, tmp_path):
-    from agent_gym.engine import training_records
+    from agent_gym.integrations.engine import training_records
 
     pad = filler_token_id(tiny_agent_tokenizer)
     batch = [e.trajectory for e in fault_episodes]

@@ -10,9 +10,9 @@ import gymnasium as gym
 import pytest
 
 import agent_gym  # noqa: F401 - registers the envs
+from agent_gym.env.tools import NO_ACTION_ERROR, NUDGE
 from agent_gym.parsers import make_parser
 from agent_gym.parsers.instructions import adapt_prompt, call_example, call_format, no_action_error, nudge_text
-from agent_gym.tool_calls import NO_ACTION_ERROR, NUDGE
 
 FAMILIES = ["hermes", "llama3_json", "mistral", "openai", "deepseek_v3", "qwen3_coder", "pythonic"]
 

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from agent_gym.core import AgentEnv
+from agent_gym.env.core import AgentEnv
 from agent_gym.errors import ERROR_KINDS
 from agent_gym.report import classify_call_error, step_errors
 from agent_gym.tools import FunctionTool

@@ -18,7 +18,7 @@ from rollout_fakes import (
     strip_timings,
 )
 
-from agent_gym.core import AgentEnv
+from agent_gym.env.core import AgentEnv
 from agent_gym.errors import MissingExtraError
 from agent_gym.rollout import collect, collect_async
 from agent_gym.rollout.planning import plan_episodes

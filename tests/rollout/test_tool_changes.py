@@ -6,7 +6,7 @@ import json
 
 from rollout_fakes import ScriptedPolicy, add, make_tasks
 
-from agent_gym.core import AgentEnv
+from agent_gym.env.core import AgentEnv
 from agent_gym.rollout import collect
 from agent_gym.types import EpisodeStatus
 

@@ -15,7 +15,7 @@ import gymnasium as gym
 import pytest
 from tools_fixtures import add, sleepy
 
-from agent_gym.core import AgentEnv
+from agent_gym.env.core import AgentEnv
 from agent_gym.parsers import format_tool_call
 from agent_gym.tools import FunctionTool
 

@@ -10,7 +10,7 @@ import gymnasium as gym
 import pytest
 
 import agent_gym
-from agent_gym.core import AgentEnv
+from agent_gym.env.core import AgentEnv
 from agent_gym.errors import AgentGymError, ConfigError, EnvCheckError
 from agent_gym.utils import CheckResult, EnvCheckReport, check_agent_env
 from agent_gym.utils.env_checker import CHECKS

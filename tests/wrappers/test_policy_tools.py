@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from tools_fixtures import add
 
-from agent_gym.core import AgentEnv
+from agent_gym.env.core import AgentEnv
 from agent_gym.wrappers import TrajectoryWrapper
 
 TASKS = [{"id": "t0", "question": "What is 1 + 2?", "ground_truth": "3"}]

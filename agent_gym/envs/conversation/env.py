@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from agent_gym.checks import check_int
-from agent_gym.core import AgentEnv
+from agent_gym.env.core import AgentEnv
+from agent_gym.env.rewards import RewardConfig
 from agent_gym.envs.conversation.domains import BUILTIN_CLASSES
 from agent_gym.envs.conversation.expectations import reply_problem
 from agent_gym.envs.conversation.scoring import output_found, states_equal
@@ -23,7 +24,6 @@ from agent_gym.envs.conversation.state import (
 from agent_gym.envs.conversation.tasks import builtin_tasks, check_task, load_tasks, visible_methods
 from agent_gym.envs.conversation.users import DEFAULT_STOP_MARKER, SimulatedUser
 from agent_gym.parsers import ParsedResponse, ResponseParser, ToolCall, format_tool_call
-from agent_gym.rewards import RewardConfig
 from agent_gym.tools import (
     DEFAULT_MAX_OUTPUT_CHARS,
     DEFAULT_TIME_LIMIT,
@@ -90,7 +90,7 @@ class ConversationEnv(AgentEnv):
     so a fully solved episode earns ``correct``. With a simulated user the whole solution is
     checked once, at the end of the conversation, for ``correct * passed`` (state and
     ``expected_outputs``; ``expect`` is not graded, since the user may give a detail before
-    being asked). ``toolcall_reward`` shapes tool use as in :class:`~agent_gym.core.AgentEnv`.
+    being asked). ``toolcall_reward`` shapes tool use as in :class:`~agent_gym.env.core.AgentEnv`.
 
     ## Starting State
     A task drawn with the env's seeded RNG (or ``options["task"]`` / ``options["task_index"]``);
@@ -133,7 +133,7 @@ class ConversationEnv(AgentEnv):
     * ``max_steps`` (default 30), ``tools_in_prompt``, ``system_prompt``, ``rewards``, ``parser``,
       ``tool_parser``, ``reasoning_parser`` (the model's formats by vLLM's names),
       ``tool_time_limit``, ``max_tool_output_chars``, ``max_tool_calls_per_step``, ``render_mode``:
-      see :class:`~agent_gym.core.AgentEnv`.
+      see :class:`~agent_gym.env.core.AgentEnv`.
 
     ## Version History
     * v0: the oracle's data is ``solution`` (``reference`` is still read); ``tools=`` raises

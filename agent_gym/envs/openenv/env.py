@@ -38,8 +38,8 @@ from typing import Any
 
 import gymnasium as gym
 
+from agent_gym.env.spaces import AssistantMessageSpace, ConversationSpace
 from agent_gym.errors import EnvServerError, MissingExtraError
-from agent_gym.spaces import AssistantMessageSpace, ConversationSpace
 from agent_gym.types import PolicyOutput
 
 __all__ = ["OpenEnvEnv"]
@@ -57,10 +57,10 @@ class OpenEnvEnv(gym.Env):
     """An OpenEnv server's environment as an agent_gym env (see the module docs).
 
     Action Space:
-        :class:`~agent_gym.spaces.AssistantMessageSpace`: the assistant message.
+        :class:`~agent_gym.env.spaces.AssistantMessageSpace`: the assistant message.
 
     Observation Space:
-        :class:`~agent_gym.spaces.ConversationSpace`: the conversation so far.
+        :class:`~agent_gym.env.spaces.ConversationSpace`: the conversation so far.
 
     Rewards:
         The remote env's: a served agent_gym env's step reward, or OpenEnv's ``reward`` field.

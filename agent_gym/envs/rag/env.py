@@ -7,7 +7,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from agent_gym.checks import check_int
-from agent_gym.core import AgentEnv
+from agent_gym.env.core import AgentEnv
+from agent_gym.env.rewards import RewardConfig
 from agent_gym.envs.rag.corpus import Corpus, load_corpus
 from agent_gym.envs.rag.remote import RemoteRetriever
 from agent_gym.envs.rag.retrieval import Retriever
@@ -15,7 +16,6 @@ from agent_gym.envs.rag.tasks import builtin_corpus_path, builtin_tasks, load_ta
 from agent_gym.errors import RetrieverError
 from agent_gym.grading import exact_match, token_f1
 from agent_gym.parsers import ParsedResponse, ResponseParser
-from agent_gym.rewards import RewardConfig
 from agent_gym.tools import DEFAULT_TIME_LIMIT, Tool, ToolResult, as_tool
 
 __all__ = ["RAGEnv", "SearchTools", "make_retriever"]
@@ -207,7 +207,7 @@ class RAGEnv(AgentEnv):
     with a useful well-formed call, -0.1 per failed call or a message with no call and no
     answer, paid from the episode's shaping budget (the bonuses of an episode sum to at most
     ``bonus_cap``, its penalties to at most ``penalty_cap``: see
-    :class:`~agent_gym.rewards.RewardConfig`). The answering step's ``info`` has
+    :class:`~agent_gym.env.rewards.RewardConfig`). The answering step's ``info`` has
     ``em`` and ``f1``; every step's ``info`` has ``retrieved_ids`` (documents returned by
     searches so far) and ``gold_retrieved`` (whether all of the task's ``gold_ids`` are
     among them; None for a task without gold ids).
@@ -242,7 +242,7 @@ class RAGEnv(AgentEnv):
     * ``max_steps`` (default 10), ``tools_in_prompt``, ``system_prompt``, ``rewards``, ``parser``,
       ``tool_parser``, ``reasoning_parser`` (the model's formats by vLLM's names),
       ``tool_time_limit``, ``max_tool_calls_per_step``, ``render_mode``: see
-      :class:`~agent_gym.core.AgentEnv`.
+      :class:`~agent_gym.env.core.AgentEnv`.
 
     ## Version History
     * v0: one step limit (``max_steps``), ``info["end_reason"]``; initial version. Registered

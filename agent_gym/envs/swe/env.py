@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from agent_gym.checks import check_float, check_int
-from agent_gym.core import AgentEnv
+from agent_gym.env.core import AgentEnv
+from agent_gym.env.rewards import RewardConfig
 from agent_gym.envs.swe.editor import FileEditor
 from agent_gym.envs.swe.grading import DEFAULT_MAX_PATCH_BYTES, REWARD_MODES, SWEReport, grade_patch
 from agent_gym.envs.swe.repo import Snapshot, snapshot_for
@@ -18,7 +19,6 @@ from agent_gym.envs.swe.runs import GIT_ENV
 from agent_gym.envs.swe.tasks import SPLITS, normalize_task, shipped_tasks
 from agent_gym.errors import SandboxError
 from agent_gym.parsers import ResponseParser
-from agent_gym.rewards import RewardConfig
 from agent_gym.sandbox import LocalSandbox, SandboxLimits
 from agent_gym.sandbox.cgroup import cgroup_unavailable_reason
 from agent_gym.tools import DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_TIME_LIMIT, Tool, as_tool
@@ -175,7 +175,7 @@ class SWEEnv(AgentEnv):
       episode's sandbox.
     * ``max_steps`` (default 50), ``tools_in_prompt``, ``system_prompt``, ``rewards``, ``parser``,
       ``tool_parser``, ``reasoning_parser`` (the model's formats by vLLM's names), ``tool_time_limit``,
-      ``max_tool_output_chars``, ``max_tool_calls_per_step``, ``render_mode``: see :class:`~agent_gym.core.AgentEnv`.
+      ``max_tool_output_chars``, ``max_tool_calls_per_step``, ``render_mode``: see :class:`~agent_gym.AgentEnv`.
 
     ## Version History
     * v0: first version.
@@ -411,7 +411,7 @@ class SWEEnv(AgentEnv):
                            timeout=self.grading_timeout, max_patch_bytes=self.max_patch_bytes, context=context)
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        """One step (see :class:`~agent_gym.core.AgentEnv`); a grading that failed ends it ENV_ERROR."""
+        """One step (see :class:`~agent_gym.env.core.AgentEnv`); a grading that failed ends it ENV_ERROR."""
         observation, reward, terminated, truncated, info = super().step(action)
         swe = info.get("swe")
         if isinstance(swe, dict) and swe.get("outcome") == "error":

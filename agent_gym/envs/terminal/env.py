@@ -7,7 +7,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from agent_gym.checks import check_float, check_int
-from agent_gym.core import AgentEnv
+from agent_gym.env.core import AgentEnv
+from agent_gym.env.rewards import RewardConfig
 from agent_gym.envs.terminal.baseline import BASELINES, Baseline, baseline_key, judge
 from agent_gym.envs.terminal.grading import REWARD_MODES, SCORED_OUTCOMES, TestReport, grade_test_run
 from agent_gym.envs.terminal.loader import builtin_tasks, find_task_dirs, load_task
@@ -15,7 +16,6 @@ from agent_gym.envs.terminal.runner import run_tests_on
 from agent_gym.envs.terminal.sandboxes import BACKENDS, SandboxSpec, open_task_sandbox, select_backend
 from agent_gym.errors import ConfigError, SandboxError
 from agent_gym.parsers import ResponseParser
-from agent_gym.rewards import RewardConfig
 from agent_gym.sandbox import LocalSandbox, SandboxLimits
 from agent_gym.sandbox.local import sandbox_base_env
 from agent_gym.sandbox.rootfs import writable_root_unavailable_reason
@@ -83,7 +83,7 @@ class TerminalEnv(AgentEnv):
     initial state, the failure is the agent's (outcome ``invalid``, reward 0, ENV_DONE);
     otherwise it earns nothing and ends the episode ENV_ERROR (see :meth:`step`).
     ``toolcall_reward`` shapes tool use as in
-    :class:`~agent_gym.core.AgentEnv`. ``info["tests"]`` has ``outcome``, ``passed``,
+    :class:`~agent_gym.env.core.AgentEnv`. ``info["tests"]`` has ``outcome``, ``passed``,
     ``total``, ``resolved``, ``results``, ``exit_code`` and ``reason`` at the end.
 
     ## Starting State
@@ -121,7 +121,7 @@ class TerminalEnv(AgentEnv):
     * ``max_steps`` (default 30), ``tools_in_prompt``, ``system_prompt``, ``rewards``, ``parser``,
       ``tool_parser``, ``reasoning_parser`` (the model's formats by vLLM's names),
       ``tool_time_limit``, ``max_tool_output_chars``, ``max_tool_calls_per_step``, ``render_mode``:
-      see :class:`~agent_gym.core.AgentEnv`.
+      see :class:`~agent_gym.env.core.AgentEnv`.
 
     The ``bash`` tool enforces its own timeout inside the sandbox (killing the command's
     processes), so the tool layer runs it without a time limit of its own.
@@ -310,7 +310,7 @@ class TerminalEnv(AgentEnv):
         return score
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        """One step (see :class:`~agent_gym.core.AgentEnv`); a test run that graded nothing ends it ENV_ERROR.
+        """One step (see :class:`~agent_gym.env.core.AgentEnv`); a test run that graded nothing ends it ENV_ERROR.
 
         ``info["end_reason"]`` then names the outcome (``"tests_timeout"``, ``"tests_could_not_run"``,
         ``"tests_parse_error"``, ``"tests_no_tests"``), so a trainer masks the episode

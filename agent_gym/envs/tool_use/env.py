@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from agent_gym.core import AgentEnv
+from agent_gym.env.core import AgentEnv
 from agent_gym.envs.tool_use.builtin_tools import BUILTIN_TOOLS
 from agent_gym.envs.tool_use.tasks import shared_builtin_tasks
 from agent_gym.grading import answer_matches
@@ -42,7 +42,7 @@ class ToolUseEnv(AgentEnv):
     oversized output; -0.1 for a message with no call and no answer; paid from the
     episode's budget: bonuses up to 0.1 and penalties down to -0.3 per episode, so
     the first useful step earns the whole bonus and more calls earn nothing (see
-    :class:`~agent_gym.rewards.RewardConfig`; configurable with ``rewards``).
+    :class:`~agent_gym.env.rewards.RewardConfig`; configurable with ``rewards``).
     ``reward`` is their sum; a correct answer always returns more than any episode
     without one.
 
@@ -69,7 +69,7 @@ class ToolUseEnv(AgentEnv):
     * ``max_steps``, ``tools_in_prompt``, ``system_prompt``, ``rewards``, ``parser``,
       ``tool_parser``, ``reasoning_parser`` (the model's formats by vLLM's names),
       ``tool_time_limit``, ``max_tool_output_chars``, ``max_tool_calls_per_step``,
-      ``render_mode``: see :class:`~agent_gym.core.AgentEnv`.
+      ``render_mode``: see :class:`~agent_gym.env.core.AgentEnv`.
 
     ## Version History
     * v0: one step limit (``max_steps``; the id registers no ``max_episode_steps``) and

@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
+from agent_gym.env.spaces import SAMPLE_CHARSET
 from agent_gym.envs.conversation import ConversationEnv, builtin_tasks
 from agent_gym.envs.conversation.expectations import check_expectation, reply_problem
-from agent_gym.spaces import SAMPLE_CHARSET
 
 # Replies that neither ask about anything nor refuse (what a policy gaming the grader would try).
 NON_REPLIES = ["ok, sure thing", "Done.", "<answer>yes</answer>", "Anything else?", ""]

@@ -1,7 +1,7 @@
 """Shaping cannot be farmed: on every env a policy that makes a new successful call every step and never
 solves returns less than the oracle, and the same whatever ``max_steps``; shaping and outcome stay apart.
 
-Also the per-episode budget of :class:`~agent_gym.rewards.RewardConfig` itself, and what the README and
+Also the per-episode budget of :class:`~agent_gym.env.rewards.RewardConfig` itself, and what the README and
 docs say about rewards (the env docstrings' numbers, the return = outcome + shaping).
 """
 
@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 import agent_gym  # noqa: F401 - registers the env ids
-from agent_gym.core import AgentEnv
+from agent_gym.env.core import AgentEnv
+from agent_gym.env.rewards import RewardConfig, ShapingBudget
 from agent_gym.errors import ConfigError
-from agent_gym.rewards import RewardConfig, ShapingBudget
 from agent_gym.sandbox import bwrap_available
 from agent_gym.types import EpisodeStatus, StepTrajectory
 from agent_gym.wrappers import TrajectoryWrapper
@@ -240,7 +240,7 @@ def test_writing_envs_page_states_the_rule_and_the_defaults() -> None:
     import re
     from pathlib import Path
 
-    page = (Path(__file__).resolve().parents[1] / "docs" / "writing_envs.md").read_text(encoding="utf-8")
+    page = (Path(__file__).resolve().parents[2] / "docs" / "writing_envs.md").read_text(encoding="utf-8")
     rows = dict(re.findall(r"^\| `(\w+)` \| (-?[\d.]+|`tool_success`) \|", page, re.M))
     assert {k: v for k, v in rows.items() if k in {f for f in DEFAULTS.__dataclass_fields__}} == {
         "correct": f"{DEFAULTS.correct:g}", "tool_success": f"{DEFAULTS.tool_success:g}",

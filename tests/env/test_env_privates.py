@@ -8,10 +8,10 @@ from pathlib import Path
 
 import gymnasium as gym
 
-import agent_gym.core
-from agent_gym.core import AgentEnv
+import agent_gym.env.core
+from agent_gym.env.core import AgentEnv
 
-ENVS_DIR = Path(agent_gym.core.__file__).resolve().parent / "envs"
+ENVS_DIR = Path(agent_gym.env.core.__file__).resolve().parents[1] / "envs"
 
 
 def _private(name: str) -> bool:

@@ -1,4 +1,4 @@
-"""``RewardConfig``: the reward values of an :class:`~agent_gym.core.AgentEnv`, and the per-episode shaping caps.
+"""``RewardConfig``: the reward values of an :class:`~agent_gym.env.core.AgentEnv`, and the per-episode shaping caps.
 
 A step's reward has two parts, kept apart in every record: the **outcome**
 (``info["res_reward"]``, what solving the task pays) and the **shaping**
@@ -25,7 +25,7 @@ _SLACK = 1e-9  # a step that fits up to float rounding (0.1 + 0.2 against 0.3) i
 
 @dataclass(frozen=True)
 class RewardConfig:
-    """Reward values of an :class:`~agent_gym.core.AgentEnv`.
+    """Reward values of an :class:`~agent_gym.env.core.AgentEnv`.
 
     **Outcome.** ``res_reward`` = ``correct`` times the task score of the answer (or of
     the episode's end grade), clipped to [0, 1].

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from agent_gym.core import AgentEnv
+from agent_gym.env.core import AgentEnv
 from agent_gym.errors import ConfigError
 from agent_gym.parsers import ParsedResponse, ToolCall
 from agent_gym.parsers.hermes import format_tool_call

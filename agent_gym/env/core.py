@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 import gymnasium as gym
 
 from agent_gym.checks import check_bool, check_choice, check_int, check_timeout
-from agent_gym.episode_tools import EpisodeToolsMixin
+from agent_gym.env.rewards import RewardConfig
+from agent_gym.env.spaces import DEFAULT_ROLES, AssistantMessageSpace, ConversationSpace
+from agent_gym.env.tasks import checked_task_list, choose_task, copy_task, validate_task
+from agent_gym.env.tools import ToolBox, ToolCallLog, call_key
 from agent_gym.errors import ConfigError, ToolErrorKind
 from agent_gym.grading import normalize_text
 from agent_gym.parsers import (
@@ -28,16 +32,19 @@ from agent_gym.parsers import (
     make_parser,
 )
 from agent_gym.parsers.instructions import adapt_prompt, describe_tools_for, no_action_error, nudge_text
-from agent_gym.rewards import RewardConfig
-from agent_gym.spaces import DEFAULT_ROLES, AssistantMessageSpace, ConversationSpace
-from agent_gym.tasks import checked_task_list, choose_task, copy_task, validate_task
-from agent_gym.tool_calls import ToolBox, call_key, run_tool_calls
-from agent_gym.tools import DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_TIME_LIMIT, Tool, ToolResult, skipped_call_result
+from agent_gym.tools import (
+    DEFAULT_MAX_OUTPUT_CHARS,
+    DEFAULT_TIME_LIMIT,
+    Tool,
+    ToolResult,
+    skipped_call_result,
+    unknown_tool_result,
+)
 from agent_gym.types import FINISH_REASON_STATUS, Action, EpisodeStatus, FinishReason, Observation, PolicyOutput
 
 __all__ = ["AgentEnv"]
 
-class AgentEnv(EpisodeToolsMixin, gym.Env[Observation, Action]):
+class AgentEnv(gym.Env[Observation, Action]):
     """A multi-turn tool-using conversation with a task to solve: the base of every agent_gym env.
 
     ## Description
@@ -51,13 +58,13 @@ class AgentEnv(EpisodeToolsMixin, gym.Env[Observation, Action]):
 
     ## Action Space
     The next assistant message: any ``str`` or a :class:`~agent_gym.types.PolicyOutput`
-    whose ``text`` is used (an :class:`~agent_gym.spaces.AssistantMessageSpace`). A
+    whose ``text`` is used (an :class:`~agent_gym.env.spaces.AssistantMessageSpace`). A
     ``finish_reason`` of ``"length"``, ``"prompt_truncation"`` or ``"error"`` ends
     the episode as truncated with status TRUNCATION, PROMPT_TRUNCATION or POLICY_ERROR.
 
     ## Observation Space
     The whole conversation so far, a fresh tuple of fresh ``{"role", "content"}`` dicts with
-    roles system, user, assistant and tool (a :class:`~agent_gym.spaces.ConversationSpace`).
+    roles system, user, assistant and tool (a :class:`~agent_gym.env.spaces.ConversationSpace`).
     ``step`` appends the assistant message, then one ``tool`` message per tool call (its
     output or ``"Error: ..."``), or a ``user`` nudge for a message with no call and no answer.
 
@@ -403,9 +410,83 @@ class AgentEnv(EpisodeToolsMixin, gym.Env[Observation, Action]):
             parsed: The parsed message.
             info: The step's info.
         """
-        run_tool_calls(parsed, info, tools=self._toolbox.current, rewards=self.rewards, gate=self.gate_tool_call,
-                       on_result=self.on_tool_result, is_useful=self.is_useful_call, add_message=self.add_message,
-                       nudge=nudge_text(self.parser), no_action_error=no_action_error(self.parser))
+        log = ToolCallLog(info)
+        for message in log.malformed(parsed.errors):
+            self.add_message("tool", message)
+        for index, call in enumerate(parsed.tool_calls):
+            result = self.gate_tool_call(call, index)
+            if result is None:
+                tool = self._toolbox.current.get(call.name)
+                if tool is None:
+                    result = unknown_tool_result(call.name, self._toolbox.current)
+                else:
+                    result = tool.run(call.arguments)
+                    if result.error is None and self.is_useful_call(call.name, call.arguments):
+                        log.useful = True
+                    self.on_tool_result(call, result)
+            self.add_message("tool", log.add(call, result))
+        if not parsed.tool_calls and not parsed.errors:
+            log.nothing_to_do(no_action_error(self.parser))
+            self.add_message("user", nudge_text(self.parser))
+        log.settle(self.rewards)
+
+    # ------------------------------------------------------------------ the episode's tools
+
+    @property
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """Fresh copies of the OpenAI function schemas of the current episode's tools.
+
+        Before the first ``reset`` (and for envs without :meth:`episode_tools`) these are the
+        schemas of the env's tools.
+        """
+        return self._toolbox.schemas()
+
+    @property
+    def episode_tools_by_name(self) -> Mapping[str, Tool]:
+        """The current episode's tools by name (read-only view; the env's tools before ``reset``)."""
+        return MappingProxyType(self._toolbox.current)
+
+    def set_episode_tools(self, tools: Sequence[Tool | Callable[..., Any]]) -> None:
+        """Replace the tools of the running episode (e.g. a turn that introduces new tools).
+
+        The new tools are converted like constructor tools and take effect for the next tool
+        call. The info of the step during which this is called carries ``info["tools"]``, the
+        new full list of schemas (``[]`` when ``tools_in_prompt``: the system message already
+        sent is not rewritten, so describe new tools in the message that introduces them, e.g.
+        with :func:`~agent_gym.tools.describe_tools`). A ``step`` override that calls this after
+        ``super().step()`` returned passes its info to :meth:`attach_tools_info`.
+
+        Args:
+            tools: The episode's tools from now on (tools or callables).
+
+        Raises:
+            RuntimeError: Before ``reset`` (use :meth:`episode_tools` for an episode's first tools).
+            TypeError, ValueError: For tools that cannot be converted or repeated names.
+        """
+        if self._task is None:
+            raise RuntimeError("set_episode_tools() needs an episode; call env.reset() first")
+        self._toolbox.use(self._toolbox.convert(tools, "tools"), changed=True)
+
+    def add_env_tools(self, tools: Sequence[Tool | Callable[..., Any]]) -> None:
+        """Add tools to the env's own tools (every episode's, unless :meth:`episode_tools` gives others).
+
+        They take effect at the next ``reset``; with ``tools_in_prompt`` the system message
+        describes them from then on.
+
+        Raises:
+            TypeError, ValueError: For tools that cannot be converted or names already taken.
+        """
+        self._toolbox.add_own(self._toolbox.convert(tools, "tools"))
+        self.system_prompt = self._prompt()
+
+    def attach_tools_info(self, info: dict[str, Any]) -> dict[str, Any]:
+        """Put ``info["tools"]`` into ``info`` if :meth:`set_episode_tools` ran since the last info had it.
+
+        ``step`` does this itself; returns ``info``.
+        """
+        if self._toolbox.take_change():
+            info["tools"] = [] if self.tools_in_prompt else self._toolbox.schemas()
+        return info
 
     # ------------------------------------------------------------------ public API
 

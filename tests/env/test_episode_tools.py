@@ -10,7 +10,7 @@ from typing import Any
 import gymnasium as gym
 import pytest
 
-from agent_gym.core import AgentEnv
+from agent_gym.env.core import AgentEnv
 from agent_gym.parsers.hermes import format_tool_call
 
 ENV_ID = "agent_gym_tests/Notebook-v0"
@@ -293,7 +293,7 @@ def test_no_leak_between_envs_of_make_vec(mode, kwargs):
 
 def test_writing_envs_page_runs(capsys):
     """The code blocks of docs/writing_envs.md, run in order, do what the page says."""
-    page = Path(__file__).resolve().parents[1] / "docs" / "writing_envs.md"
+    page = Path(__file__).resolve().parents[2] / "docs" / "writing_envs.md"
     blocks = re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.S)
     assert len(blocks) == 4
     namespace: dict[str, Any] = {"__name__": "writing_envs_example"}

@@ -8,11 +8,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tools_fixtures import add, fail, huge, sleepy
 
-from agent_gym.core import AgentEnv
+from agent_gym.env.core import AgentEnv
+from agent_gym.env.rewards import RewardConfig
+from agent_gym.env.tasks import validate_task
 from agent_gym.grading import normalize_text
 from agent_gym.parsers.hermes import format_tool_call
-from agent_gym.rewards import RewardConfig
-from agent_gym.tasks import validate_task
 from agent_gym.tools import FunctionTool
 from agent_gym.types import EpisodeStatus, PolicyOutput
 

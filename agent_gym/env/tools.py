@@ -1,29 +1,29 @@
-"""The tool calls of one assistant message: conversion of an env's tools, the gated loop, records, shaping.
+"""An env's tools and the tool calls of one assistant message.
 
-:func:`run_tool_calls` is the loop behind :meth:`agent_gym.core.AgentEnv.run_tool_calls`:
-each call passes the env's gate, runs (an unknown name is an error), and becomes a ``tool``
-message and a record in ``info["tool_calls"]``; errors are joined into ``info["error"]``
-with their kinds in ``info["error_kinds"]``, and ``info["toolcall_reward"]`` is the
-message's raw shaping (the env then pays it from the episode's budget, see
-:class:`~agent_gym.rewards.RewardConfig`). :func:`convert_tools` turns tools and plain
-callables into the name -> tool map an env runs, with its time and output limits;
-:class:`ToolBox` holds an env's own tools and those of the current episode.
+:class:`ToolBox` holds an env's own tools and those of the current episode (their schemas
+serialised once); :func:`convert_tools` turns tools and plain callables into the name -> tool
+map an env runs, with its time and output limits. :meth:`agent_gym.env.core.AgentEnv.run_tool_calls`
+runs a message's calls through the env's hooks and records them with a :class:`ToolCallLog`:
+each call becomes a ``tool`` message and a record in ``info["tool_calls"]``; errors are joined
+into ``info["error"]`` with their kinds in ``info["error_kinds"]``, and ``info["toolcall_reward"]``
+is the message's raw shaping (the env then pays it from the episode's budget, see
+:class:`~agent_gym.env.rewards.RewardConfig`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
 
+from agent_gym.env.rewards import RewardConfig
 from agent_gym.errors import ToolErrorKind
-from agent_gym.parsers import ParsedResponse, ToolCall
-from agent_gym.rewards import RewardConfig
-from agent_gym.tools import Tool, ToolResult, as_tool, unknown_tool_result
+from agent_gym.parsers import ToolCall
+from agent_gym.tools import Tool, ToolResult, as_tool
 
-__all__ = ["NO_ACTION_ERROR", "NUDGE", "ToolBox", "call_key", "convert_tools", "run_tool_calls"]
+__all__ = ["NO_ACTION_ERROR", "NUDGE", "ToolBox", "ToolCallLog", "call_key", "convert_tools"]
 
 NUDGE = (
     "Your message contained neither a tool call nor a final answer. Call a tool with "
@@ -68,88 +68,72 @@ def convert_tools(items: Any, where: str, *, time_limit: float | None, max_outpu
     return tools
 
 
-def run_tool_calls(
-    parsed: ParsedResponse,
-    info: dict[str, Any],
-    *,
-    tools: Mapping[str, Tool],
-    rewards: RewardConfig,
-    gate: Callable[[ToolCall, int], ToolResult | None],
-    on_result: Callable[[ToolCall, ToolResult], None],
-    is_useful: Callable[[str, Mapping[str, Any]], bool],
-    add_message: Callable[[str, str], None],
-    nudge: str = NUDGE,
-    no_action_error: str = NO_ACTION_ERROR,
-) -> None:
-    """Run the tool calls of one message and record them in ``info``; a message with none gets a nudge.
+class ToolCallLog:
+    """What the tool calls of one assistant message come to in the step's ``info``.
 
-    Malformed blocks (``parsed.errors``) come first, one ``tool`` error message each. Then
-    each call: ``gate(call, index)`` may refuse it (its failed result is the observation);
-    otherwise the tool runs and ``on_result`` sees the result. Every call gets a record
-    ``{"name", "arguments", "ok", "error", "kind", "output"}`` in ``info["tool_calls"]``.
+    :meth:`agent_gym.env.core.AgentEnv.run_tool_calls` runs the calls and tells the log about
+    each: a malformed block, a call and its result (refused or run), a message with nothing to
+    do. Every call becomes a record ``{"name", "arguments", "ok", "error", "kind", "output"}``
+    in ``info["tool_calls"]`` at once; :meth:`settle` then sets ``info["error"]`` (the errors
+    joined) and ``info["error_kinds"]`` (the :class:`~agent_gym.errors.ToolErrorKind` value of
+    each) when there were errors, and ``info["toolcall_reward"]``, the message's raw shaping
+    (the env pays it from the episode's budget, see :class:`~agent_gym.env.rewards.ShapingBudget`).
 
     Args:
-        parsed: The parsed message.
-        info: The step's info: ``tool_calls`` is appended to; ``toolcall_reward`` and, for
-            error observations, ``error``, ``error_kinds`` (and ``parse_errors``) are set.
-        tools: The tools the message may call, by name.
-        rewards: The shaping values (``tool_error`` per error, ``tool_success`` once for a
-            useful call, ``no_action`` for a message with nothing to do). The sum is the
-            message's raw shaping; the per-episode caps are applied by the env
-            (:class:`~agent_gym.rewards.ShapingBudget`), not here.
-        gate: Returns a failed result to refuse a call, or None to run it.
-        on_result: Called with each call that ran and its result.
-        is_useful: Whether a successful call earns ``tool_success``.
-        add_message: Appends a message (role, content) to the conversation.
-        nudge: The ``user`` message after a message with nothing to do (in the model's
-            tool-call format; default hermes').
-        no_action_error: ``info["error"]`` of such a message.
+        info: The step's info (``tool_calls`` is appended to).
+
+    Attributes:
+        useful: True once a successful call earned the ``tool_success`` bonus.
     """
-    errors: list[str] = []
-    kinds: list[str] = []  # the ToolErrorKind of each error, as info["error_kinds"]
-    useful = False
-    for problem in parsed.errors:
-        errors.append(problem)
-        kinds.append(ToolErrorKind.MALFORMED_CALL.value)
-        add_message("tool", f"Error: {problem}")
-    if parsed.errors:
-        info["parse_errors"] = list(parsed.errors)
-    for index, call in enumerate(parsed.tool_calls):
-        record: dict[str, Any] = {"name": call.name, "arguments": call.arguments}
-        result = gate(call, index)
-        if result is None:
-            tool = tools.get(call.name)
-            if tool is None:
-                result = unknown_tool_result(call.name, tools)
-            else:
-                result = tool.run(call.arguments)
-                if result.error is None:
-                    useful = is_useful(call.name, call.arguments) or useful
-                on_result(call, result)
-        error, content = result.error, result.content
+
+    def __init__(self, info: dict[str, Any]) -> None:
+        self.info = info
+        self.errors: list[str] = []
+        self.kinds: list[str] = []  # the ToolErrorKind of each error, as info["error_kinds"]
+        self.useful = False
+        self.no_action = False
+
+    def malformed(self, problems: Sequence[str]) -> list[str]:
+        """Record the message's malformed call blocks; returns the ``tool`` message of each."""
+        if problems:
+            self.errors.extend(problems)
+            self.kinds.extend([ToolErrorKind.MALFORMED_CALL.value] * len(problems))
+            self.info["parse_errors"] = list(problems)
+        return [f"Error: {problem}" for problem in problems]
+
+    def add(self, call: ToolCall, result: ToolResult) -> str:
+        """Record a call and its result (refused, failed or not); returns its ``tool`` message."""
         kind: str | None = None
-        if error is not None:
+        if result.error is not None:
             kind = ToolErrorKind(getattr(result, "kind", None) or "tool_error").value
-            errors.append(error)
-            kinds.append(kind)
-        record["ok"] = error is None
-        record["error"] = error
-        record["kind"] = kind
-        record["output"] = content
-        info["tool_calls"].append(record)
-        add_message("tool", content)
-    reward = rewards.tool_error * len(errors)
-    if useful:
-        reward += rewards.tool_success
-    if not parsed.tool_calls and not parsed.errors:
-        errors.append(no_action_error)
-        kinds.append(ToolErrorKind.NO_ACTION.value)
-        add_message("user", nudge)
-        reward += rewards.no_action
-    if errors:
-        info["error"] = "; ".join(errors)
-        info["error_kinds"] = kinds
-    info["toolcall_reward"] = reward
+            self.errors.append(result.error)
+            self.kinds.append(kind)
+        self.info["tool_calls"].append({"name": call.name, "arguments": call.arguments, "ok": result.error is None,
+                                        "error": result.error, "kind": kind, "output": result.content})
+        return result.content
+
+    def nothing_to_do(self, error: str) -> None:
+        """Record a message with no tool call and no answer; ``error`` becomes its ``info["error"]``."""
+        self.errors.append(error)
+        self.kinds.append(ToolErrorKind.NO_ACTION.value)
+        self.no_action = True
+
+    def settle(self, rewards: RewardConfig) -> None:
+        """Set the message's shaping and, after errors, ``info["error"]`` and ``info["error_kinds"]``.
+
+        ``info["toolcall_reward"]`` is ``tool_error`` per error, ``tool_success`` once for a useful
+        call and ``no_action`` for a message with nothing to do (the per-episode caps are applied
+        by the env, not here).
+        """
+        reward = rewards.tool_error * (len(self.errors) - self.no_action)
+        if self.useful:
+            reward += rewards.tool_success
+        if self.no_action:
+            reward += rewards.no_action
+        if self.errors:
+            self.info["error"] = "; ".join(self.errors)
+            self.info["error_kinds"] = self.kinds
+        self.info["toolcall_reward"] = reward
 
 
 class ToolBox:

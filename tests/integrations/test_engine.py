@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent_gym.engine import BaseEngineWrapper, GymEngineWrapper, validate_server_address
 from agent_gym.errors import ConfigError, ServerError
+from agent_gym.integrations.engine import BaseEngineWrapper, GymEngineWrapper, validate_server_address
 from agent_gym.policy.completions import ServerCompletions
 from agent_gym.types import EpisodeStatus, Trajectory
 
@@ -195,7 +195,7 @@ def test_server_address_rejects(address):
 def test_training_records_mask_failures_with_a_reward_neutral_in_their_task():
     import dataclasses
 
-    from agent_gym.engine import training_records
+    from agent_gym.integrations.engine import training_records
     from agent_gym.types import Step, StepTrajectory
 
     solved = _two_segment_episode()

@@ -6,7 +6,7 @@ import warnings
 import numpy as np
 import pytest
 
-from agent_gym.spaces import AssistantMessageSpace, ConversationSpace, MessageSpace, TextSpace
+from agent_gym.env.spaces import AssistantMessageSpace, ConversationSpace, MessageSpace, TextSpace
 
 
 def test_text_space_contains_any_characters_within_length():
