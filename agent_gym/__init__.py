@@ -38,6 +38,7 @@ __all__ = [
     "EpisodeRunner",
     "EpisodeStatus",
     "FinishReason",
+    "Grade",
     "GymEngineWrapper",
     "MemoryConfig",
     "MemorySimple",
@@ -74,6 +75,7 @@ __all__ = [
 
 _LAZY: dict[str, str] = {
     "AgentEnv": "agent_gym.core",
+    "Grade": "agent_gym.grade",
     "BaseEngineWrapper": "agent_gym.engine",
     "GymEngineWrapper": "agent_gym.engine",
     "AgentGymError": "agent_gym.errors",
@@ -144,6 +146,7 @@ if TYPE_CHECKING:
         ServerError,
         TrajectoryError,
     )
+    from agent_gym.grade import Grade
     from agent_gym.memory import MemoryConfig, MemorySimple, MemorySummary
     from agent_gym.policy import (
         ClientOptions,

@@ -22,6 +22,7 @@ from agent_gym.envs.conversation.state import (
 )
 from agent_gym.envs.conversation.tasks import builtin_tasks, check_task, load_tasks, visible_methods
 from agent_gym.envs.conversation.users import DEFAULT_STOP_MARKER, SimulatedUser
+from agent_gym.grade import Grade
 from agent_gym.parsers import ParsedResponse, ResponseParser, ToolCall, format_tool_call
 from agent_gym.rewards import RewardConfig
 from agent_gym.tools import (
@@ -282,17 +283,17 @@ class ConversationEnv(AgentEnv):
             self._handed_over = True
             self.end_episode(EpisodeStatus.ENV_DONE, "transfer")
 
-    def grade_episode(self, status: EpisodeStatus, reason: str, info: dict[str, Any]) -> float | None:
+    def grade_episode(self, status: EpisodeStatus, reason: str, info: dict[str, Any]) -> Grade:
         """Score a simulated user's whole conversation; add ``turn_scores`` and ``success`` to ``info``."""
         task = self.task
         assert task is not None
-        score = None
+        grade = Grade.ungraded()
         if self.user is not None and reason in _SCORED_ENDS:
-            score = self._score_conversation(info)
+            grade = Grade.scored(self._score_conversation(info))
         info["turn_scores"] = list(self._turn_scores)
         expected = 1 if self.user is not None else len(task["turns"])
         info["success"] = len(self._turn_scores) == expected and all(s == 1.0 for s in self._turn_scores)
-        return score
+        return grade
 
     def episode_info(self) -> dict[str, Any]:
         """``turn`` (the current user turn) and ``num_turns`` (scripted turns of the task)."""

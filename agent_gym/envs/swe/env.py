@@ -17,6 +17,7 @@ from agent_gym.envs.swe.repo import Snapshot, snapshot_for
 from agent_gym.envs.swe.runs import GIT_ENV
 from agent_gym.envs.swe.tasks import SPLITS, normalize_task, shipped_tasks
 from agent_gym.errors import SandboxError
+from agent_gym.grade import Grade
 from agent_gym.parsers import ResponseParser
 from agent_gym.rewards import RewardConfig
 from agent_gym.sandbox import LocalSandbox, SandboxLimits
@@ -371,13 +372,21 @@ class SWEEnv(AgentEnv):
 
     # ------------------------------------------------------------------ grading
 
-    def grade_episode(self, status: EpisodeStatus, reason: str, info: dict[str, Any]) -> float | None:
-        """Capture the patch, grade it in a clean sandbox (see the class docstring); None when not graded."""
+    def grade_episode(self, status: EpisodeStatus, reason: str, info: dict[str, Any]) -> Grade:
+        """Capture the patch and grade it in a clean sandbox (see the class docstring).
+
+        A grading that failed (``outcome == "error"``) ends the episode ENV_ERROR with ``end_reason``
+        ``"grading_error"`` (:meth:`Grade.infra_failure <agent_gym.grade.Grade.infra_failure>`); a policy
+        output cut short or failed is not graded.
+        """
         if status not in (EpisodeStatus.ENV_DONE, EpisodeStatus.MAX_STEPS):
-            return None
+            return Grade.ungraded()
         report = self.grade_current()
         info["swe"] = {**report.as_info(), "patch_bytes": len(self.last_patch.encode("utf-8", "surrogateescape"))}
-        return report.score(self.reward_mode)
+        score = report.score(self.reward_mode)
+        if score is None:  # outcome "error": not a verdict on the patch
+            return Grade.infra_failure("grading_error")
+        return Grade.scored(score)
 
     def grade_current(self) -> SWEReport:
         """Capture the running episode's patch (the agent's shell stopped first) and grade it now."""
@@ -409,16 +418,6 @@ class SWEEnv(AgentEnv):
         context = f"{self.image_for(task)}|{self.backend}|{factory}|{self.grading_limits}"
         return grade_patch(task, snapshot, patch, lambda: self.new_sandbox(task, "grader"),
                            timeout=self.grading_timeout, max_patch_bytes=self.max_patch_bytes, context=context)
-
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        """One step (see :class:`~agent_gym.core.AgentEnv`); a grading that failed ends it ENV_ERROR."""
-        observation, reward, terminated, truncated, info = super().step(action)
-        swe = info.get("swe")
-        if isinstance(swe, dict) and swe.get("outcome") == "error":
-            info["status"] = EpisodeStatus.ENV_ERROR
-            info["end_reason"] = "grading_error"
-            terminated, truncated = False, True
-        return observation, reward, terminated, truncated, info
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()

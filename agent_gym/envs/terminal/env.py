@@ -9,11 +9,12 @@ from typing import Any, cast
 from agent_gym.checks import check_float, check_int
 from agent_gym.core import AgentEnv
 from agent_gym.envs.terminal.baseline import BASELINES, Baseline, baseline_key, judge
-from agent_gym.envs.terminal.grading import REWARD_MODES, SCORED_OUTCOMES, TestReport, grade_test_run
+from agent_gym.envs.terminal.grading import REWARD_MODES, TestReport, grade_test_run
 from agent_gym.envs.terminal.loader import builtin_tasks, find_task_dirs, load_task
 from agent_gym.envs.terminal.runner import run_tests_on
 from agent_gym.envs.terminal.sandboxes import BACKENDS, SandboxSpec, open_task_sandbox, select_backend
 from agent_gym.errors import ConfigError, SandboxError
+from agent_gym.grade import Grade
 from agent_gym.parsers import ResponseParser
 from agent_gym.rewards import RewardConfig
 from agent_gym.sandbox import LocalSandbox, SandboxLimits
@@ -81,7 +82,7 @@ class TerminalEnv(AgentEnv):
     run that grades nothing (timeout, runner could not run, unreadable output, no tests) is
     judged against the task's initial state (:meth:`baseline`): if the runner grades the
     initial state, the failure is the agent's (outcome ``invalid``, reward 0, ENV_DONE);
-    otherwise it earns nothing and ends the episode ENV_ERROR (see :meth:`step`).
+    otherwise it earns nothing and ends the episode ENV_ERROR (see :meth:`grade_episode`).
     ``toolcall_reward`` shapes tool use as in
     :class:`~agent_gym.core.AgentEnv`. ``info["tests"]`` has ``outcome``, ``passed``,
     ``total``, ``resolved``, ``results``, ``exit_code`` and ``reason`` at the end.
@@ -290,39 +291,28 @@ class TerminalEnv(AgentEnv):
         """0: an ``<answer>`` submits, and the tests grade the sandbox (see :meth:`grade_episode`)."""
         return 0.0
 
-    def grade_episode(self, status: EpisodeStatus, reason: str, info: dict[str, Any]) -> float | None:
+    def grade_episode(self, status: EpisodeStatus, reason: str, info: dict[str, Any]) -> Grade:
         """Run the tests once the episode ended by the model (submit, answer) or by ``max_steps``.
 
         Adds ``info["tests"]`` (``outcome``, ``passed``, ``total``, ``resolved``, ``reason``,
         ``exit_code``, ``results``; see :class:`~agent_gym.envs.terminal.grading.TestReport`). A
         run that did not grade the work (timeout, runner could not run, unreadable output, no
-        tests) earns nothing and ends the episode ENV_ERROR (see :meth:`step`), never a wrong
-        answer, unless the agent broke a runner that grades the task's initial state (outcome
-        ``invalid``: 0); a policy output cut short or failed is not graded (None).
+        tests) earns nothing and ends the episode ENV_ERROR (:meth:`Grade.infra_failure
+        <agent_gym.grade.Grade.infra_failure>`), never a wrong answer, unless the agent broke a
+        runner that grades the task's initial state (outcome ``invalid``: 0). ``info["end_reason"]``
+        then names the outcome (``"tests_timeout"``, ``"tests_could_not_run"``,
+        ``"tests_parse_error"``, ``"tests_no_tests"``), so a trainer masks the episode
+        (:data:`~agent_gym.integrations.contract.INFRA_FAILURE_STATUSES`) instead of learning from
+        it. A policy output cut short or failed is not graded.
         """
         if status not in (EpisodeStatus.ENV_DONE, EpisodeStatus.MAX_STEPS):
-            return None
+            return Grade.ungraded()
         passed, total, score = self._grade()
         report = self.last_report
         info["tests"] = report.as_info() if report is not None else {"passed": passed, "total": total}
         if report is not None and not report.scored:
-            return None
-        return score
-
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        """One step (see :class:`~agent_gym.core.AgentEnv`); a test run that graded nothing ends it ENV_ERROR.
-
-        ``info["end_reason"]`` then names the outcome (``"tests_timeout"``, ``"tests_could_not_run"``,
-        ``"tests_parse_error"``, ``"tests_no_tests"``), so a trainer masks the episode
-        (:data:`~agent_gym.integrations.contract.INFRA_FAILURE_STATUSES`) instead of learning from it.
-        """
-        observation, reward, terminated, truncated, info = super().step(action)
-        tests = info.get("tests")
-        if isinstance(tests, dict) and tests.get("outcome") not in (None, *SCORED_OUTCOMES):
-            info["status"] = EpisodeStatus.ENV_ERROR
-            info["end_reason"] = f"tests_{tests['outcome']}"
-            terminated, truncated = False, True
-        return observation, reward, terminated, truncated, info
+            return Grade.infra_failure(f"tests_{report.outcome}")
+        return Grade.scored(score)
 
     def _grade(self) -> tuple[int, int, float]:
         """Grade once per episode (see :meth:`run_tests`) and end the agent's turn."""
@@ -345,7 +335,7 @@ class TerminalEnv(AgentEnv):
         (:func:`~agent_gym.envs.terminal.baseline.judge`). The report is kept in :attr:`last_report`
         and the output in ``last_test_output``; ``score`` is the reward of ``reward_mode`` (0 when
         the run graded nothing). The episode goes on (the next ``bash`` call starts a new shell
-        with the saved state); :meth:`step` calls this once when the episode ends.
+        with the saved state); :meth:`grade_episode` calls this once when the episode ends.
         """
         task = self.task or {}
         sandbox = self.sandbox
