@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from agent_gym.checks import check_float, check_int
-from agent_gym.core import AgentEnv
+from agent_gym.envs.sandboxed import SandboxedEnv
 from agent_gym.envs.terminal.baseline import BASELINES, Baseline, baseline_key, judge
 from agent_gym.envs.terminal.grading import REWARD_MODES, TestReport, grade_test_run
 from agent_gym.envs.terminal.loader import builtin_tasks, find_task_dirs, load_task
@@ -20,7 +20,7 @@ from agent_gym.rewards import RewardConfig
 from agent_gym.sandbox import LocalSandbox, SandboxLimits
 from agent_gym.sandbox.local import sandbox_base_env
 from agent_gym.sandbox.rootfs import writable_root_unavailable_reason
-from agent_gym.tools import DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_TIME_LIMIT, Tool, as_tool
+from agent_gym.tools import DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_TIME_LIMIT, Tool
 from agent_gym.types import EpisodeStatus
 
 __all__ = ["SOLUTION_PATH", "TEST_ENV", "TerminalEnv", "parse_pytest_summary"]
@@ -47,7 +47,7 @@ def parse_pytest_summary(output: str) -> tuple[int, int]:
     return report.passed, report.total
 
 
-class TerminalEnv(AgentEnv):
+class TerminalEnv(SandboxedEnv):
     """Do a task in a Linux shell; the task's tests decide the reward.
 
     ## Description
@@ -193,10 +193,8 @@ class TerminalEnv(AgentEnv):
         if sandbox_factory is not None and not callable(sandbox_factory):
             raise TypeError(f"sandbox_factory: expected a callable or None, got {type(sandbox_factory).__name__}")
         self.sandbox_factory = sandbox_factory
-        self.sandbox: Any = None
         self.test_env = dict(TEST_ENV)
         self.last_test_output = ""
-        self._submitted = False
         self._graded: tuple[int, int, float] | None = None
         self.last_report: TestReport | None = None
         checked_later = cast("Sequence[Mapping[str, Any]] | None", tasks)  # validate_tasks loads the paths
@@ -245,47 +243,17 @@ class TerminalEnv(AgentEnv):
 
     def episode_tools(self, task: dict[str, Any]) -> Sequence[Tool | Callable[..., Any]] | None:
         """Start the episode's sandbox, lay out the task's files and return ``bash`` and ``submit``."""
-        self._submitted = False
         self._graded = None
         self.last_report = None
-        self.sandbox = open_task_sandbox(task, self.sandbox_spec())
-        limit = self.limits.output_bytes + 1000
-        return [as_tool(self.bash, time_limit=None, max_output_chars=limit),
-                as_tool(self.submit, time_limit=None, max_output_chars=limit)]
+        return super().episode_tools(task)
 
-    def release_episode(self) -> None:
-        """Close the episode's sandbox (every process killed, every file dropped); safe twice."""
-        sandbox, self.sandbox = self.sandbox, None
-        if sandbox is not None:
-            sandbox.close()
+    def open_sandbox(self, task: Mapping[str, Any]) -> Any:
+        """A sandbox of :meth:`sandbox_spec` with the task's files and setup (see ``docs/terminal_bench.md``)."""
+        return open_task_sandbox(task, self.sandbox_spec())
 
-    def bash(self, command: str) -> str:
-        """Run a command in the persistent bash shell of the sandbox (it starts in the task's working directory).
-
-        Args:
-            command: The shell command(s) to run; multi-line scripts and heredocs are fine.
-
-        Returns:
-            The output (stdout and stderr) and the exit code.
-        """
-        if self.sandbox is None:
-            return "[no sandbox: this environment was copied or closed; call reset()]"
-        if self._submitted:
-            return "[the work was already submitted]"
-        timeout = min(self.command_timeout, float((self.task or {}).get("agent_timeout") or self.command_timeout))
-        result = self.sandbox.run(command, timeout=timeout)
-        return result.transcript()
-
-    def submit(self) -> str:
-        """Submit the current state of the sandbox for grading; this ends the episode.
-
-        Returns:
-            A confirmation.
-        """
-        self._submitted = True
-        if self.episode_running:
-            self.end_episode(EpisodeStatus.ENV_DONE, "submit")
-        return "Submitted; the tests run now."
+    def command_time_limit(self) -> float:
+        """``command_timeout``, capped by the task's agent timeout."""
+        return min(self.command_timeout, float((self.task or {}).get("agent_timeout") or self.command_timeout))
 
     def score_answer(self, task: Mapping[str, Any], answer: str) -> float:
         """0: an ``<answer>`` submits, and the tests grade the sandbox (see :meth:`grade_episode`)."""
@@ -317,7 +285,7 @@ class TerminalEnv(AgentEnv):
     def _grade(self) -> tuple[int, int, float]:
         """Grade once per episode (see :meth:`run_tests`) and end the agent's turn."""
         if self._graded is None:
-            self._submitted = True
+            self.submitted = True
             self._graded = self.run_tests()
         return self._graded
 
@@ -392,8 +360,3 @@ class TerminalEnv(AgentEnv):
                            command_timeout=self.command_timeout, docker_image=self.docker_image,
                            docker_pool_size=self.docker_pool_size, writable_root=self.writable_root,
                            sandbox_factory=self.sandbox_factory)
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["sandbox"] = None  # processes cannot be copied; a copy needs a reset
-        return state
