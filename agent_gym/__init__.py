@@ -38,6 +38,7 @@ __all__ = [
     "EpisodeRunner",
     "EpisodeStatus",
     "FinishReason",
+    "Grade",
     "GymEngineWrapper",
     "MemoryConfig",
     "MemorySimple",
@@ -74,6 +75,7 @@ __all__ = [
 
 _LAZY: dict[str, str] = {
     "AgentEnv": "agent_gym.env.core",
+    "Grade": "agent_gym.env.grade",
     "BaseEngineWrapper": "agent_gym.integrations.engine",
     "GymEngineWrapper": "agent_gym.integrations.engine",
     "AgentGymError": "agent_gym.errors",
@@ -143,6 +145,7 @@ if TYPE_CHECKING:
     from agent_gym import errors, tools, utils, wrappers
     from agent_gym.env import spaces
     from agent_gym.env.core import AgentEnv
+    from agent_gym.env.grade import Grade
     from agent_gym.env.rewards import RewardConfig
     from agent_gym.env.spaces import AssistantMessageSpace, ConversationSpace, MessageSpace, TextSpace
     from agent_gym.errors import (

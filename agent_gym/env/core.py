@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import gymnasium as gym
 
 from agent_gym.checks import check_bool, check_choice, check_int, check_timeout
+from agent_gym.env.grade import Grade
 from agent_gym.env.rewards import RewardConfig
 from agent_gym.env.spaces import DEFAULT_ROLES, AssistantMessageSpace, ConversationSpace
 from agent_gym.env.tasks import checked_task_list, choose_task, copy_task, validate_task
@@ -86,7 +87,8 @@ class AgentEnv(gym.Env[Observation, Action]):
     Terminated (status ENV_DONE) when the assistant gives an ``<answer>``; truncated with
     status MAX_STEPS after ``max_steps`` assistant messages (the one step limit: the
     registered ids set no ``max_episode_steps``), or as above for a truncated or failed
-    policy output. The last step's ``info`` has ``status`` and ``end_reason``
+    policy output; truncated with status ENV_ERROR when the end grade could not grade
+    (:meth:`grade_episode`). The last step's ``info`` has ``status`` and ``end_reason``
     (``"answer"``, ``"max_steps"``, ``"policy_length"``, ... or a subclass's reason).
 
     ## Arguments
@@ -109,6 +111,8 @@ class AgentEnv(gym.Env[Observation, Action]):
     * ``render_mode``: None or ``"ansi"``.
 
     ## Version History
+    * :meth:`grade_episode` returns a :class:`~agent_gym.env.grade.Grade`; one that could not grade
+      (``Grade.infra_failure``) ends the episode ENV_ERROR (a float or None still works).
     * Shaping bounded per episode: ``toolcall_reward`` is paid from a budget of
       ``rewards.bonus_cap`` (default: one useful step's bonus) and ``rewards.penalty_cap``,
       instead of growing with the number of calls.
@@ -326,20 +330,29 @@ class AgentEnv(gym.Env[Observation, Action]):
         """
         return 1.0 if normalize_text(answer) == normalize_text(str(task["ground_truth"])) else 0.0
 
-    def grade_episode(self, status: EpisodeStatus, reason: str, info: dict[str, Any]) -> float | None:
+    def grade_episode(self, status: EpisodeStatus, reason: str, info: dict[str, Any]) -> Grade | float | None:
         """Grade the episode once it ended, whatever ended it; the default grades nothing.
 
         Called once per episode, in the last step, before ``info`` gets ``status`` and
-        ``end_reason``. A score in [0, 1] adds ``rewards.correct * score`` to that step's
-        ``res_reward`` (and its time to ``last_reward_time``); None adds nothing. May add
-        keys to ``info`` (e.g. test results).
+        ``end_reason``. Return a :class:`~agent_gym.env.grade.Grade`: :meth:`Grade.scored(score)
+        <agent_gym.env.grade.Grade.scored>` adds ``rewards.correct * score`` (``score`` clipped to
+        [0, 1]) to that step's ``res_reward`` (and its time to ``last_reward_time``);
+        :meth:`Grade.ungraded() <agent_gym.env.grade.Grade.ungraded>` adds nothing;
+        :meth:`Grade.infra_failure(reason) <agent_gym.env.grade.Grade.infra_failure>` (grading could
+        not grade: not the agent's doing) adds nothing and ends the episode ENV_ERROR, truncated,
+        with that ``end_reason``, so that trainers mask it. A plain float or None (what overrides
+        returned before :class:`~agent_gym.env.grade.Grade`) still works: it counts as
+        ``Grade.scored`` or ``Grade.ungraded``. May add keys to ``info`` (e.g. test results).
 
         Args:
             status: How the episode ended.
             reason: Why (``"answer"``, ``"max_steps"``, ``"policy_length"``, a subclass's reason).
             info: The last step's info.
+
+        Returns:
+            The grade (:meth:`Grade.ungraded() <agent_gym.env.grade.Grade.ungraded>` by default).
         """
-        return None
+        return Grade.ungraded()
 
     def episode_info(self) -> Mapping[str, Any]:
         """Keys added to the info of ``reset`` and of every step (those the step set win).
@@ -378,8 +391,9 @@ class AgentEnv(gym.Env[Observation, Action]):
     def end_episode(self, status: EpisodeStatus, reason: str) -> None:
         """End the episode with ``status`` at the end of the current step (the next one, between steps).
 
-        The step then returns ``terminated`` for ENV_DONE and ``truncated`` otherwise, calls
-        :meth:`grade_episode` and sets ``info["status"]`` and ``info["end_reason"]``. Tool
+        The step then calls :meth:`grade_episode` (whose grade may change the status, see
+        :class:`~agent_gym.env.grade.Grade`), returns ``terminated`` for ENV_DONE and ``truncated``
+        otherwise, and sets ``info["status"]`` and ``info["end_reason"]``. Tool
         calls after this are refused (:meth:`gate_tool_call`). The first request of a step wins.
 
         Args:
@@ -598,10 +612,8 @@ class AgentEnv(gym.Env[Observation, Action]):
             self.end_episode(EpisodeStatus.MAX_STEPS, "max_steps")
         terminated = truncated = False
         if self._ending is not None:
-            status, reason = self._ending
-            terminated = status == EpisodeStatus.ENV_DONE
+            terminated = self._finish(*self._ending, info) == EpisodeStatus.ENV_DONE
             truncated = not terminated
-            self._finish(status, reason, info)
         self.attach_tools_info(info)
         reward = info["toolcall_reward"] + info["res_reward"]
         return self._observation(), reward, terminated, truncated, self._with_episode_info(info)
@@ -649,17 +661,20 @@ class AgentEnv(gym.Env[Observation, Action]):
         self.last_parsed = None
         return text, finish_reason
 
-    def _finish(self, status: EpisodeStatus, reason: str, info: dict[str, Any]) -> None:
-        """End the episode in this step: grade it, record why."""
+    def _finish(self, status: EpisodeStatus, reason: str, info: dict[str, Any]) -> EpisodeStatus:
+        """End the episode in this step: grade it, record why; returns the final status (the grade's, if any)."""
         started = time.perf_counter()
-        score = self.grade_episode(status, reason, info)
-        if score is not None:
-            info["res_reward"] += self.rewards.outcome(score)
+        grade = Grade.coerce(self.grade_episode(status, reason, info))
+        if grade.score is not None:
+            info["res_reward"] += self.rewards.outcome(grade.score)
             self.last_reward_time += time.perf_counter() - started
+        if grade.status is not None:
+            status = grade.status
         info["status"] = status
-        info["end_reason"] = reason
+        info["end_reason"] = reason if grade.reason is None else grade.reason
         self._done = True
         self._ending = None
+        return status
 
     def _with_episode_info(self, info: dict[str, Any]) -> dict[str, Any]:
         for key, value in self.episode_info().items():

@@ -15,10 +15,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from agent_gym.checks import check_int
+from agent_gym.env.grade import Grade
 from agent_gym.envs.tool_use.builtin_tools import BUILTIN_TOOLS
 from agent_gym.envs.tool_use.env import ToolUseEnv
 from agent_gym.subagents.runner import SubagentSpec, run_subagent
-from agent_gym.types import Segment
+from agent_gym.types import EpisodeStatus, Segment
 
 __all__ = ["SolverJudgeEnv"]
 
@@ -95,9 +96,7 @@ class SolverJudgeEnv(ToolUseEnv):
             return 0.0
         return self.solver_scores[pick - 1] if 1 <= pick <= len(self.solver_scores) else 0.0
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        """A judge's turn; the last one sets ``info["role_rewards"]["judge"]``."""
-        obs, reward, terminated, truncated, info = super().step(action)
-        if terminated or truncated:
-            info["role_rewards"] = {"judge": float(info["res_reward"])}
-        return obs, reward, terminated, truncated, info
+    def grade_episode(self, status: EpisodeStatus, reason: str, info: dict[str, Any]) -> Grade:
+        """No end grade; the judge's reward (its pick's score) goes to ``info["role_rewards"]["judge"]``."""
+        info["role_rewards"] = {"judge": float(info["res_reward"])}
+        return Grade.ungraded()

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from agent_gym.env.core import AgentEnv
+from agent_gym.env.grade import Grade
 from agent_gym.errors import ConfigError
 from agent_gym.parsers import ParsedResponse, ToolCall
 from agent_gym.parsers.hermes import format_tool_call
@@ -175,3 +176,70 @@ def test_an_env_that_cannot_take_tools_refuses_them_by_name():
     with pytest.raises(ConfigError, match=r"tools: Fixed takes no tools= \(pass budget= instead\), got list"):
         Fixed(TASKS, [lambda: 1])
     assert list(Fixed(TASKS).tools) == []
+
+
+class GradedBy(AgentEnv):
+    """Every end of an episode gets the grade given; no ``step`` override."""
+
+    def __init__(self, grade: Grade | float | None, **kwargs: Any) -> None:
+        self.grade = grade
+        super().__init__(TASKS, **kwargs)
+
+    def grade_episode(self, status: EpisodeStatus, reason: str, info: dict[str, Any]) -> Grade | float | None:
+        info["graded"] = (status, reason)
+        return self.grade
+
+
+@pytest.mark.parametrize(
+    ("action", "status", "reason", "answered"),
+    [("<answer>2</answer>", "ENV_DONE", "answer", 1.0), ("hm", "MAX_STEPS", "max_steps", 0.0),
+     (PolicyOutput(text="cut", finish_reason="length"), "TRUNCATION", "policy_length", 0.0)],
+)
+def test_an_infra_failure_grade_ends_the_episode_env_error_with_its_reason(action, status, reason, answered):
+    assert "step" not in vars(GradedBy)
+    env = GradedBy(Grade.infra_failure("grader_down"), max_steps=1)
+    env.reset(seed=0)
+    _, reward, terminated, truncated, info = env.step(action)
+    assert info["graded"] == (status, reason)  # graded as the episode ended, then the grade's status wins
+    assert truncated and not terminated
+    assert info["status"] is EpisodeStatus.ENV_ERROR and info["end_reason"] == "grader_down"
+    assert info["res_reward"] == answered and reward == info["toolcall_reward"] + answered  # the grade adds nothing
+    assert not env.episode_running
+    with pytest.raises(RuntimeError, match="after the episode ended"):
+        env.step("more")
+
+
+def test_an_infra_failure_reaches_the_trajectory_as_env_error():
+    from agent_gym.wrappers import TrajectoryWrapper
+
+    env = TrajectoryWrapper(GradedBy(Grade.infra_failure("grader_down")))
+    env.reset(seed=0)
+    *_, info = env.step("<answer>2</answer>")
+    assert info["trajectory"].status == EpisodeStatus.ENV_ERROR and info["end_reason"] == "grader_down"
+    env.close()
+
+
+@pytest.mark.parametrize(
+    ("grade", "res_reward"),
+    [(Grade.scored(0.5), 0.5), (0.5, 0.5), (Grade.scored(7.0), 1.0), (Grade.ungraded(), 0.0), (None, 0.0)],
+)
+def test_a_scored_or_ungraded_grade_keeps_the_status(grade, res_reward):
+    env = GradedBy(grade, max_steps=1)
+    env.reset(seed=0)
+    _, _, terminated, truncated, info = env.step("hm")
+    assert truncated and not terminated and (info["status"], info["end_reason"]) == ("MAX_STEPS", "max_steps")
+    assert info["res_reward"] == res_reward
+
+
+def test_a_grade_may_end_the_episode_with_another_status():
+    env = GradedBy(Grade(status=EpisodeStatus.ENV_DONE), max_steps=1)
+    env.reset(seed=0)
+    _, _, terminated, truncated, info = env.step("hm")
+    assert terminated and not truncated and (info["status"], info["end_reason"]) == ("ENV_DONE", "max_steps")
+
+
+def test_a_grade_of_another_type_raises():
+    env = GradedBy("0.5", max_steps=1)  # type: ignore[arg-type]
+    env.reset(seed=0)
+    with pytest.raises(TypeError, match="grade_episode: expected a Grade, a float or None, got str"):
+        env.step("hm")

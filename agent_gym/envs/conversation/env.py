@@ -9,6 +9,7 @@ from typing import Any
 
 from agent_gym.checks import check_int
 from agent_gym.env.core import AgentEnv
+from agent_gym.env.grade import Grade
 from agent_gym.env.rewards import RewardConfig
 from agent_gym.envs.conversation.domains import BUILTIN_CLASSES
 from agent_gym.envs.conversation.expectations import reply_problem
@@ -282,17 +283,17 @@ class ConversationEnv(AgentEnv):
             self._handed_over = True
             self.end_episode(EpisodeStatus.ENV_DONE, "transfer")
 
-    def grade_episode(self, status: EpisodeStatus, reason: str, info: dict[str, Any]) -> float | None:
+    def grade_episode(self, status: EpisodeStatus, reason: str, info: dict[str, Any]) -> Grade:
         """Score a simulated user's whole conversation; add ``turn_scores`` and ``success`` to ``info``."""
         task = self.task
         assert task is not None
-        score = None
+        grade = Grade.ungraded()
         if self.user is not None and reason in _SCORED_ENDS:
-            score = self._score_conversation(info)
+            grade = Grade.scored(self._score_conversation(info))
         info["turn_scores"] = list(self._turn_scores)
         expected = 1 if self.user is not None else len(task["turns"])
         info["success"] = len(self._turn_scores) == expected and all(s == 1.0 for s in self._turn_scores)
-        return score
+        return grade
 
     def episode_info(self) -> dict[str, Any]:
         """``turn`` (the current user turn) and ``num_turns`` (scripted turns of the task)."""

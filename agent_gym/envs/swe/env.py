@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from agent_gym.checks import check_float, check_int
-from agent_gym.env.core import AgentEnv
+from agent_gym.env.grade import Grade
 from agent_gym.env.rewards import RewardConfig
+from agent_gym.envs.sandboxed import SandboxedEnv
 from agent_gym.envs.swe.editor import FileEditor
 from agent_gym.envs.swe.grading import DEFAULT_MAX_PATCH_BYTES, REWARD_MODES, SWEReport, grade_patch
 from agent_gym.envs.swe.repo import Snapshot, snapshot_for
@@ -105,7 +106,7 @@ def capture_patch(sandbox: Any, base_commit: str, exclude: Sequence[str] = (), l
     return data.decode("utf-8", "surrogateescape"), size
 
 
-class SWEEnv(AgentEnv):
+class SWEEnv(SandboxedEnv):
     """Fix a bug in a repository; the hidden tests of the task grade the patch in a clean sandbox.
 
     ## Description
@@ -194,6 +195,14 @@ class SWEEnv(AgentEnv):
     tools_not_accepted = ("its tools are bash, str_replace_editor and submit, bound to each episode's sandbox; "
                           "pass sandbox_factory= for another sandbox")
 
+    episode_handles = ("sandbox", "editor")
+
+    bash_description = ("Run a command in the persistent bash shell of the sandbox (working directory /app).\n\n"
+                        "Returns: The output (stdout and stderr) and the exit code.")
+
+    submit_description = ("Submit the changes to the repository for grading; this ends the episode.\n\n"
+                          "Returns: A confirmation.")
+
     def __init__(
         self,
         tasks: Sequence[Mapping[str, Any]] | None = None,
@@ -248,12 +257,10 @@ class SWEEnv(AgentEnv):
         self.limits = limits or SandboxLimits(output_bytes=12000)
         self.grading_limits = grading_limits or SandboxLimits(output_bytes=65536, processes=256)
         self.sandbox_factory = sandbox_factory
-        self.sandbox: Any = None
         self.editor: FileEditor | None = None
         self.snapshot: Snapshot | None = None
         self.last_patch = ""
         self.last_report: SWEReport | None = None
-        self._submitted = False
         # a list: validation depends on this env's arguments (repos=, backend=), never cached per class
         super().__init__(None if tasks is None else list(tasks), tools, max_steps=max_steps,
                          tools_in_prompt=tools_in_prompt, system_prompt=system_prompt, rewards=rewards, parser=parser,
@@ -319,69 +326,54 @@ class SWEEnv(AgentEnv):
 
     def episode_tools(self, task: dict[str, Any]) -> Sequence[Tool | Callable[..., Any]] | None:
         """Build (or reuse) the base repository, start the episode's sandbox and extract the repository in it."""
-        self._submitted = False
         self.last_patch = ""
         self.last_report = None
         self.snapshot = snapshot_for(task["source"], task["bug_patch"])
-        self.sandbox = self.new_sandbox(task, "agent")
-        self.sandbox.write_file("/tmp/.agent_gym_base.tar", self.snapshot.archive)
-        result = self.sandbox.exec(f"tar -xf /tmp/.agent_gym_base.tar -C {REPO_DIR} && rm -f /tmp/.agent_gym_base.tar",
-                                   timeout=120)
-        if not result.ok:
-            raise SandboxError(f"task {task['id']!r}: the repository did not extract: {result.output[-300:]}")
-        limit = self.limits.output_bytes + 1000
-        self.editor = FileEditor(self.sandbox, max_output_chars=limit)
-        return [as_tool(self.bash, time_limit=None, max_output_chars=limit),
-                as_tool(self.editor.str_replace_editor, time_limit=None, max_output_chars=limit + 200),
-                as_tool(self.submit, time_limit=None)]
+        return super().episode_tools(task)
 
-    def release_episode(self) -> None:
-        """Close the episode's sandbox (every process killed, every file dropped); safe twice."""
-        sandbox, self.sandbox = self.sandbox, None
-        self.editor = None
-        if sandbox is not None:
+    def open_sandbox(self, task: Mapping[str, Any]) -> Any:
+        """The agent's sandbox (:meth:`new_sandbox`) with the base repository extracted in ``/app``."""
+        assert self.snapshot is not None
+        sandbox = self.new_sandbox(task, "agent")
+        try:
+            sandbox.write_file("/tmp/.agent_gym_base.tar", self.snapshot.archive)
+            result = sandbox.exec(f"tar -xf /tmp/.agent_gym_base.tar -C {REPO_DIR} && rm -f /tmp/.agent_gym_base.tar",
+                                  timeout=120)
+            if not result.ok:
+                raise SandboxError(f"task {task['id']!r}: the repository did not extract: {result.output[-300:]}")
+        except BaseException:
             sandbox.close()
+            raise
+        return sandbox
 
-    def bash(self, command: str) -> str:
-        """Run a command in the persistent bash shell of the sandbox (working directory /app).
-
-        Args:
-            command: The shell command(s) to run; multi-line scripts and heredocs are fine.
-
-        Returns:
-            The output (stdout and stderr) and the exit code.
-        """
-        if self.sandbox is None:
-            return "[no sandbox: this environment was copied or closed; call reset()]"
-        if self._submitted:
-            return "[the work was already submitted]"
-        result = self.sandbox.run(command, timeout=self.command_timeout)
-        return result.transcript()
-
-    def submit(self) -> str:
-        """Submit the changes to the repository for grading; this ends the episode.
-
-        Returns:
-            A confirmation.
-        """
-        self._submitted = True
-        if self.episode_running:
-            self.end_episode(EpisodeStatus.ENV_DONE, "submit")
-        return "Submitted; the tests run now."
+    def sandbox_tools(self) -> Sequence[Tool | Callable[..., Any]]:
+        """``bash``, ``str_replace_editor`` (a :class:`~agent_gym.envs.swe.editor.FileEditor`) and ``submit``."""
+        limit = self.tool_output_limit
+        self.editor = FileEditor(self.sandbox, max_output_chars=limit)
+        editor = as_tool(self.editor.str_replace_editor, time_limit=None, max_output_chars=limit + 200)
+        return [self.bash_tool(), editor, self.submit_tool()]
 
     # ------------------------------------------------------------------ grading
 
-    def grade_episode(self, status: EpisodeStatus, reason: str, info: dict[str, Any]) -> float | None:
-        """Capture the patch, grade it in a clean sandbox (see the class docstring); None when not graded."""
+    def grade_episode(self, status: EpisodeStatus, reason: str, info: dict[str, Any]) -> Grade:
+        """Capture the patch and grade it in a clean sandbox (see the class docstring).
+
+        A grading that failed (``outcome == "error"``) ends the episode ENV_ERROR with ``end_reason``
+        ``"grading_error"`` (:meth:`Grade.infra_failure <agent_gym.env.grade.Grade.infra_failure>`); a policy
+        output cut short or failed is not graded.
+        """
         if status not in (EpisodeStatus.ENV_DONE, EpisodeStatus.MAX_STEPS):
-            return None
+            return Grade.ungraded()
         report = self.grade_current()
         info["swe"] = {**report.as_info(), "patch_bytes": len(self.last_patch.encode("utf-8", "surrogateescape"))}
-        return report.score(self.reward_mode)
+        score = report.score(self.reward_mode)
+        if score is None:  # outcome "error": not a verdict on the patch
+            return Grade.infra_failure("grading_error")
+        return Grade.scored(score)
 
     def grade_current(self) -> SWEReport:
         """Capture the running episode's patch (the agent's shell stopped first) and grade it now."""
-        self._submitted = True
+        self.submitted = True
         task = self.task or {}
         if self.sandbox is None or self.snapshot is None:
             self.last_report = SWEReport("error", reason="no sandbox: call reset()")
@@ -409,20 +401,3 @@ class SWEEnv(AgentEnv):
         context = f"{self.image_for(task)}|{self.backend}|{factory}|{self.grading_limits}"
         return grade_patch(task, snapshot, patch, lambda: self.new_sandbox(task, "grader"),
                            timeout=self.grading_timeout, max_patch_bytes=self.max_patch_bytes, context=context)
-
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        """One step (see :class:`~agent_gym.env.core.AgentEnv`); a grading that failed ends it ENV_ERROR."""
-        observation, reward, terminated, truncated, info = super().step(action)
-        swe = info.get("swe")
-        if isinstance(swe, dict) and swe.get("outcome") == "error":
-            info["status"] = EpisodeStatus.ENV_ERROR
-            info["end_reason"] = "grading_error"
-            terminated, truncated = False, True
-        return observation, reward, terminated, truncated, info
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["sandbox"] = None  # processes cannot be copied; a copy needs a reset
-        state["editor"] = None
-        return state
-

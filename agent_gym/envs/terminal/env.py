@@ -7,10 +7,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from agent_gym.checks import check_float, check_int
-from agent_gym.env.core import AgentEnv
+from agent_gym.env.grade import Grade
 from agent_gym.env.rewards import RewardConfig
+from agent_gym.envs.sandboxed import SandboxedEnv
 from agent_gym.envs.terminal.baseline import BASELINES, Baseline, baseline_key, judge
-from agent_gym.envs.terminal.grading import REWARD_MODES, SCORED_OUTCOMES, TestReport, grade_test_run
+from agent_gym.envs.terminal.grading import REWARD_MODES, TestReport, grade_test_run
 from agent_gym.envs.terminal.loader import builtin_tasks, find_task_dirs, load_task
 from agent_gym.envs.terminal.runner import run_tests_on
 from agent_gym.envs.terminal.sandboxes import BACKENDS, SandboxSpec, open_task_sandbox, select_backend
@@ -19,7 +20,7 @@ from agent_gym.parsers import ResponseParser
 from agent_gym.sandbox import LocalSandbox, SandboxLimits
 from agent_gym.sandbox.local import sandbox_base_env
 from agent_gym.sandbox.rootfs import writable_root_unavailable_reason
-from agent_gym.tools import DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_TIME_LIMIT, Tool, as_tool
+from agent_gym.tools import DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_TIME_LIMIT, Tool
 from agent_gym.types import EpisodeStatus
 
 __all__ = ["SOLUTION_PATH", "TEST_ENV", "TerminalEnv", "parse_pytest_summary"]
@@ -46,7 +47,7 @@ def parse_pytest_summary(output: str) -> tuple[int, int]:
     return report.passed, report.total
 
 
-class TerminalEnv(AgentEnv):
+class TerminalEnv(SandboxedEnv):
     """Do a task in a Linux shell; the task's tests decide the reward.
 
     ## Description
@@ -81,7 +82,7 @@ class TerminalEnv(AgentEnv):
     run that grades nothing (timeout, runner could not run, unreadable output, no tests) is
     judged against the task's initial state (:meth:`baseline`): if the runner grades the
     initial state, the failure is the agent's (outcome ``invalid``, reward 0, ENV_DONE);
-    otherwise it earns nothing and ends the episode ENV_ERROR (see :meth:`step`).
+    otherwise it earns nothing and ends the episode ENV_ERROR (see :meth:`grade_episode`).
     ``toolcall_reward`` shapes tool use as in
     :class:`~agent_gym.env.core.AgentEnv`. ``info["tests"]`` has ``outcome``, ``passed``,
     ``total``, ``resolved``, ``results``, ``exit_code`` and ``reason`` at the end.
@@ -192,10 +193,8 @@ class TerminalEnv(AgentEnv):
         if sandbox_factory is not None and not callable(sandbox_factory):
             raise TypeError(f"sandbox_factory: expected a callable or None, got {type(sandbox_factory).__name__}")
         self.sandbox_factory = sandbox_factory
-        self.sandbox: Any = None
         self.test_env = dict(TEST_ENV)
         self.last_test_output = ""
-        self._submitted = False
         self._graded: tuple[int, int, float] | None = None
         self.last_report: TestReport | None = None
         checked_later = cast("Sequence[Mapping[str, Any]] | None", tasks)  # validate_tasks loads the paths
@@ -244,90 +243,49 @@ class TerminalEnv(AgentEnv):
 
     def episode_tools(self, task: dict[str, Any]) -> Sequence[Tool | Callable[..., Any]] | None:
         """Start the episode's sandbox, lay out the task's files and return ``bash`` and ``submit``."""
-        self._submitted = False
         self._graded = None
         self.last_report = None
-        self.sandbox = open_task_sandbox(task, self.sandbox_spec())
-        limit = self.limits.output_bytes + 1000
-        return [as_tool(self.bash, time_limit=None, max_output_chars=limit),
-                as_tool(self.submit, time_limit=None, max_output_chars=limit)]
+        return super().episode_tools(task)
 
-    def release_episode(self) -> None:
-        """Close the episode's sandbox (every process killed, every file dropped); safe twice."""
-        sandbox, self.sandbox = self.sandbox, None
-        if sandbox is not None:
-            sandbox.close()
+    def open_sandbox(self, task: Mapping[str, Any]) -> Any:
+        """A sandbox of :meth:`sandbox_spec` with the task's files and setup (see ``docs/terminal_bench.md``)."""
+        return open_task_sandbox(task, self.sandbox_spec())
 
-    def bash(self, command: str) -> str:
-        """Run a command in the persistent bash shell of the sandbox (it starts in the task's working directory).
-
-        Args:
-            command: The shell command(s) to run; multi-line scripts and heredocs are fine.
-
-        Returns:
-            The output (stdout and stderr) and the exit code.
-        """
-        if self.sandbox is None:
-            return "[no sandbox: this environment was copied or closed; call reset()]"
-        if self._submitted:
-            return "[the work was already submitted]"
-        timeout = min(self.command_timeout, float((self.task or {}).get("agent_timeout") or self.command_timeout))
-        result = self.sandbox.run(command, timeout=timeout)
-        return result.transcript()
-
-    def submit(self) -> str:
-        """Submit the current state of the sandbox for grading; this ends the episode.
-
-        Returns:
-            A confirmation.
-        """
-        self._submitted = True
-        if self.episode_running:
-            self.end_episode(EpisodeStatus.ENV_DONE, "submit")
-        return "Submitted; the tests run now."
+    def command_time_limit(self) -> float:
+        """``command_timeout``, capped by the task's agent timeout."""
+        return min(self.command_timeout, float((self.task or {}).get("agent_timeout") or self.command_timeout))
 
     def score_answer(self, task: Mapping[str, Any], answer: str) -> float:
         """0: an ``<answer>`` submits, and the tests grade the sandbox (see :meth:`grade_episode`)."""
         return 0.0
 
-    def grade_episode(self, status: EpisodeStatus, reason: str, info: dict[str, Any]) -> float | None:
+    def grade_episode(self, status: EpisodeStatus, reason: str, info: dict[str, Any]) -> Grade:
         """Run the tests once the episode ended by the model (submit, answer) or by ``max_steps``.
 
         Adds ``info["tests"]`` (``outcome``, ``passed``, ``total``, ``resolved``, ``reason``,
         ``exit_code``, ``results``; see :class:`~agent_gym.envs.terminal.grading.TestReport`). A
         run that did not grade the work (timeout, runner could not run, unreadable output, no
-        tests) earns nothing and ends the episode ENV_ERROR (see :meth:`step`), never a wrong
-        answer, unless the agent broke a runner that grades the task's initial state (outcome
-        ``invalid``: 0); a policy output cut short or failed is not graded (None).
+        tests) earns nothing and ends the episode ENV_ERROR (:meth:`Grade.infra_failure
+        <agent_gym.env.grade.Grade.infra_failure>`), never a wrong answer, unless the agent broke a
+        runner that grades the task's initial state (outcome ``invalid``: 0). ``info["end_reason"]``
+        then names the outcome (``"tests_timeout"``, ``"tests_could_not_run"``,
+        ``"tests_parse_error"``, ``"tests_no_tests"``), so a trainer masks the episode
+        (:data:`~agent_gym.integrations.contract.INFRA_FAILURE_STATUSES`) instead of learning from
+        it. A policy output cut short or failed is not graded.
         """
         if status not in (EpisodeStatus.ENV_DONE, EpisodeStatus.MAX_STEPS):
-            return None
+            return Grade.ungraded()
         passed, total, score = self._grade()
         report = self.last_report
         info["tests"] = report.as_info() if report is not None else {"passed": passed, "total": total}
         if report is not None and not report.scored:
-            return None
-        return score
-
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        """One step (see :class:`~agent_gym.env.core.AgentEnv`); a test run that graded nothing ends it ENV_ERROR.
-
-        ``info["end_reason"]`` then names the outcome (``"tests_timeout"``, ``"tests_could_not_run"``,
-        ``"tests_parse_error"``, ``"tests_no_tests"``), so a trainer masks the episode
-        (:data:`~agent_gym.integrations.contract.INFRA_FAILURE_STATUSES`) instead of learning from it.
-        """
-        observation, reward, terminated, truncated, info = super().step(action)
-        tests = info.get("tests")
-        if isinstance(tests, dict) and tests.get("outcome") not in (None, *SCORED_OUTCOMES):
-            info["status"] = EpisodeStatus.ENV_ERROR
-            info["end_reason"] = f"tests_{tests['outcome']}"
-            terminated, truncated = False, True
-        return observation, reward, terminated, truncated, info
+            return Grade.infra_failure(f"tests_{report.outcome}")
+        return Grade.scored(score)
 
     def _grade(self) -> tuple[int, int, float]:
         """Grade once per episode (see :meth:`run_tests`) and end the agent's turn."""
         if self._graded is None:
-            self._submitted = True
+            self.submitted = True
             self._graded = self.run_tests()
         return self._graded
 
@@ -345,7 +303,7 @@ class TerminalEnv(AgentEnv):
         (:func:`~agent_gym.envs.terminal.baseline.judge`). The report is kept in :attr:`last_report`
         and the output in ``last_test_output``; ``score`` is the reward of ``reward_mode`` (0 when
         the run graded nothing). The episode goes on (the next ``bash`` call starts a new shell
-        with the saved state); :meth:`step` calls this once when the episode ends.
+        with the saved state); :meth:`grade_episode` calls this once when the episode ends.
         """
         task = self.task or {}
         sandbox = self.sandbox
@@ -402,8 +360,3 @@ class TerminalEnv(AgentEnv):
                            command_timeout=self.command_timeout, docker_image=self.docker_image,
                            docker_pool_size=self.docker_pool_size, writable_root=self.writable_root,
                            sandbox_factory=self.sandbox_factory)
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["sandbox"] = None  # processes cannot be copied; a copy needs a reset
-        return state
