@@ -162,7 +162,8 @@ def test_blocking_the_runners_output_file_is_the_agents_failure(program_env):
 
 
 def test_a_program_that_hangs_the_tests_is_the_agents_failure(tmp_path):
-    env = TerminalEnv(tasks=[program_task(tmp_path, timeout=2)], limits=SMALL)
+    # the initial state must finish its tests within the timeout even on a loaded machine (else the run is ENV_ERROR)
+    env = TerminalEnv(tasks=[program_task(tmp_path, timeout=6)], limits=SMALL)
     try:
         before = BASELINES.computed
         info = play(env, [write_file("/app/prog.py", "import time\ntime.sleep(600)\n")])
