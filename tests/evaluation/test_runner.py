@@ -127,3 +127,16 @@ def test_a_new_run_refuses_a_directory_holding_one_and_a_resume_refuses_changed_
         prepare(store, CONFIG)
     with pytest.raises(ConfigError, match="tasks changed"):
         prepare(store, {**CONFIG, "tasks": 5}, resume=True)
+
+
+def test_plans_draw_tasks_with_the_seed_and_refuse_a_split_the_env_does_not_take():
+    from agent_gym.evaluation import plan_env
+
+    a, b = plan_env(ENV, num_tasks=5, seed=1), plan_env(ENV, num_tasks=5, seed=1)
+    assert a.task_indices == b.task_indices == tuple(sorted(a.task_indices)) and a.data_hash == b.data_hash
+    assert plan_env(ENV, num_tasks=5, seed=2).task_indices != a.task_indices
+    assert plan_env(ENV).total_tasks == len(plan_env(ENV).task_indices) == 480
+    with pytest.raises(ConfigError, match="takes no split"):
+        plan_env(ENV, split="test")
+    with pytest.raises(ConfigError, match="unknown env id"):
+        plan_env("agent_gym/Nope-v0")
