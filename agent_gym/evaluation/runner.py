@@ -156,7 +156,7 @@ async def run_pending(
                     await asyncio.sleep(retry_delay * (attempt - 1))
                 trajectory = await runner.run_episode(specs[key])
                 record = episode_record(key, attempt, trajectory)
-                log.append(record)
+                await asyncio.to_thread(log.append, record)  # the fsync does not hold up the other episodes
                 if on_record is not None:
                     on_record(record)
                 if record["scored"]:

@@ -28,6 +28,7 @@ import hashlib
 import json
 import logging
 import os
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -129,29 +130,34 @@ class AppendLog:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.truncated = _cut_torn_tail(self.path)
         self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._lock = threading.Lock()
         self.count = 0
 
     def append(self, record: Mapping[str, Any]) -> None:
         """Write one record as one line, then flush it to disk (``fsync``) before returning.
 
+        Thread-safe: lines from several threads never interleave.
+
         Raises:
             ValueError: The log is closed.
         """
-        if self._fd is None:
-            raise ValueError("AppendLog.append: the log is closed")
         line = orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
-        view = memoryview(line)
-        while view:
-            written = os.write(self._fd, view)
-            view = view[written:]
-        os.fsync(self._fd)
-        self.count += 1
+        with self._lock:
+            if self._fd is None:
+                raise ValueError("AppendLog.append: the log is closed")
+            view = memoryview(line)
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+            os.fsync(self._fd)
+            self.count += 1
 
     def close(self) -> None:
         """Close the file; safe to call twice."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
 
     def __enter__(self) -> AppendLog:
         return self
