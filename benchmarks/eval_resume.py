@@ -2,7 +2,7 @@
 
 (a) A seeded eval of ToolUse-v0 against the reference server in fake mode runs once
 uninterrupted, then again killed with SIGKILL ``--kills`` times at random moments (uniform in
-``[0, --max-delay]`` seconds after the process opens its episode log), each kill followed by
+``[0, --max-delay]`` seconds after the process recorded its first episode), each kill followed by
 ``agent-gym eval --resume``; the last resume runs to the end. The final ``summary.json`` and
 every key's scored episode (status, outcome, sampled ids) are compared with the uninterrupted
 run's.
@@ -45,6 +45,10 @@ def _eval_argv(server: str, model: str, out: Path, tasks: int, k: int) -> list[s
             "--no-progress", "--out", str(out)]
 
 
+def _lines(log: Path) -> int:
+    return log.read_bytes().count(b"\n") if log.exists() else 0
+
+
 def _scored(out: Path) -> dict[tuple, Any]:
     from agent_gym.evaluation import EpisodeStore
 
@@ -69,16 +73,17 @@ def kills(args: argparse.Namespace, work: Path) -> None:
         landed, lines_at_kill = 0, []
         started = time.perf_counter()
         for _ in range(args.kills):
-            process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             log = out / "episodes.jsonl"
-            while process.poll() is None and not log.exists():
+            before = _lines(log)
+            process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            while process.poll() is None and _lines(log) <= before:  # this run is sampling: its first episode is in
                 time.sleep(0.02)
             time.sleep(rng.uniform(0.0, args.max_delay))
             if process.poll() is None:
                 process.send_signal(signal.SIGKILL)
                 landed += 1
             process.wait()
-            lines_at_kill.append(log.read_bytes().count(b"\n") if log.exists() else 0)
+            lines_at_kill.append(_lines(log))
             argv = [sys.executable, "-m", "agent_gym", "eval", "--resume", str(out), "--no-progress"]
         subprocess.run(argv, check=True, capture_output=True)
         killed_wall = time.perf_counter() - started
@@ -146,9 +151,9 @@ def main() -> None:
     """Run the benchmark."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=20)
-    parser.add_argument("--tasks", type=int, default=40)
+    parser.add_argument("--tasks", type=int, default=80)
     parser.add_argument("--k", type=int, default=4)
-    parser.add_argument("--latency-ms", type=float, default=150.0)
+    parser.add_argument("--latency-ms", type=float, default=100.0)
     parser.add_argument("--max-delay", type=float, default=1.0)
     parser.add_argument("--episodes", type=int, default=10000)
     parser.add_argument("--seed", type=int, default=0)

@@ -26,6 +26,11 @@ def _eval_argv(server: str, model_dir: Path, out: Path, *extra: str) -> list[str
             "--out", str(out), *extra]
 
 
+def _lines(out: Path) -> int:
+    log = out / "episodes.jsonl"
+    return log.read_bytes().count(b"\n") if log.exists() else 0
+
+
 def _by_key(store: EpisodeStore) -> dict:
     return {tuple(r["key"]): (r["status"], r["success"], r["res_reward"], r["trajectory"]["response_tokens"])
             for r in store.iter_scored()}
@@ -33,21 +38,22 @@ def _by_key(store: EpisodeStore) -> dict:
 
 @pytest.mark.timeout(400)
 def test_kill_9_at_random_moments_then_resume_equals_an_uninterrupted_run(start_server, tiny_model_dir, tmp_path):
-    server = start_server(fake_tokens=4, fake_latency_ms=40)
+    server = start_server(fake_tokens=4, fake_latency_ms=150)
     full = tmp_path / "full"
-    assert main(_eval_argv(server, tiny_model_dir, full)) == 0
+    assert main(_eval_argv(server, tiny_model_dir, full, "--n-parallel", "2")) == 0
     seed = int.from_bytes(os.urandom(4), "little")
     rng = random.Random(seed)
     out = tmp_path / "killed"
-    argv = [sys.executable, "-m", "agent_gym", *_eval_argv(server, tiny_model_dir, out)]
+    argv = [sys.executable, "-m", "agent_gym", *_eval_argv(server, tiny_model_dir, out, "--n-parallel", "2")]
     kills = 0
     for _ in range(3):
+        before = _lines(out)
         process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             deadline = time.monotonic() + 120
-            while time.monotonic() < deadline and process.poll() is None and not (out / "episodes.jsonl").exists():
-                time.sleep(0.05)
-            time.sleep(rng.uniform(0.0, 1.5))
+            while time.monotonic() < deadline and process.poll() is None and _lines(out) <= before:
+                time.sleep(0.05)  # until this run has recorded an episode: it is sampling
+            time.sleep(rng.uniform(0.0, 0.6))
             if process.poll() is None:
                 process.send_signal(signal.SIGKILL)
                 kills += 1
