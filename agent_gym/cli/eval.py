@@ -194,6 +194,10 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
     if args.reverify:
         return _reverify(EpisodeStore(args.reverify), out)
     store = EpisodeStore(args.resume or args.out)
+    if args.out and store.exists():
+        print(f"agent-gym eval: --out: {args.out} holds an evaluation already: resume it with --resume {args.out}, "
+              "or choose another directory", file=sys.stderr)
+        return 2
     if args.resume:
         if not store.exists():
             print(f"agent-gym eval: --resume: {args.resume} holds no evaluation (no config.json)", file=sys.stderr)

@@ -165,3 +165,19 @@ def test_base_url_needs_the_key_variable_set(tmp_path, capsys, monkeypatch):
             "AGENT_GYM_TEST_UNSET_KEY", "--out", str(tmp_path / "o")]
     assert main(argv) == 2
     assert "AGENT_GYM_TEST_UNSET_KEY is not set" in capsys.readouterr().err
+
+
+def test_an_openai_compatible_endpoint_with_a_key_from_the_environment(start_server, tiny_model_dir, tmp_path,
+                                                                       monkeypatch):
+    server = start_server(fake_tokens=4, api_key="sekret-key")
+    monkeypatch.setenv("AGENT_GYM_TEST_KEY", "sekret-key")
+    out = tmp_path / "chat"
+    argv = ["eval", ENV, "--base-url", f"http://{server}/v1", "--model", str(tiny_model_dir),  # the served name
+            "--api-key-env", "AGENT_GYM_TEST_KEY",
+            "--tasks", "1", "--k", "2", "--max-steps", "2", "--no-progress", "--out", str(out)]
+    assert main(argv) == 0
+    stats = json.loads((out / "summary.json").read_text())["envs"][ENV]
+    assert stats["scored_episodes"] == 2 and stats["infra_failures"] == 0
+    config = (out / "config.json").read_text()
+    assert "AGENT_GYM_TEST_KEY" in config and "sekret-key" not in config
+    assert main(argv) == 2  # the directory holds an evaluation: --resume it instead
