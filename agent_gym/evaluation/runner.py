@@ -86,8 +86,8 @@ def prepare(store: EpisodeStore, config: Mapping[str, Any], *, resume: bool = Fa
         return plans
     if store.exists():
         raise ConfigError(f"{store.root} holds an evaluation already: resume it with --resume, or choose another --out")
-    store.write_json(CONFIG_FILE, {"format": FORMAT_VERSION, **config})
     store.write_json(MANIFEST_FILE, manifest)
+    store.write_json(CONFIG_FILE, {"format": FORMAT_VERSION, **config})  # last: a directory with it is complete
     return plans
 
 
