@@ -179,6 +179,8 @@ def _resumed_args(args: argparse.Namespace, stored: dict[str, Any]) -> argparse.
     for name in RESUME_OVERRIDES:
         if getattr(args, name) is None or (name == "server" and not args.server):
             values[name] = stored.get(name)
+    if args.server or args.base_url:  # a new endpoint replaces the stored one, of either kind
+        values["server"], values["base_url"] = args.server, args.base_url
     return argparse.Namespace(**values)
 
 

@@ -79,7 +79,7 @@ def test_a_torn_last_line_is_ignored_on_resume(start_server, tiny_model_dir, tmp
     log = out / "episodes.jsonl"
     lines = log.read_bytes().splitlines(keepends=True)
     log.write_bytes(b"".join(lines[:-2]) + lines[-2][:40])  # the last episode lost, the one before torn
-    assert main(["eval", "--resume", str(out), "--no-progress"]) == 0
+    assert main(["eval", "--resume", str(out), "--server", str(server), "--no-progress"]) == 0  # endpoint given again
     assert "scored 2 episodes this run" in capsys.readouterr().out
     records = EpisodeStore(out).records()
     assert len(records) == 6 == len({tuple(r["key"]) for r in records})
