@@ -17,7 +17,8 @@ draw costs the same over ten tasks or a million.
 
 Draws come from one seeded ``random.Random``: the same seed, sources and observations give the same
 tasks. :meth:`TaskSampler.state_dict` / :meth:`TaskSampler.load_state_dict` carry the generator,
-the pass rates and the counters (plain JSON values) with a trainer's checkpoint.
+the pass rates, the order of the tasks within their bands and the counters (plain JSON values) with a
+trainer's checkpoint: a restored sampler draws what the saved one would have drawn.
 
 Example:
     >>> from agent_gym.rollout.sampler import Curriculum, EnvSource, TaskSampler
@@ -354,6 +355,8 @@ class TaskSampler:
                 "rates": {key: [rate, int(n)] for key, (rate, n) in self._rates.items()},
                 "counts": {s.spec.label: [s.counts.groups, s.counts.episodes, s.counts.infra, s.counts.successes,
                                           s.counts.res_reward] for s in self._sources},
+                "order": {s.spec.label: {band: list(bucket.items) for band, bucket in s.buckets.items()}
+                          for s in self._sources},
             }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -371,6 +374,8 @@ class TaskSampler:
             counts = {str(k): _Counts(int(v[0]), int(v[1]), int(v[2]), int(v[3]), float(v[4]))
                       for k, v in state.get("counts", {}).items()}
             draws = int(state.get("draws", 0))
+            order = {str(k): {str(b): [int(i) for i in items] for b, items in v.items()}
+                     for k, v in state.get("order", {}).items()}
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise ConfigError(f"state: malformed TaskSampler state ({type(exc).__name__}: {exc})") from exc
         with self._lock:
@@ -380,3 +385,8 @@ class TaskSampler:
             for source in self._sources:
                 source.counts = counts.get(source.spec.label, _Counts())
             self._rebuild()
+            for source in self._sources:  # the draw order within each band too, when it fits these tasks
+                saved = order.get(source.spec.label)
+                if saved is not None and all(sorted(saved.get(b, [])) == sorted(bucket.items)
+                                             for b, bucket in source.buckets.items()):
+                    source.buckets = {b: _Bucket(saved.get(b, [])) for b in BANDS}
