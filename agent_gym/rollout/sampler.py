@@ -31,6 +31,7 @@ Example:
 
 from __future__ import annotations
 
+import bisect
 import random
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -205,6 +206,7 @@ class TaskSampler:
         if not sources:
             raise ConfigError("sources: expected at least one EnvSource, got none")
         self.curriculum = curriculum
+        self._band_weights = tuple(curriculum.weight(b) for b in BANDS) if curriculum is not None else ()
         self.seed = check_int("seed", seed)
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
@@ -255,19 +257,28 @@ class TaskSampler:
         """Draw the next group's source and task."""
         with self._lock:
             rng = self._rng
-            source = self._sources[0] if len(self._sources) == 1 else rng.choices(
-                self._sources, cum_weights=self._cum_weights)[0]
+            sources = self._sources
+            source = sources[0] if len(sources) == 1 else sources[
+                min(bisect.bisect(self._cum_weights, rng.random() * self._cum_weights[-1]), len(sources) - 1)]
             band = "unseen"
             if self.curriculum is None:
                 j = rng.randrange(len(source.keys))
             else:
-                weights = [self.curriculum.weight(b) * len(source.buckets[b].items) for b in BANDS]
-                if sum(weights) <= 0:  # every task of the source is in a band of weight 0: draw uniformly
+                buckets = source.buckets
+                weights = [w * len(buckets[b].items) for w, b in zip(self._band_weights, BANDS, strict=True)]
+                total = sum(weights)
+                if total <= 0:  # every task of the source is in a band of weight 0: draw uniformly
                     j = rng.randrange(len(source.keys))
                     band = self._band(source.keys[j])
                 else:
-                    band = rng.choices(BANDS, weights=weights)[0]
-                    items = source.buckets[band].items
+                    point, k = rng.random() * total, 0
+                    while k < len(BANDS) - 1 and (point >= weights[k] or weights[k] <= 0):
+                        point -= weights[k]
+                        k += 1
+                    while weights[k] <= 0:  # rounding at the top end: the last band with tasks
+                        k -= 1
+                    band = BANDS[k]
+                    items = buckets[band].items
                     j = items[rng.randrange(len(items))]
             self.draws += 1
             spec = source.spec
