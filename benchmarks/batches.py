@@ -144,6 +144,7 @@ def main() -> None:
     sampler_runs = []
     cpu: dict[str, list[dict[str, float]]] = {"tasks": [], "sampler": []}
     flow: dict[str, list[dict[str, float]]] = {"filter off": [], "filter on": []}
+    measure_stream(8, args.samples, args.concurrency)  # warm-up: imports, first env builds
     for _ in range(args.rounds):
         sampler_runs.append(measure_sampler())
         cpu["tasks"].append(measure_stream(*shape, p_right=args.p_right))

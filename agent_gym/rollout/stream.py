@@ -27,7 +27,9 @@ observes every finished group (pass rates, metrics per env). With
 :class:`~agent_gym.rollout.dynamic_sampling.DynamicSampling` (``dynamic_sampling=``) a group whose
 outcome has zero variance among valid members is dropped when it ends: its slot goes to a new group
 at once, it gives its place in the staleness window back, and it is counted on ``stats``
-(``filtered_too_easy``, ``filtered_too_hard``, ``filtered_infra``, ``infra_episodes``).
+(``filtered_too_easy``, ``filtered_too_hard``, ``filtered_infra``, ``infra_episodes``). With its
+``early_cancel`` (and a sampler), a group's unfinished siblings are cancelled once the finished ones
+agree and another outcome is unlikely (``stats.cancelled``; :mod:`~agent_gym.rollout.early_cancel`).
 
 Every task handed in comes back: as a group, in ``stream.dropped`` (stale), or counted as filtered. The stream holds one
 :class:`~agent_gym.rollout.runner.EpisodeRunner` for its lifetime: every group's episodes run on
@@ -56,6 +58,7 @@ from agent_gym.errors import AgentGymError, ConfigError
 from agent_gym.policy.vllm_client import VLLMClient
 from agent_gym.rollout.collection import warn_if_truncated
 from agent_gym.rollout.dynamic_sampling import DynamicSampling
+from agent_gym.rollout.early_cancel import GroupWatch, watch_group
 from agent_gym.rollout.group_collection import group_specs
 from agent_gym.rollout.long_tail import LongTail, LongTailGate, ParkedEpisode
 from agent_gym.rollout.options import RolloutOptions
@@ -110,6 +113,7 @@ class _Stats:
     filtered_too_hard: int = 0
     filtered_infra: int = 0
     infra_episodes: int = 0
+    cancelled: int = 0
 
     @property
     def filtered(self) -> int:
@@ -344,12 +348,27 @@ class RolloutStream:
                 self._warned = True
                 warn_if_truncated(self.policy)
             options = self.runner.options
-            trajectories = await self.runner.run(specs, progress=options.progress, on_episode=options.on_episode)
+            watch = watch_group(self.dynamic_sampling, self.sampler, drawn, self.samples_per_task,
+                                options.on_episode)
+            if watch is None:
+                trajectories = await self.runner.run(specs, progress=options.progress, on_episode=options.on_episode)
+            else:
+                job = watch.job = asyncio.ensure_future(self.runner.run(specs, progress=options.progress,
+                                                                        on_episode=watch))
+                try:
+                    trajectories = await job
+                except asyncio.CancelledError:
+                    if not watch.cancelled or self._closed:
+                        raise  # the stream is closing
+                    self._cancelled(drawn, watch)
+                    return  # its slot goes to a new group
         except Exception as exc:  # noqa: BLE001 - the consumer sees it (episodes' own failures are statuses)
             self._out.put(exc)
             return
         if drawn is not None and self.sampler is not None:
             self.sampler.observe(drawn, trajectories)
+        if watch is not None and watch.decided and self.dynamic_sampling is not None:  # an audited decision
+            self.dynamic_sampling.count_audit(wrong=self.dynamic_sampling.verdict(trajectories) == "kept")
         if self.dynamic_sampling is not None and not self._keep(trajectories):
             return  # the job ends: its slot and its place in the staleness window go to a new group
         starts = [t.weight_version_start for t in trajectories if getattr(t, "weight_version_start", -1) >= 0]
@@ -357,16 +376,27 @@ class RolloutStream:
                              wall_s=time.perf_counter() - start, source=drawn.source if drawn is not None else "")
         self._out.put(group)
 
+    def _cancelled(self, drawn: SampledTask | None, watch: GroupWatch) -> None:
+        """Count a group whose unfinished siblings were cancelled early (dropped as too easy / too hard)."""
+        assert self.dynamic_sampling is not None
+        if drawn is not None and self.sampler is not None:
+            self.sampler.observe(drawn, watch.finished)
+        verdict = watch.count_cancel(self.dynamic_sampling)
+        self.stats.cancelled += 1
+        self._count(verdict, watch.finished)
+
     def _keep(self, trajectories: Sequence[Any]) -> bool:
         """Judge a finished group with the dynamic sampling filter and count a dropped one on ``stats``."""
         assert self.dynamic_sampling is not None
-        verdict = self.dynamic_sampling.judge(trajectories)
+        return self._count(self.dynamic_sampling.judge(trajectories), trajectories)
+
+    def _count(self, verdict: str, trajectories: Sequence[Any]) -> bool:
+        """Count a judged group on ``stats``; True when it is kept."""
         self.stats.infra_episodes += sum(1 for t in trajectories if not is_valid(t))
-        if verdict == "kept":
-            return True
-        name = f"filtered_{verdict}"
-        setattr(self.stats, name, getattr(self.stats, name) + 1)
-        return False
+        if verdict != "kept":
+            name = f"filtered_{verdict}"
+            setattr(self.stats, name, getattr(self.stats, name) + 1)
+        return verdict == "kept"
 
     @property
     def alive(self) -> bool:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
 __all__ = ["BEHAVIOURS", "ScriptedOutcomePolicy", "tool_use_tasks"]
 
-BEHAVIOURS = ("right", "wrong", "tool_right", "tool_wrong", "raise")
-"""right/wrong: answer at once; tool_*: call the calculator first (+ shaping), then answer; raise: infra failure."""
+BEHAVIOURS = ("right", "wrong", "tool_right", "tool_wrong", "slow_right", "slow_wrong", "raise")
+"""right/wrong: answer at once; tool_*: call the calculator first (+ shaping), then answer; slow_*: wait
+``slow_s`` seconds (asyncio), then answer; raise: infra failure."""
 
 _CALL = json.dumps({"name": "calculator", "arguments": {"expression": "1 + 2"}})
 
@@ -28,10 +30,12 @@ class ScriptedOutcomePolicy:
         tasks: Tasks whose questions it recognises (the answer of a ``right`` episode is the task's
             ``ground_truth``); an unknown question is answered wrong.
         plan: ``(task or None, sample index) -> behaviour``.
+        slow_s: The wait of a ``slow_*`` turn.
     """
 
     def __init__(self, tasks: Sequence[dict[str, Any]],
-                 plan: Callable[[dict[str, Any] | None, int], str]) -> None:
+                 plan: Callable[[dict[str, Any] | None, int], str], slow_s: float = 0.0) -> None:
+        self.slow_s = slow_s
         self.by_question = {t["question"]: t for t in tasks}
         self.plan = plan
         self.tools_seen: dict[str, set[str]] = {}
@@ -54,6 +58,8 @@ class ScriptedOutcomePolicy:
         behaviour = self.plan(task, int(session_id.rsplit("-", 1)[-1]))
         if behaviour == "raise":
             raise RuntimeError("scripted infrastructure failure")
+        if behaviour.startswith("slow"):
+            await asyncio.sleep(self.slow_s)
         right = task["ground_truth"] if task is not None else "none"
         answer = f"<answer>{right if behaviour.endswith('right') else '-987654.5'}</answer>"
         if behaviour.startswith("tool") and messages[-1]["role"] != "tool":

@@ -7,7 +7,7 @@ from batch_fakes import ScriptedOutcomePolicy, tool_use_tasks
 
 from agent_gym.errors import ConfigError
 from agent_gym.report import Report
-from agent_gym.rollout import DynamicSampling, RolloutStream, collect
+from agent_gym.rollout import DynamicSampling, EnvSource, RolloutStream, TaskSampler, collect
 from agent_gym.rollout.dynamic_sampling import judge_group
 from agent_gym.types import EpisodeStatus
 
@@ -53,6 +53,7 @@ def test_collect_samples_until_enough_informative_groups_and_counts_the_dropped(
     assert len({t.group_id for t in episodes}) == 2
     stats = dynamic.stats.as_dict()
     assert stats == {"groups": 10, "kept": 2, "too_easy": 4, "too_hard": 2, "infra": 2, "infra_episodes": 8,
+                     "cancelled": 0, "cancelled_episodes": 0, "tokens_saved": 0, "audited": 0, "wrong_cancels": 0,
                      "dropped": 8}
     text = Report.from_trajectories(episodes, filtered=stats).to_text()
     assert "Dynamic sampling" in text and "too easy" in text
@@ -88,6 +89,46 @@ def test_the_stream_drops_uninformative_groups_and_gives_their_slots_back():
     assert stats.filtered == 5 and stats.infra_episodes == 5 and stats.handed == 2 and stats.started == 7
     assert policy.max_active <= 3
     assert dynamic.stats.kept == 2
+
+
+def _primed_sampler(task):
+    """A sampler over one task whose pass rate is 1 after a real group all answered right."""
+    sampler = TaskSampler([EnvSource(ENV_ID, [task])], seed=0)
+    policy = ScriptedOutcomePolicy([task], lambda t, sample: "right")
+    sampler.observe(sampler.sample(), collect(ENV_ID, policy, tasks=[task], samples_per_task=2, max_steps=3,
+                                               progress=False))
+    assert sampler.pass_rate(f"{ENV_ID}/{task['id']}") == 1.0
+    return sampler
+
+
+def test_early_cancel_stops_the_unfinished_siblings_once_the_finished_agree():
+    task = TASKS[1]
+    sampler = _primed_sampler(task)
+    dynamic = DynamicSampling(early_cancel=0.05, min_finished=2)
+    # two siblings answer at once, two would take ten minutes: only a cancel ends the group in time
+    policy = ScriptedOutcomePolicy([task], lambda t, sample: ("right", "right", "slow_right", "slow_right")[sample],
+                                   slow_s=600.0)
+    with RolloutStream(None, policy, sampler=sampler, max_groups=1, samples_per_task=4, concurrency=4,
+                       max_steps=3, dynamic_sampling=dynamic) as stream:
+        assert stream.get(timeout=120) is None
+    assert stream.stats.cancelled == 1 and stream.stats.filtered_too_easy == 1
+    stats = dynamic.stats
+    assert (stats.cancelled, stats.cancelled_episodes, stats.too_easy, stats.kept) == (1, 2, 1, 0)
+    assert stats.tokens_saved >= 0 and stats.audited == 0
+    assert sampler.metrics()[ENV_ID]["episodes"] == 2 + 2  # the primer's and the two finished, not the cancelled
+
+
+def test_an_audited_cancel_runs_the_group_to_the_end_and_counts_a_wrong_decision():
+    task = TASKS[1]
+    sampler = _primed_sampler(task)
+    dynamic = DynamicSampling(early_cancel=0.05, min_finished=2, cancel_audit=1.0)
+    policy = ScriptedOutcomePolicy([task], lambda t, sample: ("right", "right", "slow_right", "slow_wrong")[sample],
+                                   slow_s=0.2)
+    with RolloutStream(None, policy, sampler=sampler, max_groups=1, samples_per_task=4, concurrency=4,
+                       max_steps=3, dynamic_sampling=dynamic) as stream:
+        group = stream.get(timeout=120)
+    assert group is not None and len(group.trajectories) == 4  # informative after all: kept
+    assert (dynamic.stats.audited, dynamic.stats.wrong_cancels, dynamic.stats.cancelled) == (1, 1, 0)
 
 
 def test_options_are_checked():
