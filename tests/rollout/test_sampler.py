@@ -63,6 +63,17 @@ def test_draws_follow_the_weights_and_repeat_with_the_seed():
     assert 0.65 < share < 0.85  # weight 3 : 1
 
 
+def test_a_seeded_collect_with_a_sampler_repeats():
+    def run():
+        sampler = TaskSampler([EnvSource(TOOL_USE, TASKS)], curriculum=Curriculum(), seed=11)
+        policy = ScriptedOutcomePolicy(TASKS, _by_family)
+        episodes = collect(None, policy, sampler=sampler, num_episodes=6, samples_per_task=2, n_parallel=4,
+                           max_steps=3, progress=False, seed=5)
+        return [(t.rollout_id, t.task["id"], t.status, t.metrics["res_reward"]) for t in episodes], sampler.state_dict()
+
+    assert run() == run()
+
+
 def test_pass_rates_count_valid_samples_only_and_bands_steer_the_draws():
     curriculum = Curriculum(too_easy=0.9, too_hard=0.1, easy_weight=0.0, hard_weight=0.0, learnable_weight=1.0,
                             unseen_weight=0.0)
