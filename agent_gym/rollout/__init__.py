@@ -4,8 +4,10 @@ The public names are :class:`EpisodeRunner` (the long-lived runner that owns env
 threads), :class:`EpisodeSpec` and :func:`plan_episodes` (what it runs), :func:`collect`,
 :func:`collect_async` (open a runner, run, close), :class:`RolloutOptions`, the
 streaming API (:class:`~agent_gym.rollout.stream.RolloutStream`, :func:`~agent_gym.rollout.stream.collect_stream`)
-and the long-tail budget (:class:`~agent_gym.rollout.long_tail.LongTail`); the rest is imported from its
-module. Modules, by responsibility (each imports only
+the long-tail budget (:class:`~agent_gym.rollout.long_tail.LongTail`) and what goes into a batch
+(:class:`~agent_gym.rollout.sampler.TaskSampler`, :class:`~agent_gym.rollout.sampler.EnvSource`,
+:class:`~agent_gym.rollout.sampler.Curriculum`, :class:`~agent_gym.rollout.dynamic_sampling.DynamicSampling`);
+the rest is imported from its module. Modules, by responsibility (each imports only
 those above it):
 
 * :mod:`~agent_gym.rollout.long_tail`: :class:`~agent_gym.rollout.long_tail.LongTail`, a turn/time budget per
@@ -31,6 +33,7 @@ those above it):
 * :mod:`~agent_gym.rollout.ray_backend`: episodes in Ray actors (imported on demand);
 * :mod:`~agent_gym.rollout.group_collection`: rounds of groups for ``collect`` with a sampler or
   dynamic sampling;
+* :mod:`~agent_gym.rollout.early_cancel`: a stream's early cancel of a group's unfinished siblings;
 * :mod:`~agent_gym.rollout.collection`: :func:`collect` and :func:`collect_async`;
 * :mod:`~agent_gym.rollout.stream`: :class:`~agent_gym.rollout.stream.RolloutStream`, episodes running across
   weight updates, groups handed out as they finish.
