@@ -175,11 +175,24 @@ def batch_options(pool: Sequence[dict[str, Any]], *, dynamic_sampling: bool = Fa
     return sampler, DynamicSampling() if dynamic_sampling else None
 
 
-def batch_record(seen: Sequence[Any], kept_groups: int, seconds: float, dynamic: Any, sampler: Any) -> dict[str, Any]:
-    """Figures of one iteration's batch: episodes and tokens sampled, informative groups per second, filter counters."""
+def batch_record(seen: Sequence[Any], batch: Sequence[Any], seconds: float, dynamic: Any,
+                 sampler: Any) -> dict[str, Any]:
+    """Figures of one iteration's batch.
+
+    Returns:
+        Episodes and tokens sampled (``seen``), groups and informative groups (outcomes differ) in ``batch`` and
+        informative groups per second of sampling, the filter's counters and the curriculum's bands.
+    """
+    from agent_gym.rollout.dynamic_sampling import judge_group
+
+    groups: dict[str, list[Any]] = {}
+    for episode in batch:
+        groups.setdefault(episode.group_id, []).append(episode)
+    informative = sum(judge_group(group) == "kept" for group in groups.values())
     tokens = sum(int(t.response_masks.sum()) for t in seen)
-    row: dict[str, Any] = {"sampled_episodes": len(seen), "sampled_tokens": tokens, "kept_groups": kept_groups,
-                           "informative_groups_per_s": kept_groups / seconds if seconds > 0 else 0.0}
+    row: dict[str, Any] = {"sampled_episodes": len(seen), "sampled_tokens": tokens, "groups": len(groups),
+                           "informative_groups": informative,
+                           "informative_groups_per_s": informative / seconds if seconds > 0 else 0.0}
     if dynamic is not None:
         row["filter"] = dynamic.stats.as_dict()
     if sampler is not None and sampler.curriculum is not None:

@@ -24,8 +24,9 @@ Each iteration:
 ``--dynamic-sampling`` drops groups whose answers all agree (zero outcome variance: nothing to
 learn under GRPO) and samples more until ``--tasks`` informative groups are in; ``--curriculum``
 draws each group's task by its tracked pass rate (too easy and too hard tasks less often). The
-iteration records then carry the episodes and tokens sampled, informative groups per second and the
-filter's counters, and ``--out/sampler_state.json`` holds the sampler's state.
+iteration records then carry the episodes and tokens sampled, the informative groups (outcomes differ) in the
+batch and per second of sampling (also without the options, for comparison) and the filter's counters (cumulative),
+and ``--out/sampler_state.json`` holds the sampler's state.
 
 The mean reward per iteration (over every sampled episode, dropped groups included) is printed,
 written to ``--out/rewards.json`` and plotted to
@@ -159,7 +160,7 @@ def run(
             row = {"iteration": it, "mean_reward": mean_reward, "success": success, "loss": stats["loss"],
                    "max_ratio_error": stats["max_ratio_error"], "episodes": len(trajectories),
                    "nonzero_advantages": sum(1 for a in advantages if abs(a) > 1e-6),
-                   **batch_record(seen, len(trajectories) // group_size, batch_s, dynamic, sampler)}
+                   **batch_record(seen, trajectories, batch_s, dynamic, sampler)}
             record["iterations"].append(row)
             say(f"iter {it:3d}  mean reward {mean_reward:+.3f}  success {success:.0%}  loss {stats['loss']:+.4f}  "
                 f"|ratio-1| max {stats['max_ratio_error']:.1e}")
