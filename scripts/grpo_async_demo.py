@@ -23,6 +23,7 @@ if _SCRIPTS not in sys.path:  # imports grpo_common.py beside this file
     sys.path.insert(0, _SCRIPTS)
 
 from grpo_common import (  # noqa: E402 - beside this file
+    batch_options,
     episode_reward,
     grpo_advantages,
     plot_rewards,
@@ -180,8 +181,16 @@ def run_async(
     pause_mode: str = "abort",
     tis_clip: float = TIS_CLIP,
     log: Any = None,
+    dynamic_sampling: bool = False,
+    curriculum: bool = False,
+    too_easy: float = 0.9,
+    too_hard: float = 0.1,
 ) -> dict[str, Any]:
     """The asynchronous demo: rollouts keep running against the server while the trainer updates it.
+
+    With ``dynamic_sampling`` the stream drops groups whose answers all agree when they end (their
+    slots go to new groups at once); with ``curriculum`` it draws tasks by their tracked pass rate
+    (see :func:`grpo_common.batch_options`).
 
     A :class:`~agent_gym.rollout.stream.RolloutStream` keeps ``concurrency`` episodes running on a
     ``VLLMPolicy`` (token mode, ``vllm_generate``) against ``server`` (started here in dev mode
@@ -245,9 +254,14 @@ def run_async(
             raise ValueError(f"tasks_per_iteration: expected at most the pool's {len(pool)} tasks, "
                              f"got {tasks_per_iteration}")
         record["concurrency"] = concurrency = concurrency or tasks_per_iteration * group_size
-        stream = RolloutStream("agent_gym/ToolUse-v0", policy, task_rounds(pool, tasks_per_iteration, seed),
+        sampler, dynamic = batch_options(pool, dynamic_sampling=dynamic_sampling, curriculum=curriculum,
+                                         too_easy=too_easy, too_hard=too_hard, seed=seed)
+        source: dict[str, Any] = ({"sampler": sampler} if sampler is not None
+                                  else {"tasks": task_rounds(pool, tasks_per_iteration, seed)})
+        stream = RolloutStream(None if sampler is not None else "agent_gym/ToolUse-v0", policy, **source,
                                samples_per_task=group_size, concurrency=concurrency, max_staleness=max_staleness,
-                               groups_per_update=tasks_per_iteration, pause_mode=pause_mode, max_steps=6)
+                               groups_per_update=tasks_per_iteration, pause_mode=pause_mode, max_steps=6,
+                               dynamic_sampling=dynamic)
         for it in range(iterations):
             t0 = time.perf_counter()
             groups = stream.take(tasks_per_iteration)
@@ -284,7 +298,7 @@ def run_async(
                 f"{stats['ratio_mean']:.3f} max {stats['ratio_max']:.2f} clipped {stats['clipped_fraction']:.1%}  "
                 f"wait {row['wait_s']:.1f}s train {row['train_s']:.1f}s push {row['push_s']:.1f}s")
         record["stream"] = {"handed": stream.stats.handed, "dropped": stream.stats.dropped,
-                            "updates": stream.stats.updates,
+                            "updates": stream.stats.updates, "filter": dynamic.stats.as_dict() if dynamic else None,
                             "update_s_median": sorted(stream.stats.update_s)[len(stream.stats.update_s) // 2]
                             if stream.stats.update_s else None}
         stream.close()

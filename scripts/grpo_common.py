@@ -2,7 +2,8 @@
 
 The training reward of an episode, group-normalised advantages, the trainer's re-scoring of the
 sampled ids, a clipped policy-gradient step, the logprob check of a pushed policy, the weakest
-ToolUse family of a model and the reward plot.
+ToolUse family of a model, the reward plot, and the batch options (``--dynamic-sampling``: drop
+groups whose answers all agree; ``--curriculum``: draw tasks by their tracked pass rate).
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["REWARDS", "episode_reward", "grpo_advantages", "plot_rewards", "policy_gradient_step", "rescore_error",
-           "sequence_logprobs", "worst_family"]
+__all__ = ["REWARDS", "add_batch_arguments", "batch_options", "batch_record", "episode_reward", "grpo_advantages",
+           "plot_rewards", "policy_gradient_step", "rescore_error", "sequence_logprobs", "worst_family"]
 
 #: What an episode earns: ``answer`` is the answer's correctness alone (``res_reward``, 0 or 1);
 #: ``total`` is the environment's whole return (``trajectory_reward``: the answer plus +0.1 per
@@ -143,3 +144,58 @@ def plot_rewards(record: dict[str, Any], path: str | Path) -> Path | None:
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return Path(path)
+
+
+def add_batch_arguments(parser: Any) -> None:
+    """The ``--dynamic-sampling`` and ``--curriculum`` options of the demos."""
+    group = parser.add_argument_group("what goes into a batch")
+    group.add_argument("--dynamic-sampling", action="store_true",
+                       help="drop groups whose answers (res_reward) all agree and sample more until --tasks "
+                            "informative groups are in (DAPO-style); the dropped groups are counted")
+    group.add_argument("--curriculum", action="store_true",
+                       help="draw each group's task by its tracked pass rate: too easy (>= --too-easy) and too hard "
+                            "(<= --too-hard) tasks are drawn a tenth as often as learnable and unseen ones")
+    group.add_argument("--too-easy", type=float, default=0.9, help="pass rate of a too-easy task (default 0.9)")
+    group.add_argument("--too-hard", type=float, default=0.1, help="pass rate of a too-hard task (default 0.1)")
+
+
+def batch_options(pool: Sequence[dict[str, Any]], *, dynamic_sampling: bool = False, curriculum: bool = False,
+                  too_easy: float = 0.9, too_hard: float = 0.1, seed: int = 0) -> tuple[Any, Any]:
+    """The demo's task sampler and filter (None, None without either option).
+
+    With either option the tasks are drawn from ``pool`` by a sampler (uniformly without
+    ``curriculum``): a dropped group's replacement is a fresh draw, not the same task again.
+    """
+    from agent_gym.rollout import Curriculum, DynamicSampling, EnvSource, TaskSampler
+
+    sampler = None
+    if curriculum or dynamic_sampling:
+        bands = Curriculum(too_easy=too_easy, too_hard=too_hard) if curriculum else None
+        sampler = TaskSampler([EnvSource("agent_gym/ToolUse-v0", list(pool))], curriculum=bands, seed=seed)
+    return sampler, DynamicSampling() if dynamic_sampling else None
+
+
+def batch_record(seen: Sequence[Any], batch: Sequence[Any], seconds: float, dynamic: Any,
+                 sampler: Any) -> dict[str, Any]:
+    """Figures of one iteration's batch.
+
+    Returns:
+        Episodes and tokens sampled (``seen``), groups and informative groups (outcomes differ) in ``batch`` and
+        informative groups per second of sampling, the filter's counters and the curriculum's bands.
+    """
+    from agent_gym.rollout.dynamic_sampling import judge_group
+
+    groups: dict[str, list[Any]] = {}
+    for episode in batch:
+        groups.setdefault(episode.group_id, []).append(episode)
+    informative = sum(judge_group(group) == "kept" for group in groups.values())
+    tokens = sum(int(t.response_masks.sum()) for t in seen)
+    row: dict[str, Any] = {"sampled_episodes": len(seen), "sampled_tokens": tokens, "groups": len(groups),
+                           "informative_groups": informative,
+                           "informative_groups_per_s": informative / seconds if seconds > 0 else 0.0}
+    if dynamic is not None:
+        row["filter"] = dynamic.stats.as_dict()
+    if sampler is not None and sampler.curriculum is not None:
+        figures = sampler.metrics()["agent_gym/ToolUse-v0"]
+        row["bands"] = {k: int(v) for k, v in figures.items() if k.startswith("tasks_")}
+    return row

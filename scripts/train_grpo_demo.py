@@ -21,7 +21,15 @@ Each iteration:
    OpenRLHF, or a restart on a saved checkpoint); with ``agent-gym serve``, a restart on the
    saved directory.
 
-The mean reward per iteration is printed, written to ``--out/rewards.json`` and plotted to
+``--dynamic-sampling`` drops groups whose answers all agree (zero outcome variance: nothing to
+learn under GRPO) and samples more until ``--tasks`` informative groups are in; ``--curriculum``
+draws each group's task by its tracked pass rate (too easy and too hard tasks less often). The
+iteration records then carry the episodes and tokens sampled, the informative groups (outcomes differ) in the
+batch and per second of sampling (also without the options, for comparison) and the filter's counters (cumulative),
+and ``--out/sampler_state.json`` holds the sampler's state.
+
+The mean reward per iteration (over every sampled episode, dropped groups included) is printed,
+written to ``--out/rewards.json`` and plotted to
 ``--out/rewards.png`` (needs matplotlib: ``pip install agent_gym[report]``).
 
 Run::
@@ -51,6 +59,9 @@ if _SCRIPTS not in sys.path:  # imports grpo_common.py and grpo_async_demo.py (-
 
 from grpo_common import (  # noqa: E402 - beside this file
     REWARDS,
+    add_batch_arguments,
+    batch_options,
+    batch_record,
     episode_reward,
     grpo_advantages,
     plot_rewards,
@@ -74,8 +85,15 @@ def run(
     out: str | Path | None = None,
     model_path: str | None = None,
     log: Any = None,
+    dynamic_sampling: bool = False,
+    curriculum: bool = False,
+    too_easy: float = 0.9,
+    too_hard: float = 0.1,
 ) -> dict[str, Any]:
     """Run the demo and return its record (rewards per iteration, ratio check, loss, timings).
+
+    ``dynamic_sampling`` and ``curriculum`` (with its ``too_easy``/``too_hard`` pass rates) choose
+    what goes into each batch (see the module docstring).
 
     Raises:
         RuntimeError: If the first update's importance ratio is not 1 within 1e-3.
@@ -107,17 +125,28 @@ def run(
         raise ValueError(f"tasks_per_iteration: expected at most the pool's {len(pool)} tasks, "
                          f"got {tasks_per_iteration}")
     rng = random.Random(seed)
-    record: dict[str, Any] = {"family": family, "reward": reward, "iterations": [], "first_ratio_error": None}
+    sampler, dynamic = batch_options(pool, dynamic_sampling=dynamic_sampling, curriculum=curriculum,
+                                     too_easy=too_easy, too_hard=too_hard, seed=seed)
+    record: dict[str, Any] = {"family": family, "reward": reward, "iterations": [], "first_ratio_error": None,
+                              "dynamic_sampling": dynamic_sampling, "curriculum": curriculum}
     started = time.perf_counter()
     try:
         for it in range(iterations):
             tasks = rng.sample(pool, tasks_per_iteration)
-            trajectories = collect("agent_gym/ToolUse-v0", policy, tasks=tasks, samples_per_task=group_size,
-                                   n_parallel=8, progress=False, max_steps=6, seed=seed * 1000 + it)
+            seen: list[Any] = []  # every sampled episode, those of dropped groups too
+            batch_started = time.perf_counter()
+            trajectories = collect(None if sampler is not None else "agent_gym/ToolUse-v0", policy,
+                                   tasks=None if sampler is not None else tasks,
+                                   num_episodes=tasks_per_iteration if sampler is not None else None,
+                                   samples_per_task=group_size, n_parallel=8, progress=False, max_steps=6,
+                                   seed=seed * 1000 + it, sampler=sampler, dynamic_sampling=dynamic,
+                                   on_episode=seen.append)
+            batch_s = time.perf_counter() - batch_started
+            if not trajectories:
+                raise RuntimeError("no informative group within the filter's max_groups; nothing to train on")
             usable = [t for t in trajectories if len(t.segments) <= 1 and t.response_logprobs is not None
                       and float(t.response_masks.sum()) > 0]
             rewards = [episode_reward(t, reward) for t in usable]
-            success = sum(float(t.metrics["res_reward"]) > 0 for t in trajectories) / len(trajectories)
             advantages = grpo_advantages(rewards, [t.group_id for t in usable])
             stats = policy_gradient_step(trainer, optimizer, usable, advantages)
             if it == 0:
@@ -126,10 +155,12 @@ def run(
                     raise RuntimeError(f"importance ratio at the first update: expected 1 within 1e-3, got an "
                                        f"error of {stats['max_ratio_error']:.2e}")
             policy.update_weights(trainer.state_dict())
-            mean_reward = sum(episode_reward(t, reward) for t in trajectories) / len(trajectories)
+            mean_reward = sum(episode_reward(t, reward) for t in seen) / len(seen)
+            success = sum(float(t.metrics["res_reward"]) > 0 for t in seen) / len(seen)
             row = {"iteration": it, "mean_reward": mean_reward, "success": success, "loss": stats["loss"],
                    "max_ratio_error": stats["max_ratio_error"], "episodes": len(trajectories),
-                   "nonzero_advantages": sum(1 for a in advantages if abs(a) > 1e-6)}
+                   "nonzero_advantages": sum(1 for a in advantages if abs(a) > 1e-6),
+                   **batch_record(seen, trajectories, batch_s, dynamic, sampler)}
             record["iterations"].append(row)
             say(f"iter {it:3d}  mean reward {mean_reward:+.3f}  success {success:.0%}  loss {stats['loss']:+.4f}  "
                 f"|ratio-1| max {stats['max_ratio_error']:.1e}")
@@ -144,6 +175,8 @@ def run(
         out_dir = Path(out)
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "rewards.json").write_text(json.dumps(record, indent=2) + "\n")
+        if sampler is not None:
+            (out_dir / "sampler_state.json").write_text(json.dumps(sampler.state_dict()) + "\n")
         plot_rewards(record, out_dir / "rewards.png")
     return record
 
@@ -258,6 +291,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from grpo_async_demo import add_async_arguments, run_async, write_comparison  # a sibling script
 
     add_async_arguments(parser)
+    add_batch_arguments(parser)
     parser.add_argument("--env", choices=("tool-use", "solver-judge"), default="tool-use",
                         help="solver-judge: train every role of SolverJudgeEnv episodes (uses --iterations, --tasks, "
                              "--group-size, --solvers, --seed, --model, --out)")
@@ -265,6 +299,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.env == "solver-judge" and (args.run_async or args.compare):
         parser.error("--env solver-judge trains synchronously: it takes neither --async nor --compare")
+    if args.env == "solver-judge" and (args.dynamic_sampling or args.curriculum):
+        parser.error("--env solver-judge takes neither --dynamic-sampling nor --curriculum")
     if args.env == "solver-judge":
         run_solver_judge(iterations=args.iterations, tasks_per_iteration=args.tasks, group_size=args.group_size,
                          n_solvers=args.solvers, seed=args.seed, out=args.out, model_path=args.model)
@@ -280,10 +316,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_async(family=args.family, iterations=args.iterations, tasks_per_iteration=args.tasks,
                   group_size=args.group_size, lr=args.lr, reward=args.reward, pool_size=args.pool, seed=args.seed,
                   out=args.out, model_path=args.model, server=args.server, concurrency=args.concurrency,
-                  max_staleness=args.max_staleness, pause_mode=args.pause_mode, tis_clip=args.tis_clip)
+                  max_staleness=args.max_staleness, pause_mode=args.pause_mode, tis_clip=args.tis_clip,
+                  dynamic_sampling=args.dynamic_sampling, curriculum=args.curriculum, too_easy=args.too_easy,
+                  too_hard=args.too_hard)
         return 0
     run(family=args.family, iterations=args.iterations, tasks_per_iteration=args.tasks, group_size=args.group_size,
-        lr=args.lr, reward=args.reward, pool_size=args.pool, seed=args.seed, out=args.out, model_path=args.model)
+        lr=args.lr, reward=args.reward, pool_size=args.pool, seed=args.seed, out=args.out, model_path=args.model,
+        dynamic_sampling=args.dynamic_sampling, curriculum=args.curriculum, too_easy=args.too_easy,
+        too_hard=args.too_hard)
     return 0
 
 

@@ -1,4 +1,4 @@
-"""The ``agent-gym`` command line: ``list``, ``check``, ``play``, ``serve`` and ``rollout``.
+"""The ``agent-gym`` command line: ``list``, ``check``, ``play``, ``serve``, ``rollout``, ``eval`` and more.
 
 Each subcommand lives in its own module exposing ``add_parser(subparsers)`` and
 ``run(args) -> int``; modules are imported only when their command runs, so
@@ -24,6 +24,7 @@ SUBCOMMANDS: dict[str, str] = {
     "report": "agent_gym.cli.report",
     "gateway": "agent_gym.cli.gateway",
     "serve-env": "agent_gym.cli.serve_env",
+    "eval": "agent_gym.cli.eval",
 }
 """Subcommand name -> module implementing it."""
 

@@ -6,7 +6,9 @@ table for the same episodes (episodes, mean reward, success rate = share of
 episodes with ``res_reward > 0``, mean steps, tokens sampled, env and LLM time,
 statuses), plus success confidence intervals, pass@k over ``samples_per_task``
 siblings (episodes sharing ``group_id``), error observations by kind, failing
-tools and the time split. :meth:`Report.to_text` renders the terminal tables;
+tools and the time split, and the counters of a dynamic sampling filter when given
+(``filtered``: groups kept and dropped too easy / too hard / for infrastructure failures).
+:meth:`Report.to_text` renders the terminal tables;
 :mod:`agent_gym.report.html` the HTML page.
 """
 
@@ -53,14 +55,17 @@ class Report:
     Args:
         files: One summary per input.
         by: Task field splitting the rows (default: ``family`` when tasks have one).
+        filtered: Counters of dynamic sampling (``DynamicSampling.stats.as_dict()``), shown as a table.
 
     Example:
         >>> report = load_report("rollouts.jsonl")  # doctest: +SKIP
         >>> print(report.to_text())  # doctest: +SKIP
     """
 
-    def __init__(self, files: Sequence[FileSummary], *, by: str | None = None) -> None:
+    def __init__(self, files: Sequence[FileSummary], *, by: str | None = None,
+                 filtered: Mapping[str, int] | None = None) -> None:
         self.files = list(check_non_empty("files", files))
+        self.filtered = dict(filtered or {})
         if by is None and any(isinstance(e.task, Mapping) and "family" in e.task
                               for f in self.files for e in f.episodes):
             by = "family"
@@ -85,14 +90,17 @@ class Report:
 
     @classmethod
     def from_trajectories(cls, batches: Mapping[str, Iterable[Any]] | Iterable[Any], *, by: str | None = None,
-                          label: str = "batch") -> Report:
-        """Report on in-memory trajectories: one batch, or ``{label: trajectories}`` for several."""
+                          label: str = "batch", filtered: Mapping[str, int] | None = None) -> Report:
+        """Report on in-memory trajectories: one batch, or ``{label: trajectories}`` for several.
+
+        ``filtered`` takes the counters of dynamic sampling (``DynamicSampling.stats.as_dict()``).
+        """
         if isinstance(batches, Mapping):
             files = [FileSummary(str(name), stats_from_trajectories(trajs, str(name)))
                      for name, trajs in batches.items()]
         else:
             files = [FileSummary(label, stats_from_trajectories(batches, label))]
-        return cls(files, by=by)
+        return cls(files, by=by, filtered=filtered)
 
     # ------------------------------------------------------------------ tables
     def overview_rows(self) -> tuple[list[str], list[list[str]]]:
@@ -170,6 +178,11 @@ class Report:
                          f"{fig['tokens_per_llm_s']:.1f}"])
         return ["file", "env time", "llm time", "reward time", "tokens/s (LLM)"], rows
 
+    def filter_rows(self) -> tuple[list[str], list[list[str]]]:
+        """Groups kept and dropped by dynamic sampling (no rows without ``filtered``)."""
+        rows = [[name.replace("_", " "), str(value)] for name, value in self.filtered.items()]
+        return ["groups", "count"], rows
+
     def to_text(self) -> str:
         """All tables, as the terminal shows them."""
         sections = [
@@ -179,6 +192,7 @@ class Report:
             ("Most common failing tools", self.failing_tool_rows()),
             ("By role", self.role_rows()),
             ("Time", self.time_rows()),
+            ("Dynamic sampling", self.filter_rows()),
         ]
         parts = []
         for title, (headers, rows) in sections:

@@ -20,11 +20,15 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from agent_gym.errors import ConfigError
 from agent_gym.parsers import env_parser_for
+from agent_gym.rollout.dynamic_sampling import DynamicSampling
+from agent_gym.rollout.group_collection import collect_groups
 from agent_gym.rollout.long_tail import LongTail, LongTailGate
 from agent_gym.rollout.options import OPTION_DEFAULTS, RolloutOptions, explicit_changes
 from agent_gym.rollout.planning import plan_episodes
 from agent_gym.rollout.runner import EpisodeRunner
+from agent_gym.rollout.sampler import TaskSampler
 from agent_gym.types import StepTrajectory
 from agent_gym.utils.runtime import run_sync
 
@@ -79,6 +83,8 @@ async def collect_async(
     reasoning_parser: str | None = OPTION_DEFAULTS.reasoning_parser,
     long_tail: LongTail | LongTailGate | None = OPTION_DEFAULTS.long_tail,
     options: RolloutOptions | None = None,
+    sampler: TaskSampler | None = None,
+    dynamic_sampling: DynamicSampling | None = None,
 ) -> list[StepTrajectory]:
     """Collect episodes concurrently; awaitable version of :func:`collect`.
 
@@ -92,6 +98,8 @@ async def collect_async(
         long_tail=long_tail,
     )
     opts = RolloutOptions.build(options, where="collect_async", **changes)
+    if sampler is not None or dynamic_sampling is not None:
+        return await _collect_grouped(env, policy, opts, tasks, num_episodes, sampler, dynamic_sampling)
     specs = plan_episodes(tasks, num_episodes, opts.samples_per_task, opts.seed)
     if specs:
         warn_if_truncated(policy)
@@ -108,6 +116,43 @@ async def collect_async(
     runner = EpisodeRunner(env, policy, opts)  # the envs parse with the policy's family, or the names given
     try:
         return await runner.run(specs, progress=opts.progress, on_episode=opts.on_episode)
+    finally:
+        runner.close()
+
+
+async def _collect_grouped(env: Any, policy: Any, opts: RolloutOptions, tasks: Sequence[dict[str, Any]] | None,
+                           num_episodes: int | None, sampler: TaskSampler | None,
+                           dynamic_sampling: DynamicSampling | None) -> list[StepTrajectory]:
+    """``collect`` with a sampler or dynamic sampling (see :mod:`~agent_gym.rollout.group_collection`)."""
+    if sampler is not None and not isinstance(sampler, TaskSampler):
+        raise TypeError(f"sampler: expected TaskSampler or None, got {type(sampler).__name__}")
+    if dynamic_sampling is not None and not isinstance(dynamic_sampling, DynamicSampling):
+        raise TypeError(f"dynamic_sampling: expected DynamicSampling or None, got {type(dynamic_sampling).__name__}")
+    if sampler is not None and tasks is not None:
+        raise ConfigError("collect: expected tasks or a sampler, got both (the sampler holds the tasks)")
+    if sampler is not None and num_episodes is None:
+        raise ConfigError("collect: a sampler needs num_episodes (the number of groups to draw)")
+    if sampler is not None and opts.backend != "local":
+        raise ConfigError(f"collect: a sampler runs on the local backend, got backend={opts.backend!r}")
+    specs = plan_episodes(tasks, num_episodes, 1, opts.seed) if sampler is None else []  # checks the arguments
+    groups = len(specs) if sampler is None else num_episodes
+    if not groups:
+        return []
+    warn_if_truncated(policy)
+    kwargs: dict[str, Any] = {"groups": groups, "samples_per_task": opts.samples_per_task, "seed": opts.seed,
+                              "tasks": tasks, "sampler": sampler, "dynamic_sampling": dynamic_sampling}
+    if opts.backend == "ray":
+        if isinstance(env, str):
+            parser = env_parser_for(policy, opts.env_kwargs, opts.tool_parser, opts.reasoning_parser)
+            if parser is not None:
+                opts = opts.replace(env_kwargs={**(opts.env_kwargs or {}), "parser": parser})
+        from agent_gym.rollout.ray_backend import collect_ray
+
+        return await collect_groups(lambda specs: collect_ray(env, policy, specs, opts), **kwargs)
+    runner = EpisodeRunner(env, policy, opts)
+    try:
+        return await collect_groups(
+            lambda specs: runner.run(specs, progress=opts.progress, on_episode=opts.on_episode), **kwargs)
     finally:
         runner.close()
 
@@ -134,6 +179,8 @@ def collect(
     reasoning_parser: str | None = OPTION_DEFAULTS.reasoning_parser,
     long_tail: LongTail | LongTailGate | None = OPTION_DEFAULTS.long_tail,
     options: RolloutOptions | None = None,
+    sampler: TaskSampler | None = None,
+    dynamic_sampling: DynamicSampling | None = None,
 ) -> list[StepTrajectory]:
     """Run many episodes concurrently and return every trajectory, in task order.
 
@@ -185,10 +232,18 @@ def collect(
         long_tail: A :class:`~agent_gym.rollout.long_tail.LongTail` budget per episode: an
             episode over it is parked (its slot goes to the episodes not yet started; it resumes
             once none is left) or ended with ``TIMEOUT``. None: no budget.
+        sampler: A :class:`~agent_gym.rollout.sampler.TaskSampler` drawing each of the
+            ``num_episodes`` groups' task and env (``env`` may then be None; no ``tasks``; local
+            backend); it observes every finished group (pass rates, metrics per env).
+        dynamic_sampling: A :class:`~agent_gym.rollout.dynamic_sampling.DynamicSampling`: groups
+            whose outcome has zero variance among valid members are dropped (and counted on its
+            ``stats``) and more groups are sampled until ``num_episodes`` (or ``len(tasks)``)
+            informative groups are in.
 
     Returns:
         ``len(tasks or range(num_episodes)) * samples_per_task`` trajectories;
-        ``trajectory.idx`` is its position.
+        ``trajectory.idx`` is its position. With ``dynamic_sampling``, those of the informative
+        groups only (fewer groups when its ``max_groups`` ran out).
 
     Raises:
         TypeError: An argument of the wrong type, or an unknown keyword.
@@ -205,6 +260,7 @@ def collect(
     )
     opts = RolloutOptions.build(options, where="collect", **changes)
     return run_sync(
-        lambda: collect_async(env, policy, tasks=tasks, num_episodes=num_episodes, options=opts),
+        lambda: collect_async(env, policy, tasks=tasks, num_episodes=num_episodes, options=opts, sampler=sampler,
+                              dynamic_sampling=dynamic_sampling),
         release=[policy],
     )

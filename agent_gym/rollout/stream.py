@@ -21,7 +21,17 @@ id's version, ``weight_version_start``, against the current version):
 * a check at hand-out: a group older than the bound is dropped (``stale="drop"``: kept in
   ``stream.dropped``, counted) or handed out with ``group.stale`` set (``stale="mark"``).
 
-Every task handed in comes back: as a group, or in ``stream.dropped``. The stream holds one
+With a :class:`~agent_gym.rollout.sampler.TaskSampler` (``sampler=``) the stream draws each group's
+task and env from it instead of ``tasks`` (``max_groups`` groups, or until closed) and the sampler
+observes every finished group (pass rates, metrics per env). With
+:class:`~agent_gym.rollout.dynamic_sampling.DynamicSampling` (``dynamic_sampling=``) a group whose
+outcome has zero variance among valid members is dropped when it ends: its slot goes to a new group
+at once, it gives its place in the staleness window back, and it is counted on ``stats``
+(``filtered_too_easy``, ``filtered_too_hard``, ``filtered_infra``, ``infra_episodes``). With its
+``early_cancel`` (and a sampler), a group's unfinished siblings are cancelled once the finished ones
+agree and another outcome is unlikely (``stats.cancelled``; :mod:`~agent_gym.rollout.early_cancel`).
+
+Every task handed in comes back: as a group, in ``stream.dropped`` (stale), or counted as filtered. The stream holds one
 :class:`~agent_gym.rollout.runner.EpisodeRunner` for its lifetime: every group's episodes run on
 its envs and threads (an env is built once and reused through ``reset``), so a stream never
 holds more envs than episodes it ran at once. :meth:`RolloutStream.close` (also on leaving the
@@ -47,10 +57,15 @@ from agent_gym.checks import check_choice, check_int
 from agent_gym.errors import AgentGymError, ConfigError
 from agent_gym.policy.vllm_client import VLLMClient
 from agent_gym.rollout.collection import warn_if_truncated
+from agent_gym.rollout.dynamic_sampling import DynamicSampling
+from agent_gym.rollout.early_cancel import GroupWatch, watch_group
+from agent_gym.rollout.group_collection import group_specs
 from agent_gym.rollout.long_tail import LongTail, LongTailGate, ParkedEpisode
 from agent_gym.rollout.options import RolloutOptions
+from agent_gym.rollout.outcome import is_valid
 from agent_gym.rollout.planning import plan_episodes
 from agent_gym.rollout.runner import EpisodeRunner
+from agent_gym.rollout.sampler import SampledTask, TaskSampler
 from agent_gym.utils.runtime import LoopThread
 
 __all__ = ["RolloutGroup", "RolloutStream", "check_checkpoint_dir", "collect_stream"]
@@ -68,6 +83,7 @@ class RolloutGroup:
         version_handed: The stream's version when the group was handed out.
         stale: Whether the group is older than ``max_staleness`` (``stale="mark"``).
         wall_s: Seconds from the group's start to its end.
+        source: The sampler's source (env) of the group ("" without a sampler).
     """
 
     task: Any
@@ -76,6 +92,7 @@ class RolloutGroup:
     version_handed: int = 0
     stale: bool = False
     wall_s: float = 0.0
+    source: str = ""
 
     @property
     def staleness(self) -> int:
@@ -92,6 +109,16 @@ class _Stats:
     parked: int = 0
     updates: int = 0
     update_s: list[float] = field(default_factory=list)
+    filtered_too_easy: int = 0
+    filtered_too_hard: int = 0
+    filtered_infra: int = 0
+    infra_episodes: int = 0
+    cancelled: int = 0
+
+    @property
+    def filtered(self) -> int:
+        """Groups dropped by dynamic sampling."""
+        return self.filtered_too_easy + self.filtered_too_hard + self.filtered_infra
 
 
 class RolloutStream:
@@ -100,7 +127,7 @@ class RolloutStream:
     Args:
         env: What ``collect`` takes (a registered env id, a callable, ...).
         policy: The policy (a ``VLLMPolicy`` records per-id weight versions).
-        tasks: The tasks, in order (an iterable: the stream takes them as it goes).
+        tasks: The tasks, in order (an iterable: the stream takes them as it goes); None with a sampler.
         samples_per_task: Episodes per task (the group size).
         concurrency: Target number of episodes running at once.
         max_staleness: Most versions a handed-out sample may lag (None: unbounded).
@@ -120,16 +147,22 @@ class RolloutStream:
             episodes of one group in flight, ...; ``seed``: the k-th group started runs with
             ``seed + k``, so groups of one task handed in twice get their own episode ids and
             sampling seeds).
+        sampler: Draws each group's task and env (``env`` may be None) and observes each finished
+            group; replaces ``tasks``.
+        max_groups: With a sampler, the most groups started (None: until :meth:`close`).
+        dynamic_sampling: Drops groups without outcome variance among valid members when they end
+            (counted on ``stats`` and on its own ``stats``).
 
     Raises:
-        TypeError: A keyword that is no ``RolloutOptions`` field.
+        TypeError: A keyword that is no ``RolloutOptions`` field, or a sampler or filter of the wrong type.
+        ConfigError: Both ``tasks`` and ``sampler``, or neither.
     """
 
     def __init__(
         self,
         env: Any,
         policy: Any,
-        tasks: Iterable[Any],
+        tasks: Iterable[Any] | None = None,
         *,
         samples_per_task: int = 1,
         concurrency: int = 8,
@@ -140,9 +173,23 @@ class RolloutStream:
         pause_mode: str = "abort",
         handle_sigterm: bool = False,
         long_tail: LongTail | None = None,
+        sampler: TaskSampler | None = None,
+        max_groups: int | None = None,
+        dynamic_sampling: DynamicSampling | None = None,
         **collect_kwargs: Any,
     ) -> None:
         check_int("samples_per_task", samples_per_task, low=1)
+        if sampler is not None and not isinstance(sampler, TaskSampler):
+            raise TypeError(f"sampler: expected TaskSampler or None, got {type(sampler).__name__}")
+        if dynamic_sampling is not None and not isinstance(dynamic_sampling, DynamicSampling):
+            raise TypeError("dynamic_sampling: expected DynamicSampling or None, got "
+                            f"{type(dynamic_sampling).__name__}")
+        if (tasks is None) == (sampler is None):
+            raise ConfigError("RolloutStream: expected tasks or a sampler, got "
+                              + ("both" if sampler is not None else "neither"))
+        if max_groups is not None:
+            check_int("max_groups", max_groups, low=0)
+        self.sampler, self.max_groups, self.dynamic_sampling = sampler, max_groups, dynamic_sampling
         check_int("concurrency", concurrency, low=1)
         check_int("groups_per_update", groups_per_update, low=1)
         if max_staleness is not None:
@@ -179,7 +226,7 @@ class RolloutStream:
             policy.weight_version = self.version
         self.dropped: list[RolloutGroup] = []
         self.stats = _Stats()
-        self._tasks = iter(tasks)
+        self._tasks = iter(tasks) if tasks is not None else iter(())
         self._out: queue.Queue[RolloutGroup | BaseException | None] = queue.Queue()
         self._closed = False
         self._warned = False
@@ -210,7 +257,7 @@ class RolloutStream:
             return True
         # a dropped group gives its place back: otherwise a consumer waiting for its next groups
         # would wait for ever once drops used up the staleness window
-        admitted = self.stats.started - self.stats.dropped
+        admitted = self.stats.started - self.stats.dropped - self.stats.filtered
         return admitted < (self.version + self.max_staleness + 1) * self.groups_per_update
 
     async def _scheduler(self) -> None:
@@ -218,12 +265,11 @@ class RolloutStream:
         try:
             while not self._closed:
                 while not self._exhausted and not self._closed and self._free_slots() > 0 and self._admissible():
-                    try:
-                        task = next(self._tasks)
-                    except StopIteration:
+                    drawn = self._next_task()
+                    if drawn is None:
                         self._exhausted = True
                         break
-                    job = asyncio.ensure_future(self._group(task, self.base_seed + self.stats.started))
+                    job = asyncio.ensure_future(self._group(*drawn, self.base_seed + self.stats.started))
                     self.stats.started += 1
                     self._running.add(job)
                     job.add_done_callback(self._job_done)
@@ -239,6 +285,18 @@ class RolloutStream:
                 await asyncio.gather(*self._running, return_exceptions=True)
             self.runner.close()
             await _aclose(self.policy)
+
+    def _next_task(self) -> tuple[Any, SampledTask | None] | None:
+        """The next group's task and draw, or None when there is none."""
+        if self.sampler is None:
+            try:
+                return next(self._tasks), None
+            except StopIteration:
+                return None
+        if self.max_groups is not None and self.stats.started >= self.max_groups:
+            return None
+        drawn = self.sampler.sample()
+        return drawn.task, drawn
 
     def _free_slots(self) -> int:
         """Episodes that may start: the target less those running (parked ones not counted)."""
@@ -279,22 +337,66 @@ class RolloutStream:
         if self._wake is not None:
             self._wake.set()
 
-    async def _group(self, task: Any, seed: int) -> None:
+    async def _group(self, task: Any, drawn: SampledTask | None, seed: int) -> None:
         start, version = time.perf_counter(), self.version
         try:
-            specs = plan_episodes([task], None, self.samples_per_task, seed)
+            if drawn is None:
+                specs = plan_episodes([task], None, self.samples_per_task, seed)
+            else:
+                specs = group_specs([(task, drawn)], self.samples_per_task, seed)
             if not self._warned:  # once per stream, not per group
                 self._warned = True
                 warn_if_truncated(self.policy)
             options = self.runner.options
-            trajectories = await self.runner.run(specs, progress=options.progress, on_episode=options.on_episode)
+            watch = watch_group(self.dynamic_sampling, self.sampler, drawn, self.samples_per_task,
+                                options.on_episode)
+            if watch is None:
+                trajectories = await self.runner.run(specs, progress=options.progress, on_episode=options.on_episode)
+            else:
+                job = watch.job = asyncio.ensure_future(self.runner.run(specs, progress=options.progress,
+                                                                        on_episode=watch))
+                try:
+                    trajectories = await job
+                except asyncio.CancelledError:
+                    if not watch.cancelled or self._closed:
+                        raise  # the stream is closing
+                    self._cancelled(drawn, watch)
+                    return  # its slot goes to a new group
         except Exception as exc:  # noqa: BLE001 - the consumer sees it (episodes' own failures are statuses)
             self._out.put(exc)
             return
+        if drawn is not None and self.sampler is not None:
+            self.sampler.observe(drawn, trajectories)
+        if watch is not None and watch.decided and self.dynamic_sampling is not None:  # an audited decision
+            self.dynamic_sampling.count_audit(wrong=self.dynamic_sampling.verdict(trajectories) == "kept")
+        if self.dynamic_sampling is not None and not self._keep(trajectories):
+            return  # the job ends: its slot and its place in the staleness window go to a new group
         starts = [t.weight_version_start for t in trajectories if getattr(t, "weight_version_start", -1) >= 0]
         group = RolloutGroup(task, list(trajectories), min(starts, default=version),
-                             wall_s=time.perf_counter() - start)
+                             wall_s=time.perf_counter() - start, source=drawn.source if drawn is not None else "")
         self._out.put(group)
+
+    def _cancelled(self, drawn: SampledTask | None, watch: GroupWatch) -> None:
+        """Count a group whose unfinished siblings were cancelled early (dropped as too easy / too hard)."""
+        assert self.dynamic_sampling is not None
+        if drawn is not None and self.sampler is not None:
+            self.sampler.observe(drawn, watch.finished)
+        verdict = watch.count_cancel(self.dynamic_sampling)
+        self.stats.cancelled += 1
+        self._count(verdict, watch.finished)
+
+    def _keep(self, trajectories: Sequence[Any]) -> bool:
+        """Judge a finished group with the dynamic sampling filter and count a dropped one on ``stats``."""
+        assert self.dynamic_sampling is not None
+        return self._count(self.dynamic_sampling.judge(trajectories), trajectories)
+
+    def _count(self, verdict: str, trajectories: Sequence[Any]) -> bool:
+        """Count a judged group on ``stats``; True when it is kept."""
+        self.stats.infra_episodes += sum(1 for t in trajectories if not is_valid(t))
+        if verdict != "kept":
+            name = f"filtered_{verdict}"
+            setattr(self.stats, name, getattr(self.stats, name) + 1)
+        return verdict == "kept"
 
     @property
     def alive(self) -> bool:

@@ -51,3 +51,17 @@ def test_episode_reward_choices(demo):
     assert demo.episode_reward(Episode(), "total") == 1.2
     with pytest.raises(ValueError, match="reward"):
         demo.episode_reward(Episode(), "shaped")
+
+
+def test_batch_options_build_the_sampler_and_the_filter(demo):
+    import grpo_common  # beside the script, on sys.path once the script is loaded
+
+    pool = [{"id": f"t{i}", "question": "q", "ground_truth": "1"} for i in range(4)]
+    assert grpo_common.batch_options(pool) == (None, None)
+    sampler, dynamic = grpo_common.batch_options(pool, dynamic_sampling=True, curriculum=True, too_easy=0.8,
+                                                 too_hard=0.2, seed=3)
+    assert sampler.curriculum.too_easy == 0.8 and dynamic.outcome == "res_reward"
+    sampler, dynamic = grpo_common.batch_options(pool, dynamic_sampling=True)
+    assert sampler.curriculum is None and dynamic is not None  # replacements are fresh draws from the pool
+    with pytest.raises(SystemExit):
+        demo.main(["--env", "solver-judge", "--curriculum"])

@@ -86,7 +86,7 @@ def test_every_option_is_an_explicit_keyword_with_its_default(function):
     fields = {f.name: f.default for f in dataclasses.fields(RolloutOptions)}
     keywords = {name: p for name, p in parameters.items() if p.kind is inspect.Parameter.KEYWORD_ONLY}
     assert not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
-    assert set(fields) | {"tasks", "num_episodes", "options"} == set(keywords)
+    assert set(fields) | {"tasks", "num_episodes", "options", "sampler", "dynamic_sampling"} == set(keywords)
     for name, default in fields.items():
         assert repr(keywords[name].default) == repr(default), name  # what help() shows
     assert f"n_parallel: int = {fields['n_parallel']}" in str(inspect.signature(function, eval_str=True))
