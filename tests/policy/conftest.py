@@ -18,9 +18,11 @@ FLEET: dict[str, dict[str, Any]] = {
 
 
 @pytest.fixture(scope="session")
-def policy_fleet(start_servers, tiny_deepseek_model_dir) -> dict[str, Any]:
+def policy_fleet(start_servers, tiny_deepseek_model_dir, _server_registry) -> dict[str, Any]:
     """``{name: ServerProcess}``: fake-answer servers (two healthy, five with injected faults) and a
-    DeepSeek-vocabulary model server, all real processes started concurrently."""
+    DeepSeek-vocabulary model server, all real processes started concurrently (kept for the session)."""
     names = [*FLEET, "deepseek"]
     options = [*FLEET.values(), {"model": str(tiny_deepseek_model_dir), "max_model_len": 4096}]
-    return dict(zip(names, start_servers(*options), strict=False))
+    servers = start_servers(*options)
+    _server_registry.keep(*servers)
+    return dict(zip(names, servers, strict=False))
