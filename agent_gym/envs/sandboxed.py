@@ -8,6 +8,7 @@ the episode is released, and a pickled copy holds no sandbox (processes cannot b
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -19,7 +20,7 @@ from agent_gym.types import EpisodeStatus
 __all__ = ["SandboxedEnv"]
 
 
-class SandboxedEnv(AgentEnv):
+class SandboxedEnv(AgentEnv, abc.ABC):
     """An :class:`~agent_gym.env.core.AgentEnv` whose episodes run in a sandbox, with ``bash`` and ``submit`` tools.
 
     Subclasses set ``command_timeout`` (seconds per ``bash`` call) and ``limits`` (the sandbox's
@@ -62,6 +63,7 @@ class SandboxedEnv(AgentEnv):
 
     # ------------------------------------------------------------------ hooks
 
+    @abc.abstractmethod
     def open_sandbox(self, task: Mapping[str, Any]) -> Any:
         """A new sandbox for an episode on ``task``, the task laid out in it (closed again if that fails).
 
@@ -71,7 +73,6 @@ class SandboxedEnv(AgentEnv):
         Raises:
             SandboxError: When the sandbox cannot be set up.
         """
-        raise NotImplementedError(f"{type(self).__name__} must implement open_sandbox(task)")
 
     def sandbox_tools(self) -> Sequence[Tool | Callable[..., Any]]:
         """The episode's tools, once :attr:`sandbox` is open: by default ``bash`` and ``submit``."""
