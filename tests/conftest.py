@@ -12,6 +12,8 @@ Fixtures (all session-scoped except ``start_server``'s servers, which live for t
   (a ``str`` equal to its ``"127.0.0.1:PORT"`` address, with ``.url``, ``.process``, ``.kill()``).
   Options map to command-line flags (``fake_tokens=4`` -> ``--fake-tokens 4``, ``hang=True`` ->
   ``--hang``); ``model`` defaults to ``tiny_model_dir``.
+* ``local_ray``: one local Ray instance (2 CPUs) shared by every test that asks for it, shut down at the
+  end of the session (starting Ray takes several seconds).
 """
 
 from __future__ import annotations
@@ -357,3 +359,15 @@ def vllm_fleet(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 def vllm_server(vllm_fleet: dict[str, Any]) -> Any:
     """The real vLLM server in dev mode (``EngineProcess``: ``.address``, ``.url``, ``.model``)."""
     return vllm_fleet["plain"]
+
+
+@pytest.fixture(scope="session")
+def local_ray() -> Iterator[Any]:
+    """One local Ray instance for the session; skips where the ``ray`` extra is not installed."""
+    ray = pytest.importorskip("ray", reason="the 'ray' extra is not installed (pip install 'agent-gym[ray]')")
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()

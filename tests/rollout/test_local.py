@@ -291,29 +291,24 @@ def test_ray_backend_without_ray_names_the_extra():
 
 @pytest.mark.skipif(not HAS_RAY, reason="the 'ray' extra is not installed (pip install 'agent-gym[ray]')")
 @pytest.mark.timeout(300)
-def test_ray_backend_matches_local_backend():
-    import ray
+def test_ray_backend_matches_local_backend(local_ray):
     import rollout_fakes
     from ray import cloudpickle
 
     cloudpickle.register_pickle_by_value(rollout_fakes)  # the test helpers are not importable in Ray workers
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     tasks = make_tasks(6)
     local = collect(make_add_env, ScriptedPolicy(), tasks=tasks, samples_per_task=2, seed=5, progress=False)
-    try:
-        remote = collect(
-            make_add_env, ScriptedPolicy(), tasks=tasks, samples_per_task=2, seed=5, n_parallel=2,
-            backend="ray", progress=False,
-        )
-        failing = collect(
-            make_add_env, ScriptedPolicy(fail_on=1), tasks=tasks[:2], n_parallel=2, backend="ray", progress=False
-        )
-        # A zero-argument factory builds the policy inside each actor.
-        built_there = collect(make_add_env, ScriptedPolicy, tasks=tasks[:2], backend="ray", progress=False)
-        with pytest.raises(TypeError, match="LockedPolicy that cannot be pickled"):
-            collect(make_add_env, LockedPolicy(), tasks=tasks[:2], backend="ray", progress=False)
-    finally:
-        ray.shutdown()
+    remote = collect(
+        make_add_env, ScriptedPolicy(), tasks=tasks, samples_per_task=2, seed=5, n_parallel=2,
+        backend="ray", progress=False,
+    )
+    failing = collect(
+        make_add_env, ScriptedPolicy(fail_on=1), tasks=tasks[:2], n_parallel=2, backend="ray", progress=False
+    )
+    # A zero-argument factory builds the policy inside each actor.
+    built_there = collect(make_add_env, ScriptedPolicy, tasks=tasks[:2], backend="ray", progress=False)
+    with pytest.raises(TypeError, match="LockedPolicy that cannot be pickled"):
+        collect(make_add_env, LockedPolicy(), tasks=tasks[:2], backend="ray", progress=False)
     assert [strip_timings(x.to_dict()) for x in remote] == [strip_timings(x.to_dict()) for x in local]
     assert [t.status for t in failing] == [EpisodeStatus.ENV_DONE, EpisodeStatus.POLICY_ERROR]
     assert [t.status for t in built_there] == [EpisodeStatus.ENV_DONE] * 2

@@ -16,17 +16,6 @@ HAS_RAY = importlib.util.find_spec("ray") is not None
 pytestmark = pytest.mark.skipif(not HAS_RAY, reason="the 'ray' extra is not installed (pip install 'agent-gym[ray]')")
 
 
-@pytest.fixture
-def local_ray():
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
-
-
 def _tokens(trajectory):
     return [
         (s.prompt_tokens.tolist(), s.response_tokens.tolist(), s.response_masks.tolist())
