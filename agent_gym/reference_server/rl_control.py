@@ -19,8 +19,11 @@ server (or with ``create_app(..., dev_mode=True)``):
   (``"default"`` until a label is set). Reloading does not move the label: the client sets it.
 * ``GET /debug/sample_answers`` (a testing aid) lists the last samples the backend answered, of
   every endpoint, streamed or not (oldest first): ``{"prompt_tokens", "prompt_tail" (the last
-  32 prompt ids), "token_ids", "finish_reason", "weight_versions"}`` each, an aborted answer
-  being one entry, so a test can check that a client's turns hold every sampled id exactly once.
+  32 prompt ids), "prompt_hash", "continuation_hash", "token_ids", "finish_reason",
+  "weight_versions"}`` each, an aborted answer being one entry, so a test can check that a client's
+  turns hold every sampled id exactly once. The hashes (:func:`ids_hash`) identify the whole prompt
+  and the prompt followed by the answer's ids: a turn continued after an abort sends a prompt whose
+  ``prompt_hash`` is the aborted answer's ``continuation_hash``.
   ``GET /debug/stats`` answers ``stats`` (pauses, aborted, frozen, reloads) and ``in_flight``:
   the ids drawn so far by each sample running now.
 
@@ -39,8 +42,10 @@ recorded before the pause are never drawn again.
 
 from __future__ import annotations
 
+import array
 import asyncio
 import dataclasses
+import hashlib
 import os
 import threading
 from collections import deque
@@ -53,7 +58,7 @@ from fastapi.responses import Response
 from agent_gym.reference_server.backends import GenRequest, SeqResult
 from agent_gym.reference_server.protocol import BadRequest
 
-__all__ = ["PAUSE_MODES", "RECORDED_SAMPLES", "PausableBackend", "dev_mode_enabled", "register_rl_routes",
+__all__ = ["PAUSE_MODES", "RECORDED_SAMPLES", "PausableBackend", "dev_mode_enabled", "ids_hash", "register_rl_routes",
            "version_spans"]
 
 PAUSE_MODES = ("abort", "wait", "keep")
@@ -61,6 +66,18 @@ PAUSE_MODES = ("abort", "wait", "keep")
 
 RECORDED_SAMPLES = 1024
 """How many answered samples ``GET /debug/sample_answers`` keeps."""
+
+
+def ids_hash(ids: list[int]) -> str:
+    """A short content hash of a token id sequence (the recorded answers' ``prompt_hash``).
+
+    Args:
+        ids: Token ids.
+
+    Returns:
+        The first 16 hex digits of the SHA-256 of the ids as 64-bit integers (native byte order).
+    """
+    return hashlib.sha256(array.array("q", ids).tobytes()).hexdigest()[:16]
 
 
 def dev_mode_enabled() -> bool:
@@ -141,7 +158,10 @@ class PausableBackend:
 
     async def _sample(self, req: GenRequest, index: int) -> SeqResult:
         result = await self._run_sample(req, index)
-        self.answers.append({"prompt_tokens": len(req.prompt_ids), "prompt_tail": list(req.prompt_ids[-32:]),
+        prompt = list(req.prompt_ids)
+        self.answers.append({"prompt_tokens": len(prompt), "prompt_tail": prompt[-32:],
+                             "prompt_hash": ids_hash(prompt),
+                             "continuation_hash": ids_hash(prompt + list(result.token_ids)),
                              "token_ids": list(result.token_ids), "finish_reason": result.finish_reason,
                              "weight_versions": result.weight_versions})
         return result

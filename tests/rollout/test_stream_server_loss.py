@@ -11,6 +11,7 @@ import pytest
 
 from agent_gym.errors import AgentGymError
 from agent_gym.policy import ClientOptions, SamplingParams, VLLMPolicy
+from agent_gym.reference_server.rl_control import ids_hash
 from agent_gym.rollout.stream import RolloutStream
 
 ENV_ID = "agent_gym/ToolUse-v0"
@@ -42,17 +43,27 @@ def _tasks(n, seed=2):
     return generate_tasks(per_family=4, seed=seed)[:n]
 
 
-def _aborted_turns(server) -> set[tuple[int, tuple[int, ...]]]:
-    """Turns ``server`` aborted after sampling some ids, keyed as their continuation's prompt would be."""
+def _aborted_turns(server) -> set[str]:
+    """Turns ``server`` aborted after sampling some ids, as the ``prompt_hash`` their continuation would have."""
     records = httpx.get(f"http://{server}/debug/sample_answers", timeout=60).json()
-    return {(r["prompt_tokens"] + len(r["token_ids"]), tuple((r["prompt_tail"] + r["token_ids"])[-8:]))
-            for r in records if r["finish_reason"] == "abort" and r["token_ids"]}
+    return {r["continuation_hash"] for r in records if r["finish_reason"] == "abort" and r["token_ids"]}
 
 
-def _continuations(server, aborted: set[tuple[int, tuple[int, ...]]]) -> int:
-    """Answers of ``server`` whose prompt is one of the ``aborted`` turns followed by the ids it had sampled."""
+def _continued(server, aborted: set[str]) -> set[str]:
+    """The ``aborted`` turns that ``server`` continued: answers whose prompt is such a turn and its ids."""
     records = httpx.get(f"http://{server}/debug/sample_answers", timeout=60).json()
-    return sum(1 for r in records if (r["prompt_tokens"], tuple(r["prompt_tail"][-8:])) in aborted)
+    return aborted & {r["prompt_hash"] for r in records}
+
+
+def _recorded(handed, aborted: set[str]) -> set[str]:
+    """The ``aborted`` turns whose prompt and sampled ids begin a segment of a trajectory in ``handed``."""
+    found = set()
+    for group in handed:
+        for trajectory in group.trajectories:
+            for segment in trajectory.segments:
+                ids = segment.prompt_tokens.tolist() + segment.response_tokens.tolist()
+                found |= aborted & {ids_hash(ids[:n]) for n in range(len(segment.prompt_tokens), len(ids) + 1)}
+    return found
 
 
 def _drain(stream, handed):
@@ -81,7 +92,7 @@ def test_a_server_killed_while_paused_fails_over_or_ends_with_a_status(dev_serve
         handed.append(stream.get(timeout=600))
         lone_handed.append(lone.get(timeout=600))
         # the trainer's weight loader runs while both servers are paused: b dies then
-        aborted_on_b: set[tuple[int, tuple[int, ...]]] = set()
+        aborted_on_b: set[str] = set()
 
         def load_weights_and_lose_b():
             time.sleep(0.3)
@@ -97,10 +108,14 @@ def test_a_server_killed_while_paused_fails_over_or_ends_with_a_status(dev_serve
         _drain(lone, lone_handed)
     assert not stream.alive and not lone.alive
     _check_all_back(handed, tasks, 2, ENDED)  # every episode failed over to a
-    # turns b aborted at the pause may continue on a after b's ids; not asserted here: in about half the runs on a
-    # loaded machine the one turn cut after its first ids was not found among a's answers (under investigation);
-    # tests/reference_server/test_rl_continuation.py checks continuations after a pause token by token
-    print(f"aborted on b: {len(aborted_on_b)}, continued on a: {_continuations(a, aborted_on_b)}")
+    # b served both streams: the turns of the failover stream that the pause cut on b (their prompt and ids begin
+    # a segment of its trajectories) should continue on a after b's ids. Printed, not asserted: in about half the
+    # runs on a loaded machine one such turn has no answer on a whose prompt is the cut turn (the hashes compare
+    # whole prompts, so it is not a look-alike turn of the other stream); under investigation.
+    # tests/reference_server/test_rl_continuation.py checks continuations after a pause token by token.
+    recorded = _recorded(handed, aborted_on_b)
+    print(f"aborted on b: {len(aborted_on_b)}, of the failover stream: {len(recorded)}, "
+          f"of those continued on a: {len(recorded & _continued(a, aborted_on_b))}")
     # without another server, the episodes running at the kill (and all later ones) end with a status
     assert "POLICY_ERROR" in _check_all_back(lone_handed, lone_tasks, 2, ENDED | {"POLICY_ERROR"})
 
