@@ -152,7 +152,9 @@ async def _collect_grouped(env: Any, policy: Any, opts: RolloutOptions, tasks: S
     runner = EpisodeRunner(env, policy, opts)
     try:
         return await collect_groups(
-            lambda specs: runner.run(specs, progress=opts.progress, on_episode=opts.on_episode), **kwargs)
+            lambda specs: runner.run(specs, progress=opts.progress, on_episode=opts.on_episode), **kwargs,
+            run_group=lambda specs, on_episode: runner.run(specs, n_parallel=len(specs), on_episode=on_episode),
+            n_parallel=opts.n_parallel, on_episode=opts.on_episode)
     finally:
         runner.close()
 
@@ -238,7 +240,11 @@ def collect(
         dynamic_sampling: A :class:`~agent_gym.rollout.dynamic_sampling.DynamicSampling`: groups
             whose outcome has zero variance among valid members are dropped (and counted on its
             ``stats``) and more groups are sampled until ``num_episodes`` (or ``len(tasks)``)
-            informative groups are in.
+            informative groups are in. Its ``early_cancel`` applies with a ``sampler`` on the
+            local backend: each group then runs as its own job (``n_parallel //
+            samples_per_task`` at once) and its unfinished siblings are cancelled once the
+            finished ones agree and the task's pass rate makes another outcome unlikely (the
+            run then depends on timing, see :mod:`~agent_gym.rollout.group_collection`).
 
     Returns:
         ``len(tasks or range(num_episodes)) * samples_per_task`` trajectories;
