@@ -180,8 +180,9 @@ def test_a_strict_openai_endpoint_accepts_every_request_of_an_eval(start_server,
     monkeypatch.setenv("AGENT_GYM_TEST_KEY", "sekret-key")
     out = tmp_path / "chat"
     with StrictOpenAIServer(str(backend), api_key="sekret-key") as endpoint:
-        argv = ["eval", ENV, "--base-url", endpoint.base_url, "--model", "agent_gym/tiny-agent", "--api-key-env", "AGENT_GYM_TEST_KEY",
-                "--tasks", "2", "--k", "2", "--max-steps", "3", "--max-tokens", "48", "--n-parallel", "4",
+        argv = ["eval", ENV, "--base-url", endpoint.base_url, "--model", "agent_gym/tiny-agent",
+                "--api-key-env", "AGENT_GYM_TEST_KEY",
+                "--tasks", "1", "--k", "2", "--max-steps", "2", "--max-tokens", "40", "--n-parallel", "2",
                 "--retries", "0", "--no-progress", "--out", str(out)]
         assert main(argv) == 0
     seen = endpoint.seen
@@ -191,7 +192,7 @@ def test_a_strict_openai_endpoint_accepts_every_request_of_an_eval(start_server,
     assert all(set(body) <= {"model", "messages", "max_completion_tokens", "temperature", "seed", "tools",
                              "tool_choice"} for body in seen.bodies)
     stats = json.loads((out / "summary.json").read_text())["envs"][ENV]
-    assert stats["scored_episodes"] == 4 and stats["infra_failures"] == 0
+    assert stats["scored_episodes"] == 2 and stats["infra_failures"] == 0
     config = (out / "config.json").read_text()
     assert "AGENT_GYM_TEST_KEY" in config and "sekret-key" not in config
     assert main(argv) == 2  # the directory holds an evaluation: --resume it instead
