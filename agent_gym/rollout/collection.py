@@ -149,7 +149,8 @@ async def _collect_grouped(env: Any, policy: Any, opts: RolloutOptions, tasks: S
         from agent_gym.rollout.ray_backend import collect_ray
 
         return await collect_groups(lambda specs: collect_ray(env, policy, specs, opts), **kwargs)
-    runner = EpisodeRunner(env, policy, opts)
+    # with early cancel a group starts whole while a slot is free: up to samples_per_task - 1 episodes more
+    runner = EpisodeRunner(env, policy, opts, threads=opts.n_parallel + opts.samples_per_task)
     try:
         return await collect_groups(
             lambda specs: runner.run(specs, progress=opts.progress, on_episode=opts.on_episode), **kwargs,
@@ -241,8 +242,8 @@ def collect(
             whose outcome has zero variance among valid members are dropped (and counted on its
             ``stats``) and more groups are sampled until ``num_episodes`` (or ``len(tasks)``)
             informative groups are in. Its ``early_cancel`` applies with a ``sampler`` on the
-            local backend: each group then runs as its own job (``n_parallel //
-            samples_per_task`` at once) and its unfinished siblings are cancelled once the
+            local backend: each group then runs as its own job (the next one starts as soon as
+            an episode slot is free) and its unfinished siblings are cancelled once the
             finished ones agree and the task's pass rate makes another outcome unlikely (the
             run then depends on timing, see :mod:`~agent_gym.rollout.group_collection`).
 

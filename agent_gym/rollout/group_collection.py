@@ -10,8 +10,8 @@ still missing over the kept share seen so far (at most four times as many), capp
 it. Rounds depend only on the seed and on the outcomes, so a seeded run with a seeded policy repeats.
 
 With ``DynamicSampling(early_cancel=...)``, a task sampler and ``run_group`` (the local backend), each
-group of a round runs as its own job (``n_parallel // samples_per_task`` groups in flight, at least one, a new
-one as soon as one ends) watched by a :class:`~agent_gym.rollout.early_cancel.GroupWatch`: once the
+group of a round runs as its own job (the next one starts, in order, as soon as an episode slot of the
+``n_parallel`` is free) watched by a :class:`~agent_gym.rollout.early_cancel.GroupWatch`: once the
 finished siblings agree and the task's pass rate makes another outcome unlikely, the unfinished ones
 are cancelled and the group is dropped and counted as in a stream. Which siblings finish first then
 depends on timing, so such a run does not repeat exactly.
@@ -27,6 +27,7 @@ from typing import Any
 from agent_gym.rollout.dynamic_sampling import DynamicSampling
 from agent_gym.rollout.early_cancel import GroupWatch, watch_group
 from agent_gym.rollout.planning import EpisodeSpec
+from agent_gym.rollout.reporting import notify
 from agent_gym.rollout.sampler import SampledTask, TaskSampler
 from agent_gym.types import StepTrajectory
 
@@ -88,7 +89,7 @@ async def collect_groups(
         dynamic_sampling: Drops groups without outcome variance (None: every group is kept).
         run_group: Runs one group's specs with a per-episode callback; with it, a sampler and the
             filter's ``early_cancel``, groups run one job each and may be cancelled early.
-        n_parallel: Episodes in flight with ``run_group`` (whole groups, at least one).
+        n_parallel: Episodes in flight with ``run_group`` (a group starts whole while a slot is free).
         on_episode: The user's per-episode callback, passed to ``run_group``.
 
     Returns:
@@ -141,25 +142,64 @@ async def collect_groups(
 async def _run_watched(run_group: RunGroup, draws: Sequence[Draw], specs: list[EpisodeSpec], samples_per_task: int,
                        n_parallel: int, sampler: TaskSampler, dynamic: DynamicSampling,
                        on_episode: Callable[[Any], Any] | None) -> list[tuple[list[StepTrajectory], GroupWatch | None]]:
-    """Run a round's groups one job each, at most ``n_parallel // samples_per_task`` (at least one) at once, watched.
+    """Run a round's groups one job each, in order, each watched; a group starts while an episode slot is free.
+
+    Each finished (or cancelled) episode frees its slot, so about ``n_parallel`` episodes run at once (at
+    most ``samples_per_task - 1`` more: a group starts whole).
 
     Returns:
         Per group, its episodes (empty when cancelled early) and its watch (None without a tracked pass rate).
     """
-    gate = asyncio.Semaphore(max(1, n_parallel // samples_per_task))
+    slots = _Slots(n_parallel)
 
     async def one(j: int) -> tuple[list[StepTrajectory], GroupWatch | None]:
-        group_specs_j = specs[j * samples_per_task:(j + 1) * samples_per_task]
-        async with gate:
-            watch = watch_group(dynamic, sampler, draws[j][1], samples_per_task, on_episode)
-            if watch is None:
-                return await run_group(group_specs_j, on_episode), None
-            job = watch.job = asyncio.ensure_future(run_group(group_specs_j, watch))
-            try:
-                return await job, watch
-            except asyncio.CancelledError:
-                if not watch.cancelled:
-                    raise  # the collect itself is cancelled
-                return [], watch
+        group = specs[j * samples_per_task:(j + 1) * samples_per_task]
+        await slots.enter(j, len(group))
+        freed = [0]
+
+        async def counted(trajectory: Any) -> None:
+            freed[0] += 1
+            await slots.release(1)
+            if watch is not None:
+                await watch(trajectory)
+            elif on_episode is not None:
+                await notify(on_episode, trajectory)
+
+        watch = watch_group(dynamic, sampler, draws[j][1], samples_per_task, on_episode)
+        job = asyncio.ensure_future(run_group(group, counted))
+        if watch is not None:
+            watch.job = job
+        try:
+            return await job, watch
+        except asyncio.CancelledError:
+            if watch is None or not watch.cancelled:
+                raise  # the collect itself is cancelled
+            return [], watch
+        finally:
+            await slots.release(max(0, len(group) - freed[0]))
 
     return list(await asyncio.gather(*(one(j) for j in range(len(draws)))))
+
+
+class _Slots:
+    """Episode slots shared by a round's groups, handed out to the groups in order."""
+
+    def __init__(self, size: int) -> None:
+        self.free = size
+        self.turn = 0
+        self.changed = asyncio.Condition()
+
+    async def enter(self, ticket: int, episodes: int) -> None:
+        """Wait for group ``ticket``'s turn and a free slot, then take ``episodes`` slots."""
+        async with self.changed:
+            await self.changed.wait_for(lambda: self.turn == ticket and self.free > 0)
+            self.free -= episodes
+            self.turn += 1
+            self.changed.notify_all()
+
+    async def release(self, episodes: int) -> None:
+        """Give ``episodes`` slots back."""
+        if episodes:
+            async with self.changed:
+                self.free += episodes
+                self.changed.notify_all()
