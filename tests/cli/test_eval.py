@@ -36,9 +36,15 @@ def _by_key(store: EpisodeStore) -> dict:
             for r in store.iter_scored()}
 
 
+@pytest.fixture(scope="module")
+def fake_server(start_server):
+    """One answering server for the tests that need no faults (started once for the module)."""
+    return start_server(fake_tokens=4, fake_latency_ms=150)
+
+
 @pytest.mark.timeout(400)
-def test_kill_9_at_random_moments_then_resume_equals_an_uninterrupted_run(start_server, tiny_model_dir, tmp_path):
-    server = start_server(fake_tokens=4, fake_latency_ms=150)
+def test_kill_9_at_random_moments_then_resume_equals_an_uninterrupted_run(fake_server, tiny_model_dir, tmp_path):
+    server = fake_server
     full = tmp_path / "full"
     assert main(_eval_argv(server, tiny_model_dir, full, "--n-parallel", "2")) == 0
     seed = int.from_bytes(os.urandom(4), "little")
@@ -70,8 +76,8 @@ def test_kill_9_at_random_moments_then_resume_equals_an_uninterrupted_run(start_
     assert summary["envs"][ENV]["scored_episodes"] == 12
 
 
-def test_a_torn_last_line_is_ignored_on_resume(start_server, tiny_model_dir, tmp_path, capsys):
-    server = start_server(fake_tokens=4)
+def test_a_torn_last_line_is_ignored_on_resume(fake_server, tiny_model_dir, tmp_path, capsys):
+    server = fake_server
     out = tmp_path / "torn"
     argv = _eval_argv(server, tiny_model_dir, out)
     argv[argv.index("--tasks") + 1] = "2"
