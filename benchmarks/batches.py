@@ -15,11 +15,15 @@ side by side:
   (without the filter, the handed groups whose outcomes differ), the dropped and the cancelled. Here a task is
   hard (answered right 3% of the time), easy (97%) or even (50%), by a hash of its id, and each turn waits
   ``--latency-ms`` times 1 to 4 (by a hash of the episode id; asyncio) to stand in for a server, so the first
-  siblings to finish are not always the same.
+  siblings to finish are not always the same;
+* **collect, filter on / on with early cancel** (``--collect``): ``collect`` with the same primed sampler asked for
+  ``--groups // 4`` informative groups at ``n_parallel=--concurrency``, with ``DynamicSampling`` and with its
+  ``early_cancel=0.05``: wall time, groups sampled, informative groups per second, the cancelled.
 
 Usage:
     python benchmarks/batches.py
     python benchmarks/batches.py --groups 200 --samples 8 --concurrency 32 --rounds 5
+    python benchmarks/batches.py --collect --groups 100 --samples 8 --concurrency 32 --rounds 3
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import time
 import zlib
 from typing import Any
 
-__all__ = ["main", "measure_sampler", "measure_stream"]
+__all__ = ["main", "measure_collect", "measure_sampler", "measure_stream"]
 
 _CALL = json.dumps({"name": "calculator", "arguments": {"expression": "1 + 2"}})
 
@@ -157,6 +161,28 @@ def measure_stream(groups: int, samples: int, concurrency: int, *, use_sampler: 
     return row
 
 
+def measure_collect(groups: int, samples: int, n_parallel: int, *, early_cancel: float | None,
+                    latency_s: float) -> dict[str, float]:
+    """One ``collect`` of ``groups`` informative groups with the filter (and its early cancel): wall, rates."""
+    import agent_gym  # noqa: F401  (registers the envs)
+    from agent_gym.rollout import DynamicSampling, collect
+
+    pool = _tool_use_tasks(max(4 * groups, 4))
+    policy = HashPolicy({t["question"]: t["ground_truth"] for t in pool}, None, latency_s)
+    dynamic = DynamicSampling(early_cancel=early_cancel)
+    sampler = _primed_sampler(pool, samples, None)
+    started = time.perf_counter()
+    batch = collect(None, policy, sampler=sampler, num_episodes=groups, samples_per_task=samples,
+                    n_parallel=n_parallel, max_steps=4, progress=False, dynamic_sampling=dynamic)
+    wall = time.perf_counter() - started
+    informative = len(batch) // samples
+    stats = dynamic.stats
+    return {"wall_s": wall, "informative": informative, "informative_per_s": informative / wall,
+            "groups_sampled": stats.groups, "cancelled_groups": stats.cancelled,
+            "cancelled_episodes": stats.cancelled_episodes,
+            "episodes": stats.groups * samples - stats.cancelled_episodes}
+
+
 def _median(runs: list[dict[str, float]], key: str) -> float:
     return statistics.median(r[key] for r in runs)
 
@@ -171,7 +197,12 @@ def main() -> None:
                         help="share of episodes answered right in the CPU comparison")
     parser.add_argument("--latency-ms", type=float, default=20.0, help="wait per turn in the filter comparison")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--collect", action="store_true",
+                        help="only the collect comparison (filter on vs on with early cancel)")
     args = parser.parse_args()
+    if args.collect:
+        _compare_collect(args)
+        return
     shape = (args.groups, args.samples, args.concurrency)
     sampler_runs = []
     cpu: dict[str, list[dict[str, float]]] = {"tasks": [], "sampler": []}
@@ -203,6 +234,26 @@ def main() -> None:
         print(f"{name:12}: {_median(runs, 'wall_s'):.2f} s, {_median(runs, 'episodes_per_s'):.1f} episodes/s, "
               f"{_median(runs, 'handed_per_s'):.2f} groups handed/s, {_median(runs, 'informative_per_s'):.2f} "
               f"informative groups/s ({_median(runs, 'informative'):.0f} informative){extra}")
+
+
+
+def _compare_collect(args: argparse.Namespace) -> None:
+    """``--collect``: ``collect`` with the filter, with and without early cancel, alternating; medians."""
+    runs: dict[str, list[dict[str, float]]] = {"filter on": [], "early cancel": []}
+    wanted = max(1, args.groups // 4)
+    measure_collect(2, args.samples, args.concurrency, early_cancel=None, latency_s=0.0)  # warm-up
+    for _ in range(args.rounds):
+        for name in runs:
+            runs[name].append(measure_collect(wanted, args.samples, args.concurrency,
+                                              early_cancel=0.05 if name == "early cancel" else None,
+                                              latency_s=args.latency_ms / 1000))
+    print(f"medians of {args.rounds} rounds; collect: {wanted} informative groups of {args.samples} at n_parallel "
+          f"{args.concurrency}; latency {args.latency_ms:g} ms/turn x 1-4; tasks hard / easy / even")
+    for name, rows in runs.items():
+        print(f"{name:12}: {_median(rows, 'wall_s'):.2f} s, {_median(rows, 'groups_sampled'):.0f} groups sampled, "
+              f"{_median(rows, 'episodes'):.0f} episodes run, {_median(rows, 'informative_per_s'):.2f} informative "
+              f"groups/s ({_median(rows, 'informative'):.0f}), cancelled groups "
+              f"{_median(rows, 'cancelled_groups'):.0f} ({_median(rows, 'cancelled_episodes'):.0f} episodes)")
 
 
 if __name__ == "__main__":

@@ -155,16 +155,24 @@ def add_batch_arguments(parser: Any) -> None:
     group.add_argument("--curriculum", action="store_true",
                        help="draw each group's task by its tracked pass rate: too easy (>= --too-easy) and too hard "
                             "(<= --too-hard) tasks are drawn a tenth as often as learnable and unseen ones")
+    group.add_argument("--early-cancel", type=float, default=None, metavar="P",
+                       help="with --dynamic-sampling: cancel a group's unfinished siblings once the finished ones "
+                            "agree and the task's tracked pass rate puts another outcome below P (e.g. 0.05)")
+    group.add_argument("--token-budget", type=int, default=None, metavar="N",
+                       help="stop after the iteration that brings the sampled tokens to N (--iterations stays the "
+                            "cap): runs compared at equal sampled tokens")
     group.add_argument("--too-easy", type=float, default=0.9, help="pass rate of a too-easy task (default 0.9)")
     group.add_argument("--too-hard", type=float, default=0.1, help="pass rate of a too-hard task (default 0.1)")
 
 
 def batch_options(pool: Sequence[dict[str, Any]], *, dynamic_sampling: bool = False, curriculum: bool = False,
-                  too_easy: float = 0.9, too_hard: float = 0.1, seed: int = 0) -> tuple[Any, Any]:
+                  too_easy: float = 0.9, too_hard: float = 0.1, seed: int = 0,
+                  early_cancel: float | None = None) -> tuple[Any, Any]:
     """The demo's task sampler and filter (None, None without either option).
 
     With either option the tasks are drawn from ``pool`` by a sampler (uniformly without
     ``curriculum``): a dropped group's replacement is a fresh draw, not the same task again.
+    ``early_cancel`` (with ``dynamic_sampling``) is the filter's early-cancel threshold.
     """
     from agent_gym.rollout import Curriculum, DynamicSampling, EnvSource, TaskSampler
 
@@ -172,7 +180,9 @@ def batch_options(pool: Sequence[dict[str, Any]], *, dynamic_sampling: bool = Fa
     if curriculum or dynamic_sampling:
         bands = Curriculum(too_easy=too_easy, too_hard=too_hard) if curriculum else None
         sampler = TaskSampler([EnvSource("agent_gym/ToolUse-v0", list(pool))], curriculum=bands, seed=seed)
-    return sampler, DynamicSampling() if dynamic_sampling else None
+    if early_cancel is not None and not dynamic_sampling:
+        raise ValueError("early_cancel: needs dynamic_sampling (it drops the cancelled groups)")
+    return sampler, DynamicSampling(early_cancel=early_cancel) if dynamic_sampling else None
 
 
 def batch_record(seen: Sequence[Any], batch: Sequence[Any], seconds: float, dynamic: Any,

@@ -89,11 +89,15 @@ def run(
     curriculum: bool = False,
     too_easy: float = 0.9,
     too_hard: float = 0.1,
+    early_cancel: float | None = None,
+    token_budget: int | None = None,
 ) -> dict[str, Any]:
     """Run the demo and return its record (rewards per iteration, ratio check, loss, timings).
 
     ``dynamic_sampling`` and ``curriculum`` (with its ``too_easy``/``too_hard`` pass rates) choose
-    what goes into each batch (see the module docstring).
+    what goes into each batch (see the module docstring); ``early_cancel`` is the filter's
+    early-cancel threshold; with ``token_budget`` the run stops after the iteration that brings
+    the sampled tokens to it (``iterations`` stays the cap).
 
     Raises:
         RuntimeError: If the first update's importance ratio is not 1 within 1e-3.
@@ -105,6 +109,7 @@ def run(
     from agent_gym.models import default_model_path
     from agent_gym.models.tiny_agent_data import training_tasks
     from agent_gym.policy import SamplingParams, TransformersPolicy
+    from agent_gym.rollout.outcome import is_valid
 
     say = log or (lambda *a: print(*a, flush=True))
     torch.manual_seed(seed)
@@ -126,12 +131,16 @@ def run(
                          f"got {tasks_per_iteration}")
     rng = random.Random(seed)
     sampler, dynamic = batch_options(pool, dynamic_sampling=dynamic_sampling, curriculum=curriculum,
-                                     too_easy=too_easy, too_hard=too_hard, seed=seed)
+                                     too_easy=too_easy, too_hard=too_hard, seed=seed, early_cancel=early_cancel)
     record: dict[str, Any] = {"family": family, "reward": reward, "iterations": [], "first_ratio_error": None,
-                              "dynamic_sampling": dynamic_sampling, "curriculum": curriculum}
+                              "dynamic_sampling": dynamic_sampling, "curriculum": curriculum,
+                              "early_cancel": early_cancel, "token_budget": token_budget}
     started = time.perf_counter()
+    sampled_tokens = 0
     try:
         for it in range(iterations):
+            if token_budget is not None and sampled_tokens >= token_budget:
+                break
             tasks = rng.sample(pool, tasks_per_iteration)
             seen: list[Any] = []  # every sampled episode, those of dropped groups too
             batch_started = time.perf_counter()
@@ -155,12 +164,17 @@ def run(
                     raise RuntimeError(f"importance ratio at the first update: expected 1 within 1e-3, got an "
                                        f"error of {stats['max_ratio_error']:.2e}")
             policy.update_weights(trainer.state_dict())
-            mean_reward = sum(episode_reward(t, reward) for t in seen) / len(seen)
-            success = sum(float(t.metrics["res_reward"]) > 0 for t in seen) / len(seen)
+            scored = [t for t in seen if is_valid(t)] or seen  # an infra failure or a cancelled sibling: no outcome
+            mean_reward = sum(episode_reward(t, reward) for t in scored) / len(scored)
+            success = sum(float(t.metrics["res_reward"]) > 0 for t in scored) / len(scored)
             row = {"iteration": it, "mean_reward": mean_reward, "success": success, "loss": stats["loss"],
                    "max_ratio_error": stats["max_ratio_error"], "episodes": len(trajectories),
                    "nonzero_advantages": sum(1 for a in advantages if abs(a) > 1e-6),
                    **batch_record(seen, trajectories, batch_s, dynamic, sampler)}
+            sampled_tokens += row["sampled_tokens"]
+            row["cumulative_tokens"] = sampled_tokens
+            row["sampling_s"] = batch_s
+            row["iteration_s"] = time.perf_counter() - batch_started  # sampling and the update
             record["iterations"].append(row)
             say(f"iter {it:3d}  mean reward {mean_reward:+.3f}  success {success:.0%}  loss {stats['loss']:+.4f}  "
                 f"|ratio-1| max {stats['max_ratio_error']:.1e}")
@@ -299,6 +313,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.env == "solver-judge" and (args.run_async or args.compare):
         parser.error("--env solver-judge trains synchronously: it takes neither --async nor --compare")
+    if args.early_cancel is not None and not args.dynamic_sampling:
+        parser.error("--early-cancel needs --dynamic-sampling")
+    if (args.early_cancel is not None or args.token_budget is not None) and (args.run_async or args.env != "tool-use"):
+        parser.error("--early-cancel and --token-budget are options of the synchronous tool-use demo")
     if args.env == "solver-judge" and (args.dynamic_sampling or args.curriculum):
         parser.error("--env solver-judge takes neither --dynamic-sampling nor --curriculum")
     if args.env == "solver-judge":
@@ -323,7 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     run(family=args.family, iterations=args.iterations, tasks_per_iteration=args.tasks, group_size=args.group_size,
         lr=args.lr, reward=args.reward, pool_size=args.pool, seed=args.seed, out=args.out, model_path=args.model,
         dynamic_sampling=args.dynamic_sampling, curriculum=args.curriculum, too_easy=args.too_easy,
-        too_hard=args.too_hard)
+        too_hard=args.too_hard, early_cancel=args.early_cancel, token_budget=args.token_budget)
     return 0
 
 

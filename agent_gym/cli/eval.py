@@ -2,7 +2,9 @@
 
 The model is one of: an OpenAI-compatible endpoint (``--base-url`` with ``--model`` the
 model name and ``--api-key-env`` the variable holding the key; messages in, through the
-chat path, so hosted APIs work), vLLM-compatible servers (``--server``, token-in and
+chat path, with only the OpenAI API's request fields and tool calls and results sent as
+structured ``tool_calls`` and ``tool_call_id`` messages, so hosted APIs work; ``--top-k`` and
+``--min-p``, which that API lacks, are refused there), vLLM-compatible servers (``--server``, token-in and
 token-exact, as ``agent-gym rollout --server``), or, with neither, a local model
 (``--model DIR``) or the embedded default model, offline.
 
@@ -136,8 +138,9 @@ def _problem(args: argparse.Namespace) -> str | None:
 def build_eval_policy(args: argparse.Namespace) -> tuple[Any, str]:
     """The policy of the arguments and a one-line description of it.
 
-    ``--base-url``: a :class:`~agent_gym.policy.VLLMChatPolicy` with the key read from
-    ``--api-key-env``; otherwise what ``agent-gym rollout`` builds (``--server``: token-exact
+    ``--base-url``: a :class:`~agent_gym.policy.VLLMChatPolicy` speaking the OpenAI API alone
+    (``api="openai"``: only OpenAI request fields, structured tool calls and results) with the
+    key read from ``--api-key-env``; otherwise what ``agent-gym rollout`` builds (``--server``: token-exact
     ``VLLMPolicy``; a local or the embedded model: ``TransformersPolicy``).
 
     Raises:
@@ -161,7 +164,7 @@ def build_eval_policy(args: argparse.Namespace) -> tuple[Any, str]:
     policy = VLLMChatPolicy([args.base_url], None, build_sampling(argparse.Namespace(**{**vars(args), "server": []})),
                             model=args.model, logprobs_mode=args.logprobs_mode,
                             client_options=ClientOptions(api_key=key), tool_parser=args.tool_call_parser,
-                            reasoning_parser=args.reasoning_parser)
+                            reasoning_parser=args.reasoning_parser, api="openai")
     return policy, f"OpenAI-compatible endpoint {args.base_url} (model {args.model}, chat)"
 
 

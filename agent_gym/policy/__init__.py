@@ -7,7 +7,8 @@
 * :class:`ChatTokenBuilder` - incremental, token-exact prompt ids per session.
 * :class:`VLLMPolicy` - vLLM/OpenAI-compatible servers, token-in; its HTTP side (sticky routing,
   retries, failover, ``/v1/models``) is :class:`VLLMClient`, configured by :class:`ClientOptions`.
-* :class:`VLLMChatPolicy` - the same servers through ``/v1/chat/completions`` (messages in).
+* :class:`VLLMChatPolicy` - the same servers through ``/v1/chat/completions`` (messages in); with
+  ``api="openai"``, hosted OpenAI-compatible APIs (:mod:`~agent_gym.policy.openai_chat`).
 * :class:`TransformersPolicy` - a Hugging Face causal LM in-process.
 """
 

@@ -27,15 +27,26 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from agent_gym.errors import PromptTooLong
-from agent_gym.parsers import ChatFamily, get_family
+from agent_gym.errors import ConfigError, PromptTooLong
+from agent_gym.parsers import ChatFamily, get_family, make_parser
 from agent_gym.policy.chat_tokens import normalize_messages
+from agent_gym.policy.openai_chat import (
+    TOKEN_LIMIT_FIELDS,
+    AnswerRecord,
+    check_openai_sampling,
+    openai_chat_path,
+    openai_messages,
+    openai_request,
+)
 from agent_gym.policy.turn_resume import TurnResume, answer_versions
 from agent_gym.policy.vllm_base import VLLMPolicyBase
 from agent_gym.policy.vllm_protocol import map_finish_reason
 from agent_gym.types import FinishReason, Message, PolicyOutput
 
-__all__ = ["VLLMChatPolicy"]
+__all__ = ["APIS", "VLLMChatPolicy"]
+
+#: The chat dialects: vLLM's (token ids, prefill, template kwargs) and the OpenAI API's alone (hosted endpoints).
+APIS = ("vllm", "openai")
 
 
 class VLLMChatPolicy(VLLMPolicyBase):
@@ -62,6 +73,19 @@ class VLLMChatPolicy(VLLMPolicyBase):
     ``tool_choice="auto"`` only for a server started with those flags, whose parsed ``tool_calls``
     then come back as text in the family's format.
 
+    ``api="openai"`` speaks the OpenAI Chat Completions API alone, for hosted endpoints that
+    refuse vLLM's fields (see :mod:`~agent_gym.policy.openai_chat`): only OpenAI request fields
+    are sent (``model=`` is required; ``top_k``, ``min_p``, ``repetition_penalty``,
+    ``min_tokens``, ``stop_token_ids`` and ``chat_template_kwargs`` are refused with a
+    ``ConfigError``; the token limit goes as ``token_limit_field``, ``max_completion_tokens`` by
+    default), tools go with ``tool_choice="auto"`` by default, each earlier assistant turn is
+    sent with its calls as structured ``tool_calls`` (the ids the API returned with it) and each
+    tool result as a ``tool`` message with its ``tool_call_id``; no ids, logprobs or abort
+    continuation (the turn's ids are the text re-tokenized when a tokenizer is given, else
+    None). The path is the OpenAI SDK's: ``{base_url}/chat/completions`` (``/v1/chat/completions``
+    under an address ending in ``/v1`` or without a path). The default ``api="vllm"`` is
+    token-exact on vLLM servers; prefer it (or :class:`~agent_gym.policy.VLLMPolicy`) there.
+
     Example:
         >>> policy = VLLMChatPolicy(["127.0.0.1:8000"], sampling=SamplingParams(max_tokens=64))  # doctest: +SKIP
         >>> out = policy.act([{"role": "user", "content": "hi"}], session_id="ep-0")  # doctest: +SKIP
@@ -70,12 +94,39 @@ class VLLMChatPolicy(VLLMPolicyBase):
     mode: ClassVar[str] = "chat"
     needs_chat_template: ClassVar[bool] = False
 
-    def __init__(self, *args: Any, tool_choice: str = "none", **kwargs: Any) -> None:
+    def __init__(self, *args: Any, tool_choice: str | None = None, api: str = "vllm",
+                 token_limit_field: str = "max_completion_tokens", **kwargs: Any) -> None:
+        if api not in APIS:
+            raise ConfigError(f"api: expected one of {', '.join(APIS)}, got {api!r}")
+        tool_choice = tool_choice if tool_choice is not None else ("auto" if api == "openai" else "none")
         if tool_choice not in ("none", "auto"):
             raise ValueError(f"tool_choice: expected 'none' or 'auto', got {tool_choice!r}")
-        self.tool_choice = tool_choice
+        if token_limit_field not in TOKEN_LIMIT_FIELDS:
+            raise ConfigError(f"token_limit_field: expected one of {', '.join(TOKEN_LIMIT_FIELDS)}, "
+                              f"got {token_limit_field!r}")
+        self.tool_choice, self.api, self.token_limit_field = tool_choice, api, token_limit_field
         super().__init__(*args, **kwargs)
-        self._remember_config(**self._config, tool_choice=tool_choice)
+        self._chat_path = "/v1/chat/completions"
+        if api == "openai":
+            self._check_openai(args[0] if args else kwargs.get("server_addresses"))
+        # session -> the structured calls of its answers (api="openai": replayed with the API's ids)
+        self._answers: dict[str, AnswerRecord] = {}
+        self._remember_config(**self._config, tool_choice=tool_choice, api=api, token_limit_field=token_limit_field)
+
+    def _check_openai(self, addresses: Any) -> None:
+        """Check what ``api="openai"`` needs (a model name, OpenAI sampling) and find the chat path."""
+        if not self.model:
+            raise ConfigError("api='openai': expected model= (the name of the model the endpoint serves)")
+        if self.chat_template_kwargs:
+            raise ConfigError("api='openai': chat_template_kwargs is a vLLM extension the OpenAI API does not take")
+        check_openai_sampling(self.sampling)
+        if isinstance(addresses, str):
+            addresses = [addresses]
+        if isinstance(addresses, (list, tuple)) and addresses:
+            paths = {openai_chat_path(str(address)) for address in addresses}
+            if len(paths) > 1:
+                raise ConfigError(f"api='openai': the addresses serve the chat API at different paths: {addresses}")
+            self._chat_path = paths.pop()
 
     def _chat_family(self) -> tuple[ChatFamily, Any]:
         """The model family and its parser: the tokenizer's (given or read from its template), else the names given."""
@@ -86,6 +137,8 @@ class VLLMChatPolicy(VLLMPolicyBase):
     async def _turn(
         self, messages: Sequence[Message], session_id: str, tools: list[dict] | None, start: float
     ) -> PolicyOutput:
+        if self.api == "openai":
+            return await self._openai_turn(messages, session_id, tools, start)
         msgs = normalize_messages(messages)
         local_prompt = self.builder.render_ids(msgs, tools) if self.builder is not None else None
         family, parser = self._chat_family()
@@ -140,6 +193,43 @@ class VLLMChatPolicy(VLLMPolicyBase):
                 data = head.ended("length")
                 break
         return self._chat_output(session_id, data, local_prompt, previous, server, start, head)
+
+    async def _openai_turn(
+        self, messages: Sequence[Message], session_id: str, tools: list[dict] | None, start: float
+    ) -> PolicyOutput:
+        """One turn through the OpenAI Chat Completions API alone (``api="openai"``, see :mod:`.openai_chat`)."""
+        msgs = normalize_messages(messages)
+        local_prompt = self.builder.render_ids(msgs, tools) if self.builder is not None else None
+        family, parser = self._chat_family()
+        record = self._answers.setdefault(session_id, AnswerRecord())
+        sent = openai_messages(msgs, parser or make_parser(family.name, "openai" if family.name == "openai" else None),
+                               record)
+        previous = self._server_ids.get(session_id)
+        seed = self._next_seed(session_id)
+        budget = self.sampling.max_tokens
+        if local_prompt is not None:
+            try:
+                budget = self._budget({}, len(local_prompt), len(local_prompt) - len(previous) if previous else 0)
+            except PromptTooLong as exc:
+                return self._truncated(local_prompt, False, start, str(exc))
+
+        async def make_body(server: str) -> dict[str, Any]:
+            return openai_request(self.sampling, model=str(self.model), messages=sent, max_tokens=budget, seed=seed,
+                                  tools=tools, tool_choice=self.tool_choice, token_limit_field=self.token_limit_field)
+
+        try:
+            data, server = await self.client.post(session_id, self._chat_path, make_body)
+        except PromptTooLong as exc:
+            return self._truncated(local_prompt, False, start, str(exc))
+        out = self._chat_output(session_id, data, local_prompt, previous, server, start)
+        message = ((data.get("choices") or [{}])[0] or {}).get("message") or {}
+        record.remember(out.text, message.get("tool_calls"))
+        return out
+
+    def close_session(self, session_id: str) -> None:
+        """Forget the session's token state, tools, server assignment and recorded calls."""
+        super().close_session(session_id)
+        self._answers.pop(session_id, None)
 
     def _chat_answer(self, data: dict[str, Any]) -> _ChatAnswer:
         """The text, ids and logprobs of a chat answer's first choice (ids re-tokenized when it has none)."""

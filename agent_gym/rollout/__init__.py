@@ -33,7 +33,7 @@ those above it):
 * :mod:`~agent_gym.rollout.ray_backend`: episodes in Ray actors (imported on demand);
 * :mod:`~agent_gym.rollout.group_collection`: rounds of groups for ``collect`` with a sampler or
   dynamic sampling;
-* :mod:`~agent_gym.rollout.early_cancel`: a stream's early cancel of a group's unfinished siblings;
+* :mod:`~agent_gym.rollout.early_cancel`: the early cancel of a group's unfinished siblings (stream, ``collect``);
 * :mod:`~agent_gym.rollout.collection`: :func:`collect` and :func:`collect_async`;
 * :mod:`~agent_gym.rollout.stream`: :class:`~agent_gym.rollout.stream.RolloutStream`, episodes running across
   weight updates, groups handed out as they finish.

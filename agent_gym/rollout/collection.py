@@ -149,10 +149,13 @@ async def _collect_grouped(env: Any, policy: Any, opts: RolloutOptions, tasks: S
         from agent_gym.rollout.ray_backend import collect_ray
 
         return await collect_groups(lambda specs: collect_ray(env, policy, specs, opts), **kwargs)
-    runner = EpisodeRunner(env, policy, opts)
+    # with early cancel a group starts whole while a slot is free: up to samples_per_task - 1 episodes more
+    runner = EpisodeRunner(env, policy, opts, threads=opts.n_parallel + opts.samples_per_task)
     try:
         return await collect_groups(
-            lambda specs: runner.run(specs, progress=opts.progress, on_episode=opts.on_episode), **kwargs)
+            lambda specs: runner.run(specs, progress=opts.progress, on_episode=opts.on_episode), **kwargs,
+            run_group=lambda specs, on_episode: runner.run(specs, n_parallel=len(specs), on_episode=on_episode),
+            n_parallel=opts.n_parallel, on_episode=opts.on_episode)
     finally:
         runner.close()
 
@@ -238,7 +241,11 @@ def collect(
         dynamic_sampling: A :class:`~agent_gym.rollout.dynamic_sampling.DynamicSampling`: groups
             whose outcome has zero variance among valid members are dropped (and counted on its
             ``stats``) and more groups are sampled until ``num_episodes`` (or ``len(tasks)``)
-            informative groups are in.
+            informative groups are in. Its ``early_cancel`` applies with a ``sampler`` on the
+            local backend: each group then runs as its own job (the next one starts as soon as
+            an episode slot is free) and its unfinished siblings are cancelled once the
+            finished ones agree and the task's pass rate makes another outcome unlikely (the
+            run then depends on timing, see :mod:`~agent_gym.rollout.group_collection`).
 
     Returns:
         ``len(tasks or range(num_episodes)) * samples_per_task`` trajectories;

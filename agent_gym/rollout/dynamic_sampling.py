@@ -16,9 +16,10 @@ judges each finished group (:func:`judge_group`):
 informative groups are in (at most ``max_groups_factor`` times as many groups in all);
 ``RolloutStream(..., dynamic_sampling=...)`` drops a group when it ends, so its slot goes to a new
 group at once. Counters are on :attr:`DynamicSampling.stats` (and on the stream's ``stats``), and
-``Report.from_trajectories(..., filtered=stats.as_dict())`` shows them. In a stream with a task
-sampler, ``early_cancel`` also stops a group's unfinished siblings once the finished ones agree and
-the task's pass rate makes another outcome unlikely (:mod:`~agent_gym.rollout.early_cancel`).
+``Report.from_trajectories(..., filtered=stats.as_dict())`` shows them. With a task sampler (in a
+stream, or in ``collect`` on the local backend), ``early_cancel`` also stops a group's unfinished
+siblings once the finished ones agree and the task's pass rate makes another outcome unlikely
+(:mod:`~agent_gym.rollout.early_cancel`).
 
 Example:
     >>> from agent_gym.rollout.dynamic_sampling import DynamicSampling
@@ -124,9 +125,10 @@ class DynamicSampling:
         max_groups_factor: ``collect`` samples at most this many times the requested groups
             before it returns fewer (every group too easy or too hard must end somewhere).
         tolerance: Outcomes closer than this are equal.
-        early_cancel: In a stream with a task sampler, cancel a group's unfinished siblings once the
-            finished ones agree and the chance of another outcome (from the task's tracked pass
-            rate) is below this (None: never; see :mod:`~agent_gym.rollout.early_cancel`).
+        early_cancel: With a task sampler (a stream, or ``collect`` on the local backend), cancel a
+            group's unfinished siblings once the finished ones agree and the chance of another outcome
+            (from the task's tracked pass rate) is below this (None: never; see
+            :mod:`~agent_gym.rollout.early_cancel`).
         min_finished: Valid finished siblings needed before an early cancel.
         cancel_audit: Share of early-cancel decisions not carried out, to count wrong cancels.
         seed: Seed of the audit draws.

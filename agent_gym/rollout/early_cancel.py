@@ -1,4 +1,4 @@
-"""Early cancel in a stream: stop a group's unfinished siblings once the finished ones agree.
+"""Early cancel in a stream or a ``collect``: stop a group's unfinished siblings once the finished ones agree.
 
 With ``DynamicSampling(early_cancel=threshold)`` and a task sampler (whose tracked pass rate ``p``
 of the task is the estimate), a :class:`GroupWatch` follows a running group's episodes as they

@@ -8,22 +8,34 @@ rounds of groups until ``groups`` informative ones are in (every group counts wi
 still missing over the kept share seen so far (at most four times as many), capped by the filter's
 ``max_groups``. Each finished group is observed by the sampler (pass rates) before the filter judges
 it. Rounds depend only on the seed and on the outcomes, so a seeded run with a seeded policy repeats.
+
+With ``DynamicSampling(early_cancel=...)``, a task sampler and ``run_group`` (the local backend), each
+group of a round runs as its own job (the next one starts, in order, as soon as an episode slot of the
+``n_parallel`` is free) watched by a :class:`~agent_gym.rollout.early_cancel.GroupWatch`: once the
+finished siblings agree and the task's pass rate makes another outcome unlikely, the unfinished ones
+are cancelled and the group is dropped and counted as in a stream. Which siblings finish first then
+depends on timing, so such a run does not repeat exactly.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from agent_gym.rollout.dynamic_sampling import DynamicSampling
+from agent_gym.rollout.early_cancel import GroupWatch, watch_group
 from agent_gym.rollout.planning import EpisodeSpec
+from agent_gym.rollout.reporting import notify
 from agent_gym.rollout.sampler import SampledTask, TaskSampler
 from agent_gym.types import StepTrajectory
 
 __all__ = ["collect_groups", "group_specs"]
 
 Draw = tuple[dict[str, Any] | None, SampledTask | None]
+#: Runs one group's specs with a per-episode callback (the runner's ``run``), results in spec order.
+RunGroup = Callable[[list[EpisodeSpec], Callable[[Any], Any] | None], Awaitable[list[StepTrajectory]]]
 
 _MIN_SHARE = 0.25
 """A round samples at most ``1 / _MIN_SHARE`` times the groups still missing."""
@@ -60,6 +72,9 @@ async def collect_groups(
     tasks: Sequence[dict[str, Any]] | None = None,
     sampler: TaskSampler | None = None,
     dynamic_sampling: DynamicSampling | None = None,
+    run_group: RunGroup | None = None,
+    n_parallel: int = 1,
+    on_episode: Callable[[Any], Any] | None = None,
 ) -> list[StepTrajectory]:
     """Run groups until ``groups`` informative ones are in; return their episodes in group order.
 
@@ -72,6 +87,10 @@ async def collect_groups(
             sampler; None: the env draws from the seed.
         sampler: Draws each group's task and env and observes each finished group.
         dynamic_sampling: Drops groups without outcome variance (None: every group is kept).
+        run_group: Runs one group's specs with a per-episode callback; with it, a sampler and the
+            filter's ``early_cancel``, groups run one job each and may be cancelled early.
+        n_parallel: Episodes in flight with ``run_group`` (a group starts whole while a slot is free).
+        on_episode: The user's per-episode callback, passed to ``run_group``.
 
     Returns:
         ``samples_per_task`` episodes per kept group (fewer groups when the filter's ``max_groups``
@@ -93,15 +112,94 @@ async def collect_groups(
             else:
                 draws.append((tasks[(planned + j) % len(tasks)] if tasks else None, None))
         specs = group_specs(draws, samples_per_task, seed, start=planned)
-        results = await run(specs)
         planned += batch
-        for j, (_, sampled) in enumerate(draws):
-            group = results[j * samples_per_task:(j + 1) * samples_per_task]
+        if run_group is not None and sampler is not None and dynamic_sampling is not None \
+                and dynamic_sampling.early_cancel is not None:
+            done = await _run_watched(run_group, draws, specs, samples_per_task, n_parallel, sampler,
+                                      dynamic_sampling, on_episode)
+        else:
+            results = await run(specs)
+            done = [(results[j * samples_per_task:(j + 1) * samples_per_task], None) for j in range(len(draws))]
+        for (_, sampled), (group, watch) in zip(draws, done, strict=True):
+            if watch is not None and watch.cancelled:
+                assert dynamic_sampling is not None
+                if sampler is not None and sampled is not None:
+                    sampler.observe(sampled, watch.finished)
+                watch.count_cancel(dynamic_sampling)
+                continue
             if sampler is not None and sampled is not None:
                 sampler.observe(sampled, group)
+            if watch is not None and watch.decided and dynamic_sampling is not None:  # an audited decision
+                dynamic_sampling.count_audit(wrong=dynamic_sampling.verdict(group) == "kept")
             if dynamic_sampling is None or dynamic_sampling.keeps(group):
                 kept.append(group)
     episodes = [t for group in kept[:groups] for t in group]
     for i, trajectory in enumerate(episodes):
         trajectory.idx = i
     return episodes
+
+
+async def _run_watched(run_group: RunGroup, draws: Sequence[Draw], specs: list[EpisodeSpec], samples_per_task: int,
+                       n_parallel: int, sampler: TaskSampler, dynamic: DynamicSampling,
+                       on_episode: Callable[[Any], Any] | None) -> list[tuple[list[StepTrajectory], GroupWatch | None]]:
+    """Run a round's groups one job each, in order, each watched; a group starts while an episode slot is free.
+
+    Each finished (or cancelled) episode frees its slot, so about ``n_parallel`` episodes run at once (at
+    most ``samples_per_task - 1`` more: a group starts whole).
+
+    Returns:
+        Per group, its episodes (empty when cancelled early) and its watch (None without a tracked pass rate).
+    """
+    slots = _Slots(n_parallel)
+
+    async def one(j: int) -> tuple[list[StepTrajectory], GroupWatch | None]:
+        group = specs[j * samples_per_task:(j + 1) * samples_per_task]
+        await slots.enter(j, len(group))
+        freed = [0]
+
+        async def counted(trajectory: Any) -> None:
+            freed[0] += 1
+            await slots.release(1)
+            if watch is not None:
+                await watch(trajectory)
+            elif on_episode is not None:
+                await notify(on_episode, trajectory)
+
+        watch = watch_group(dynamic, sampler, draws[j][1], samples_per_task, on_episode)
+        job = asyncio.ensure_future(run_group(group, counted))
+        if watch is not None:
+            watch.job = job
+        try:
+            return await job, watch
+        except asyncio.CancelledError:
+            if watch is None or not watch.cancelled:
+                raise  # the collect itself is cancelled
+            return [], watch
+        finally:
+            await slots.release(max(0, len(group) - freed[0]))
+
+    return list(await asyncio.gather(*(one(j) for j in range(len(draws)))))
+
+
+class _Slots:
+    """Episode slots shared by a round's groups, handed out to the groups in order."""
+
+    def __init__(self, size: int) -> None:
+        self.free = size
+        self.turn = 0
+        self.changed = asyncio.Condition()
+
+    async def enter(self, ticket: int, episodes: int) -> None:
+        """Wait for group ``ticket``'s turn and a free slot, then take ``episodes`` slots."""
+        async with self.changed:
+            await self.changed.wait_for(lambda: self.turn == ticket and self.free > 0)
+            self.free -= episodes
+            self.turn += 1
+            self.changed.notify_all()
+
+    async def release(self, episodes: int) -> None:
+        """Give ``episodes`` slots back."""
+        if episodes:
+            async with self.changed:
+                self.free += episodes
+                self.changed.notify_all()

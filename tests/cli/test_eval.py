@@ -36,9 +36,15 @@ def _by_key(store: EpisodeStore) -> dict:
             for r in store.iter_scored()}
 
 
+@pytest.fixture(scope="module")
+def fake_server(start_server):
+    """One answering server for the tests that need no faults (started once for the module)."""
+    return start_server(fake_tokens=4, fake_latency_ms=150)
+
+
 @pytest.mark.timeout(400)
-def test_kill_9_at_random_moments_then_resume_equals_an_uninterrupted_run(start_server, tiny_model_dir, tmp_path):
-    server = start_server(fake_tokens=4, fake_latency_ms=150)
+def test_kill_9_at_random_moments_then_resume_equals_an_uninterrupted_run(fake_server, tiny_model_dir, tmp_path):
+    server = fake_server
     full = tmp_path / "full"
     assert main(_eval_argv(server, tiny_model_dir, full, "--n-parallel", "2")) == 0
     seed = int.from_bytes(os.urandom(4), "little")
@@ -70,8 +76,8 @@ def test_kill_9_at_random_moments_then_resume_equals_an_uninterrupted_run(start_
     assert summary["envs"][ENV]["scored_episodes"] == 12
 
 
-def test_a_torn_last_line_is_ignored_on_resume(start_server, tiny_model_dir, tmp_path, capsys):
-    server = start_server(fake_tokens=4)
+def test_a_torn_last_line_is_ignored_on_resume(fake_server, tiny_model_dir, tmp_path, capsys):
+    server = fake_server
     out = tmp_path / "torn"
     argv = _eval_argv(server, tiny_model_dir, out)
     argv[argv.index("--tasks") + 1] = "2"
@@ -167,17 +173,39 @@ def test_base_url_needs_the_key_variable_set(tmp_path, capsys, monkeypatch):
     assert "AGENT_GYM_TEST_UNSET_KEY is not set" in capsys.readouterr().err
 
 
-def test_an_openai_compatible_endpoint_with_a_key_from_the_environment(start_server, tiny_model_dir, tmp_path,
-                                                                       monkeypatch):
-    server = start_server(fake_tokens=4, api_key="sekret-key")
+def test_a_strict_openai_endpoint_accepts_every_request_of_an_eval(start_server, tmp_path, monkeypatch):
+    """Through ``--base-url``: each request passes the ``openai`` package's own types (no unknown field, every
+    tool result paired with a call of the turn before it) and is answered by the embedded model, which calls
+    tools; earlier turns are replayed with the call ids the endpoint returned."""
+    from openai_strict_server import StrictOpenAIServer
+
+    from agent_gym.models import default_model_path
+
+    model = str(default_model_path())
+    backend = start_server(model=model, enable_auto_tool_choice=True, tool_call_parser="hermes")
     monkeypatch.setenv("AGENT_GYM_TEST_KEY", "sekret-key")
     out = tmp_path / "chat"
-    argv = ["eval", ENV, "--base-url", f"http://{server}/v1", "--model", str(tiny_model_dir),  # the served name
-            "--api-key-env", "AGENT_GYM_TEST_KEY",
-            "--tasks", "1", "--k", "2", "--max-steps", "2", "--no-progress", "--out", str(out)]
-    assert main(argv) == 0
+    with StrictOpenAIServer(str(backend), api_key="sekret-key") as endpoint:
+        argv = ["eval", ENV, "--base-url", endpoint.base_url, "--model", "agent_gym/tiny-agent",
+                "--api-key-env", "AGENT_GYM_TEST_KEY",
+                "--tasks", "1", "--k", "2", "--max-steps", "2", "--max-tokens", "40", "--n-parallel", "2",
+                "--retries", "0", "--no-progress", "--out", str(out)]
+        assert main(argv) == 0
+    seen = endpoint.seen
+    assert seen.refused == [], seen.refused[:2]
+    assert seen.structured_turns > 0 and seen.tool_results > 0  # tool turns were replayed
+    assert seen.replayed_ids and set(seen.replayed_ids) <= seen.issued_ids
+    assert all(set(body) <= {"model", "messages", "max_completion_tokens", "temperature", "seed", "tools",
+                             "tool_choice"} for body in seen.bodies)
     stats = json.loads((out / "summary.json").read_text())["envs"][ENV]
     assert stats["scored_episodes"] == 2 and stats["infra_failures"] == 0
     config = (out / "config.json").read_text()
     assert "AGENT_GYM_TEST_KEY" in config and "sekret-key" not in config
     assert main(argv) == 2  # the directory holds an evaluation: --resume it instead
+
+
+def test_sampling_an_openai_endpoint_cannot_express_exits_2(tmp_path, capsys):
+    argv = ["eval", ENV, "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--top-k", "5",
+            "--out", str(tmp_path / "o")]
+    assert main(argv) == 2
+    assert "has no top_k=5" in capsys.readouterr().err

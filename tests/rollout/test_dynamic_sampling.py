@@ -118,6 +118,20 @@ def test_early_cancel_stops_the_unfinished_siblings_once_the_finished_agree():
     assert sampler.metrics()[ENV_ID]["episodes"] == 2 + 2  # the primer's and the two finished, not the cancelled
 
 
+def test_early_cancel_in_collect_stops_the_unfinished_siblings_too():
+    task = TASKS[1]
+    sampler = _primed_sampler(task)
+    dynamic = DynamicSampling(early_cancel=0.05, min_finished=2, max_groups_factor=1.0)
+    policy = ScriptedOutcomePolicy([task], lambda t, sample: ("right", "slow_right", "right", "slow_right")[sample],
+                                   slow_s=600.0)
+    episodes = collect(None, policy, sampler=sampler, num_episodes=1, samples_per_task=4, n_parallel=4, max_steps=3,
+                       progress=False, dynamic_sampling=dynamic)
+    assert episodes == []  # the one group sampled was dropped as too easy before its slow siblings ended
+    stats = dynamic.stats
+    assert (stats.groups, stats.cancelled, stats.cancelled_episodes, stats.too_easy) == (1, 1, 2, 1)
+    assert sampler.metrics()[ENV_ID]["episodes"] == 2 + 2
+
+
 def test_an_audited_cancel_runs_the_group_to_the_end_and_counts_a_wrong_decision():
     task = TASKS[1]
     sampler = _primed_sampler(task)

@@ -1,0 +1,133 @@
+r"""The GRPO demo with and without dynamic sampling at equal sampled tokens: informative groups per second, rewards.
+
+Runs :func:`train_grpo_demo.run` twice, back to back, with the same seed, tasks and ``--token-budget``:
+``unfiltered`` (each iteration trains on ``--tasks`` uniformly drawn groups, informative or not) and
+``filtered`` (``--dynamic-sampling``: groups whose answers all agree are dropped and more are sampled
+until ``--tasks`` informative groups are in; ``--early-cancel P`` and ``--curriculum`` as in the demo).
+Each run stops after the iteration that brings its sampled tokens (dropped and cancelled episodes
+included) to the budget. Written under ``--out``: ``unfiltered/`` and ``filtered/`` (each run's
+``rewards.json`` and plot), ``comparison.json`` (per run: sampled tokens, iterations, wall and sampling
+seconds, informative groups trained on, informative groups per wall-second and per sampling-second,
+the mean reward and success over the second half of the budget and at the last iteration; the ratio
+of the filtered run's informative groups per wall-second to the unfiltered run's) and
+``comparison.png`` (mean reward against sampled tokens; informative groups against wall seconds).
+
+Run::
+
+    python scripts/batch_comparison.py --family lookup --pool 16 --tasks 4 --group-size 4 \
+        --token-budget 40000 --early-cancel 0.05 --out scripts/results/grpo_batches
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+_SCRIPTS = str(Path(__file__).resolve().parent)
+if _SCRIPTS not in sys.path:
+    sys.path.insert(0, _SCRIPTS)
+
+from train_grpo_demo import run  # noqa: E402 - beside this file
+
+__all__ = ["main", "summarize"]
+
+
+def summarize(record: dict[str, Any]) -> dict[str, Any]:
+    """The figures of one run (see the module docstring)."""
+    rows = record["iterations"]
+    tokens = rows[-1]["cumulative_tokens"] if rows else 0
+    wall = sum(r["iteration_s"] for r in rows)
+    sampling = sum(r["sampling_s"] for r in rows)
+    informative = sum(r["informative_groups"] for r in rows)
+    late = [r for r in rows if r["cumulative_tokens"] > tokens / 2] or rows[-1:]
+    episodes = sum(r["sampled_episodes"] for r in late)
+    return {
+        "iterations": len(rows), "sampled_tokens": tokens, "sampled_episodes": sum(r["sampled_episodes"] for r in rows),
+        "wall_s": round(wall, 1), "sampling_s": round(sampling, 1), "informative_groups": informative,
+        "groups_sampled": (rows[-1].get("filter") or {}).get("groups") or sum(r["groups"] for r in rows),
+        "informative_groups_per_wall_s": informative / wall if wall else 0.0,
+        "informative_groups_per_sampling_s": informative / sampling if sampling else 0.0,
+        "second_half_mean_reward": sum(r["mean_reward"] * r["sampled_episodes"] for r in late) / max(episodes, 1),
+        "second_half_success": sum(r["success"] * r["sampled_episodes"] for r in late) / max(episodes, 1),
+        "last_mean_reward": rows[-1]["mean_reward"] if rows else None,
+        "filter": rows[-1].get("filter") if rows else None,
+    }
+
+
+def plot(records: dict[str, dict[str, Any]], path: Path) -> None:
+    """Mean reward against sampled tokens, and informative groups against wall seconds, of each run."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed (pip install agent_gym[report]): no plot", file=sys.stderr)
+        return
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    for name, record in records.items():
+        rows = record["iterations"]
+        left.plot([r["cumulative_tokens"] for r in rows], [r["mean_reward"] for r in rows], marker="o", label=name)
+        wall, informative, xs, ys = 0.0, 0, [0.0], [0]
+        for r in rows:
+            wall += r["iteration_s"]
+            informative += r["informative_groups"]
+            xs.append(wall)
+            ys.append(informative)
+        right.plot(xs, ys, marker=".", label=name)
+    left.set_xlabel("sampled tokens")
+    left.set_ylabel("mean reward (correct answers)")
+    right.set_xlabel("wall seconds (sampling and updates)")
+    right.set_ylabel("informative groups trained on")
+    family = next(iter(records.values()))["family"]
+    fig.suptitle(f"GRPO on ToolUse-v0 ({family}) at equal sampled tokens: with and without dynamic sampling")
+    left.legend()
+    right.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--family", default="lookup")
+    parser.add_argument("--pool", type=int, default=16)
+    parser.add_argument("--tasks", type=int, default=4, help="groups trained on per iteration")
+    parser.add_argument("--group-size", type=int, default=4)
+    parser.add_argument("--lr", type=float, default=1e-4)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--token-budget", type=int, required=True)
+    parser.add_argument("--iterations", type=int, default=200, help="cap on iterations (default 200)")
+    parser.add_argument("--early-cancel", type=float, default=None, metavar="P")
+    parser.add_argument("--curriculum", action="store_true", help="the filtered run also draws by pass rate")
+    parser.add_argument("--out", default="scripts/results/grpo_batches")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    common = {"family": args.family, "iterations": args.iterations, "tasks_per_iteration": args.tasks,
+              "group_size": args.group_size, "lr": args.lr, "pool_size": args.pool, "seed": args.seed,
+              "token_budget": args.token_budget}
+    records = {
+        "unfiltered": run(**common, out=out / "unfiltered"),
+        "filtered": run(**common, dynamic_sampling=True, early_cancel=args.early_cancel, curriculum=args.curriculum,
+                        out=out / "filtered"),
+    }
+    figures = {name: summarize(record) for name, record in records.items()}
+    base = figures["unfiltered"]["informative_groups_per_wall_s"]
+    comparison = {"command": "python scripts/batch_comparison.py " + " ".join(argv if argv is not None
+                                                                               else sys.argv[1:]),
+                  "runs": figures,
+                  "informative_per_wall_s_ratio": figures["filtered"]["informative_groups_per_wall_s"] / base
+                  if base else None}
+    (out / "comparison.json").write_text(json.dumps(comparison, indent=2) + "\n")
+    plot(records, out / "comparison.png")
+    print(json.dumps(comparison, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
