@@ -18,7 +18,7 @@ from typing import Any
 from agent_gym.errors import ServerError
 from agent_gym.types import PolicyOutput
 
-__all__ = ["MALFORMED_REPLIES", "ScriptedJudge", "exact_rule"]
+__all__ = ["MALFORMED_REPLIES", "ScriptedJudge", "exact_rule", "number_rule"]
 
 MALFORMED_REPLIES = (
     "I think the answer is mostly right.",
@@ -37,6 +37,14 @@ _RANKED = re.compile(r"Answer \d+:\n(.*?)(?=\n\nAnswer \d+:|\n\nScore each)", re
 def exact_rule(reference: str, answer: str) -> float:
     """10 when the answer equals the reference (case and spaces ignored), else 0."""
     return 10.0 if " ".join(answer.lower().split()) == " ".join(reference.lower().split()) else 0.0
+
+
+def number_rule(reference: str, answer: str) -> float:
+    """10 when both are the same number (to 1e-6; else as :func:`exact_rule`), else 0."""
+    try:
+        return 10.0 if abs(float(answer) - float(reference)) < 1e-6 else 0.0
+    except ValueError:
+        return exact_rule(reference, answer)
 
 
 class ScriptedJudge:

@@ -1,5 +1,5 @@
 import pytest
-from judge_faults import ScriptedJudge, exact_rule
+from judge_faults import ScriptedJudge, number_rule
 
 from agent_gym.cli import main
 from agent_gym.judges import LLMJudge
@@ -13,15 +13,8 @@ def test_cohen_kappa():
     assert cohen_kappa([True, False, True, True], [True, False, False, True]) == pytest.approx(0.5)
 
 
-def _number_rule(reference: str, answer: str) -> float:
-    try:
-        return 10.0 if abs(float(answer) - float(reference)) < 1e-6 else 0.0
-    except ValueError:
-        return exact_rule(reference, answer)
-
-
 def test_a_strict_judge_agrees_with_the_rule_grader_and_fails_every_master_key():
-    result = judge_check(LLMJudge(ScriptedJudge(_number_rule)), "agent_gym/ToolUse-v0", tasks=6)
+    result = judge_check(LLMJudge(ScriptedJudge(number_rule)), "agent_gym/ToolUse-v0", tasks=6)
     assert result["agreement"]["kappa"] == 1.0 and result["agreement"]["judged"] == 12
     assert result["position"]["flip_rate"] == 0.0 and result["position"]["pairs"] == 6
     assert result["master_keys"] == {"answers": 6 * len(MASTER_KEYS), "judged": 30, "passed": 0, "pass_rate": 0.0,
