@@ -28,6 +28,7 @@ __all__ = [
     "CorpusError",
     "EnvCheckError",
     "EnvServerError",
+    "JudgeError",
     "MissingExtraError",
     "PolicyError",
     "PromptTooLong",
@@ -186,6 +187,28 @@ class TransportTimeout(AgentGymError):
 
 class TransportFailure(AgentGymError):
     """The connection could not be made or broke before a complete HTTP answer arrived."""
+
+
+class JudgeError(AgentGymError):
+    """A judge could not give a verdict: its server was down or timed out, or its answer broke the verdict schema.
+
+    Never a score: the episode it was to grade ends ``JUDGE_ERROR`` and is masked.
+
+    Attributes:
+        kind: What failed: ``"down"`` (no answer: connection refused, HTTP 5xx after retries),
+            ``"timeout"``, ``"truncated"`` (the verdict was cut at ``max_tokens``), ``"prompt_too_long"``,
+            ``"unparseable"`` (no verdict object), ``"ambiguous"`` (several), ``"schema"`` (wrong keys or
+            types), ``"out_of_range"`` or ``"wrong_count"`` (not one score per item).
+    """
+
+    KINDS = ("down", "timeout", "truncated", "prompt_too_long", "unparseable", "ambiguous", "schema",
+             "out_of_range", "wrong_count")
+
+    def __init__(self, kind: str, message: str) -> None:
+        if kind not in self.KINDS:
+            raise ValueError(f"JudgeError.kind: expected one of {self.KINDS}, got {kind!r}")
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
 
 
 # --------------------------------------------------------------------------- env services

@@ -431,7 +431,7 @@ def to_slime_samples(
     ``weight_version_end``).
 
     An episode that failed for infrastructure reasons (``ENV_ERROR``, ``POLICY_ERROR``,
-    ``TIMEOUT``) gives samples with an all-zero ``loss_mask``, reward 0.0, ``remove_sample`` True
+    ``TIMEOUT``, ``JUDGE_ERROR``) gives samples with an all-zero ``loss_mask``, reward 0.0, ``remove_sample`` True
     and status ``failed`` (``aborted`` for a request the server aborted): slime drops them from
     the loss, and a GRPO post-process that reads ``remove_sample`` (as
     :func:`~agent_gym.integrations.slime.reward_post_process` does) leaves them out of their

@@ -61,7 +61,14 @@ class Message(TypedDict):
 
 
 class EpisodeStatus(str, Enum):
-    """Why an episode ended. Every episode handed to a rollout ends with one."""
+    """Why an episode ended. Every episode handed to a rollout ends with one.
+
+    ``TIMEOUT``, ``ENV_ERROR``, ``POLICY_ERROR`` and ``JUDGE_ERROR`` are infrastructure failures
+    (:data:`~agent_gym.integrations.contract.INFRA_FAILURE_STATUSES`): every trainer adapter and
+    exporter masks them. ``JUDGE_ERROR``: the episode ran, but a judge that scores it (an LLM judge
+    of a :class:`~agent_gym.judges.Rubric`) was down, timed out or answered unparseably, so it has
+    no reward (never a zero); a re-grade of the stored episode retries the judge.
+    """
 
     ENV_DONE = "ENV_DONE"
     MAX_STEPS = "MAX_STEPS"
@@ -70,6 +77,7 @@ class EpisodeStatus(str, Enum):
     TIMEOUT = "TIMEOUT"
     ENV_ERROR = "ENV_ERROR"
     POLICY_ERROR = "POLICY_ERROR"
+    JUDGE_ERROR = "JUDGE_ERROR"
 
     def __str__(self) -> str:
         return self.value

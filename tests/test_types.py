@@ -181,6 +181,7 @@ def test_status_values():
         "TIMEOUT",
         "ENV_ERROR",
         "POLICY_ERROR",
+        "JUDGE_ERROR",
     }
 
 

@@ -25,6 +25,8 @@ SUBCOMMANDS: dict[str, str] = {
     "gateway": "agent_gym.cli.gateway",
     "serve-env": "agent_gym.cli.serve_env",
     "eval": "agent_gym.cli.eval",
+    "serve-reward": "agent_gym.cli.serve_reward",
+    "judge-check": "agent_gym.cli.judge_check",
 }
 """Subcommand name -> module implementing it."""
 

@@ -100,6 +100,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     where.add_argument("--out", metavar="DIR", help="new results directory")
     where.add_argument("--resume", metavar="DIR", help="finish the evaluation in DIR (episodes not yet scored)")
     where.add_argument("--reverify", metavar="DIR", help="re-grade DIR's stored episodes with the current grader")
+    where.add_argument("--rubric", metavar="MODULE:FACTORY", default=None,
+                       help="with --reverify: re-grade with this Rubric (its judges are called again; episodes "
+                            "whose judge failed, JUDGE_ERROR, are retried)")
+    where.add_argument("--judge", metavar="HOST:PORT", action="append", default=[],
+                       help="with --reverify: re-grade with an LLM judge at this server (as --rubric)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return parser
 
@@ -124,6 +129,10 @@ def _problem(args: argparse.Namespace) -> str | None:
         return f"ENV_IDs come from the results directory with --{modes[0]}: got {' '.join(args.env_ids)}"
     if args.base_url and args.server:
         return "expected --base-url or --server, got both"
+    if (args.rubric or args.judge) and not args.reverify:
+        return "--rubric and --judge re-grade a results directory: expected them with --reverify DIR"
+    if args.rubric and args.judge:
+        return "expected --rubric or --judge, got both"
     for name in ("k", "tasks", "max_tokens", "max_steps", "n_parallel"):
         value = getattr(args, name)
         if value is not None and value < 1:
@@ -196,6 +205,8 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
         return 2
     from agent_gym.evaluation import EpisodeStore
 
+    if args.reverify and (args.rubric or args.judge):
+        return _rejudge(EpisodeStore(args.reverify), args, out)
     if args.reverify:
         return _reverify(EpisodeStore(args.reverify), out)
     store = EpisodeStore(args.resume or args.out)
@@ -304,3 +315,36 @@ def _reverify(store: Any, out: TextIO) -> int:
         print(result["summary_text"], file=out)
     print(f"re-verified in {result['seconds']:.2f}s; details in {store.root / 'reverify.json'}", file=out)
     return 1 if changed else 0
+
+
+def _rejudge(store: Any, args: argparse.Namespace, out: TextIO) -> int:
+    """``--reverify DIR --rubric/--judge``: re-grade with a rubric; 1 when a grade changed or a judge still failed."""
+    from agent_gym.errors import ConfigError
+    from agent_gym.evaluation.rejudge import rejudge
+    from agent_gym.judges import JudgeCriterion, Rubric
+    from agent_gym.judges.specs import default_judge, import_rubric
+
+    if not store.exists():
+        print(f"agent-gym eval: --reverify: {store.root} holds no evaluation (no config.json)", file=sys.stderr)
+        return 2
+    try:
+        rubric = import_rubric(args.rubric) if args.rubric else Rubric([JudgeCriterion("judge",
+                                                                                       default_judge(args.judge))])
+    except ConfigError as exc:
+        print(f"agent-gym eval: {exc}", file=sys.stderr)
+        return 2
+    try:
+        result = rejudge(store, rubric)
+    finally:
+        for judge in rubric.judges():
+            judge.close()
+    trouble = 0
+    for env_id, entry in result["envs"].items():
+        trouble += len(entry["changed"]) + entry["judge_errors"]
+        print(f"{env_id}: {entry['checked']} episodes re-judged, {entry['agreed']} agree, {len(entry['changed'])} "
+              f"changed, {entry['recovered']} recovered from JUDGE_ERROR, {entry['judge_errors']} judge errors",
+              file=out)
+    if result["summary_text"]:
+        print(result["summary_text"], file=out)
+    print(f"re-judged in {result['seconds']:.2f}s; details in {store.root / 'rejudge.json'}", file=out)
+    return 1 if trouble else 0

@@ -44,7 +44,8 @@ __all__ = ["StopOnSignal", "add_parser", "build_policy", "build_sampling", "form
 #: Seconds per episode unless ``--episode-timeout`` says otherwise (one turn's request alone may take
 #: the client's ``timeout x (max_retries + 1)``, 1200 s with the defaults).
 DEFAULT_EPISODE_TIMEOUT = 900.0
-_FAILED = (EpisodeStatus.TIMEOUT.value, EpisodeStatus.ENV_ERROR.value, EpisodeStatus.POLICY_ERROR.value)
+_FAILED = (EpisodeStatus.TIMEOUT.value, EpisodeStatus.ENV_ERROR.value, EpisodeStatus.POLICY_ERROR.value,
+           EpisodeStatus.JUDGE_ERROR.value)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

@@ -20,7 +20,7 @@ __all__ = ["Grade"]
 class Grade:
     """The end grade of an episode (see :meth:`~agent_gym.env.core.AgentEnv.grade_episode`).
 
-    Build one with :meth:`scored`, :meth:`ungraded` or :meth:`infra_failure`.
+    Build one with :meth:`scored`, :meth:`ungraded`, :meth:`infra_failure` or :meth:`judge_failure`.
 
     Attributes:
         score: A score in [0, 1] (clipped): the step's ``res_reward`` gains ``rewards.correct * score``;
@@ -70,6 +70,15 @@ class Grade:
             reason: The episode's ``info["end_reason"]`` (e.g. ``"grading_error"``).
         """
         return cls(status=EpisodeStatus.ENV_ERROR, reason=reason)
+
+    @classmethod
+    def judge_failure(cls, reason: str) -> Grade:
+        """A judge could not score the episode (down, timed out, unparseable): no reward, the episode ends JUDGE_ERROR.
+
+        Args:
+            reason: The episode's ``info["end_reason"]`` (e.g. ``"judge_error"``).
+        """
+        return cls(status=EpisodeStatus.JUDGE_ERROR, reason=reason)
 
     @classmethod
     def coerce(cls, value: Grade | float | None | Any) -> Grade:

@@ -51,6 +51,11 @@ class StepInfo(TypedDict, total=False):
     end_reason: str
     """The last step: why (``"answer"``, ``"max_steps"``, ``"policy_length"``, ``"submit"``, ...)."""
 
+    # Rubric grading (agent_gym.judges: judged envs, and judge_trajectories on recorded episodes)
+    rubric: dict[str, Any]
+    """The last step of a judged episode: each criterion's score, the outcome, the shaping, the failure (kind and
+    error, None when every criterion scored) and the judge's usage (calls, cache hits, tokens, seconds)."""
+
     # RAG-v0
     em: float
     """RAG, the answering step: exact match of the answer against the gold answers."""

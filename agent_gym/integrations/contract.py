@@ -44,9 +44,11 @@ __all__ = [
 ]
 
 INFRA_FAILURE_STATUSES: frozenset[str] = frozenset(
-    {EpisodeStatus.ENV_ERROR.value, EpisodeStatus.POLICY_ERROR.value, EpisodeStatus.TIMEOUT.value}
+    {EpisodeStatus.ENV_ERROR.value, EpisodeStatus.POLICY_ERROR.value, EpisodeStatus.TIMEOUT.value,
+     EpisodeStatus.JUDGE_ERROR.value}
 )
-"""Episode statuses that mean the infrastructure failed, not the policy: mask, never train on them."""
+"""Episode statuses that mean the infrastructure failed, not the policy: mask, never train on them
+(``JUDGE_ERROR``: the judge that scores the episode failed, so the episode has no reward)."""
 
 
 class RewardAssignment(str, Enum):

@@ -83,6 +83,7 @@ _STOP_REASONS: dict[str, str] = {
     EpisodeStatus.TIMEOUT.value: "abort",
     EpisodeStatus.ENV_ERROR.value: "abort",
     EpisodeStatus.POLICY_ERROR.value: "abort",
+    EpisodeStatus.JUDGE_ERROR.value: "abort",
 }
 
 

@@ -46,6 +46,7 @@ SLIME_STATUS: dict[str, str] = {
     EpisodeStatus.TIMEOUT.value: "failed",
     EpisodeStatus.ENV_ERROR.value: "failed",
     EpisodeStatus.POLICY_ERROR.value: "failed",
+    EpisodeStatus.JUDGE_ERROR.value: "failed",
 }
 """Episode status -> slime ``Sample.Status`` value; a request the server aborted is ``"aborted"``
 (see :func:`slime_status`). Every ``failed`` or ``aborted`` sample is masked and removed."""

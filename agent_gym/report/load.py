@@ -73,6 +73,9 @@ class EpisodeStats:
             single-agent episodes.
         summaries: Memory summaries written (the steps' ``info["memory"]``; 0 without memory).
         failed_summaries: Memory summary calls that failed (refused by the template, server errors).
+        rubric_scores: Each rubric criterion's score (the last step's ``info["rubric"]``; {} when not judged).
+        judge_calls: Judge requests spent on the episode; ``judge_cache_hits``: verdicts from the cache.
+        judge_failure: The judge's failure kind when the episode ended ``JUDGE_ERROR`` (None otherwise).
     """
 
     source: str
@@ -95,6 +98,10 @@ class EpisodeStats:
     role_rewards: dict[str, float] = field(default_factory=dict)
     summaries: int = 0
     failed_summaries: int = 0
+    rubric_scores: dict[str, float] = field(default_factory=dict)
+    judge_calls: int = 0
+    judge_cache_hits: int = 0
+    judge_failure: str | None = None
 
     @property
     def success(self) -> bool:
@@ -192,10 +199,26 @@ def _fill_steps(stats: EpisodeStats, steps: Any) -> None:
                 value = memory.get(name)
                 if isinstance(value, int) and not isinstance(value, bool):
                     setattr(stats, name, max(getattr(stats, name), value))
+        _fill_rubric(stats, info.get("rubric"))
         for kind, tool in step_errors(info):
             stats.errors[kind] = stats.errors.get(kind, 0) + 1
             if tool is not None:
                 stats.failing_tools[tool] = stats.failing_tools.get(tool, 0) + 1
+
+
+def _fill_rubric(stats: EpisodeStats, rubric: Any) -> None:
+    """Criterion scores and judge usage from a step's ``info["rubric"]`` (see :mod:`agent_gym.judges`)."""
+    if not isinstance(rubric, dict):
+        return
+    scores = rubric.get("scores")
+    if isinstance(scores, dict):
+        stats.rubric_scores = {str(k): float(v) for k, v in scores.items() if isinstance(v, (int, float))}
+    usage = rubric.get("judge")
+    if isinstance(usage, dict):
+        stats.judge_calls = int(usage.get("calls") or 0)
+        stats.judge_cache_hits = int(usage.get("cache_hits") or 0)
+    failure = rubric.get("failure")
+    stats.judge_failure = str(failure.get("kind")) if isinstance(failure, dict) else None
 
 
 def _mask_sum(value: Any) -> int:

@@ -149,7 +149,28 @@ class Report:
             rows.append(["memory summaries", *(str(sum(e.summaries for e in f.episodes)) for f in self.files)])
             rows.append(["failed summary calls",
                          *(str(sum(e.failed_summaries for e in f.episodes)) for f in self.files)])
+        rows += self._judge_rows()
         return ["error observations", *(f.label for f in self.files)], rows
+
+    def _judge_rows(self) -> list[list[str]]:
+        """Judge usage, failures by kind and each rubric criterion's mean (no rows when nothing was judged)."""
+        judged = [[e for e in f.episodes if e.rubric_scores or e.judge_calls or e.judge_failure] for f in self.files]
+        if not any(judged):
+            return []
+        rows = [["judge calls", *(str(sum(e.judge_calls for e in es)) for es in judged)],
+                ["judge cache hits", *(str(sum(e.judge_cache_hits for e in es)) for es in judged)],
+                ["judge failures (JUDGE_ERROR)", *(str(sum(1 for e in es if e.judge_failure)) for es in judged)]]
+        kinds = sorted({e.judge_failure for es in judged for e in es if e.judge_failure})
+        rows += [[f"judge failure: {kind}", *(str(sum(1 for e in es if e.judge_failure == kind)) for es in judged)]
+                 for kind in kinds]
+        names = sorted({name for es in judged for e in es for name in e.rubric_scores})
+        for name in names:
+            means = []
+            for es in judged:
+                values = [e.rubric_scores[name] for e in es if name in e.rubric_scores]
+                means.append(f"{sum(values) / len(values):.3f}" if values else MISSING)
+            rows.append([f"rubric {name} (mean)", *means])
+        return rows
 
     def role_rows(self) -> tuple[list[str], list[list[str]]]:
         """Success per role of multi-agent episodes (no rows when no episode has roles)."""

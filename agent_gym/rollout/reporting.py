@@ -22,7 +22,7 @@ logger = logging.getLogger(__name__)
 #: The reason recorded for an episode that a cancelled collection stopped (it ends with ``TIMEOUT``).
 STOPPED_REASON = "stopped: the collection was cancelled before the episode ended"
 
-_FAILED = (EpisodeStatus.TIMEOUT, EpisodeStatus.ENV_ERROR, EpisodeStatus.POLICY_ERROR)
+_FAILED = (EpisodeStatus.TIMEOUT, EpisodeStatus.ENV_ERROR, EpisodeStatus.POLICY_ERROR, EpisodeStatus.JUDGE_ERROR)
 
 
 class Progress:

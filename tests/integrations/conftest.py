@@ -27,11 +27,11 @@ def fault_groups(tiny_agent_tokenizer) -> list[list[Episode]]:
     lookup = [t for t in tasks if t["family"] == "lookup"]
     arithmetic = [t for t in tasks if t["family"] == "arithmetic"]
     # the tool runner fails on a second call turn and the fan-out spans three turns: two-call tasks there
-    groups = build_batch(tiny_agent_tokenizer, lookup[:3] + arithmetic[1:2] + lookup[3:6] + arithmetic[:1])
+    groups = build_batch(tiny_agent_tokenizer, lookup[:3] + arithmetic[1:2] + lookup[3:7] + arithmetic[:1])
     statuses = {g[0].kind: g[0].trajectory.status for g in groups}
     assert statuses == {"server_down": "POLICY_ERROR", "server_lost": "POLICY_ERROR", "env_error": "ENV_ERROR",
                         "tool_runner": "ENV_ERROR", "timeout": "TIMEOUT", "grader": "ENV_ERROR",
-                        "server_abort": "POLICY_ERROR", "lost_after_fanout": "POLICY_ERROR"}
+                        "server_abort": "POLICY_ERROR", "judge": "JUDGE_ERROR", "lost_after_fanout": "POLICY_ERROR"}
     assert all(e.trajectory.status == "ENV_DONE" for g in groups for e in g if not e.failed)
     return groups
 

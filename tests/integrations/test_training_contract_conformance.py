@@ -2,10 +2,10 @@
 
 The batch (the ``fault_groups`` fixture, :func:`training_faults.build_batch`) holds, per failure kind
 (server down before the first turn, server lost mid-episode, env error, tool-runner failure, timeout,
-grader failure, a request the server aborted, server lost after the episode fanned out into segments),
-real episodes of one task: the failed one and, except for the first group (three episodes whose server
-was down), one that solved the task and one that answered wrongly. Each path turns the batch into what
-its trainer takes and the trainer's own advantage computation runs on it (TRL's inside a real
+grader failure, a request the server aborted, a judge that failed to score the episode, server lost after the
+episode fanned out into segments), real episodes of one task: the failed one and, except for the first group
+(three episodes whose server was down), one that solved the task and one that answered wrongly. Each path
+turns the batch into what its trainer takes and the trainer's own advantage computation runs on it (TRL's inside a real
 ``GRPOTrainer`` step; :mod:`contract_paths` for the others). Per path and failure kind the test counts:
 
 * unmasked ids: ids of a failed episode with loss mask 1 in the trainer's tensors;
@@ -69,7 +69,7 @@ def test_failed_rows_are_well_formed_and_say_why(fault_episodes, tiny_agent_toke
     for row in runs["SkyRL (AgentGymGenerator)"].failed(fault_episodes):
         assert row["stop_reasons"] == "abort" and row["prompt_token_ids"] and row["response_ids"]
     for record in runs["engine API (training_records)"].failed(fault_episodes):
-        assert record.status in ("ENV_ERROR", "POLICY_ERROR", "TIMEOUT") and len(record.prompt_tokens)
+        assert record.status in ("ENV_ERROR", "POLICY_ERROR", "TIMEOUT", "JUDGE_ERROR") and len(record.prompt_tokens)
         assert record.segments[0].response_masks.tolist() == record.response_masks.tolist()
 
 

@@ -10,6 +10,10 @@ production:
   the calls, the grader unable to grade (the episode ends ``ENV_ERROR`` as Terminal-v0's does when its
   test runner cannot run), the env unable to start.
 
+A judge that scores the episodes after they ran (:func:`agent_gym.judges.judge_trajectories` with an
+LLM judge, :class:`judge_faults.ScriptedJudge`) fails for one of them: down, timed out or answering
+unparseably; the episode ends ``JUDGE_ERROR``.
+
 A healthy server plays the task's reference solution (the env's oracle), so the episodes are
 deterministic; a "wrong" server plays it but answers wrongly (reward variance within a group).
 """
@@ -22,11 +26,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
+from judge_faults import ScriptedJudge
 
 import agent_gym  # noqa: F401 - registers the env ids
 from agent_gym.envs.tool_use import ToolUseEnv
 from agent_gym.errors import SandboxError
 from agent_gym.integrations.verl import VerlServerPolicy
+from agent_gym.judges import JudgeCriterion, LLMJudge, Rubric, judge_trajectories
 from agent_gym.memory import MemoryConfig, MemorySummary
 from agent_gym.rollout import collect
 from agent_gym.types import EpisodeStatus
@@ -219,7 +225,7 @@ class Episode:
 
 
 FAILURE_KINDS = ("server_down", "server_lost", "env_error", "tool_runner", "timeout", "grader", "server_abort",
-                 "lost_after_fanout")
+                 "judge", "lost_after_fanout")
 """Every failure kind of :func:`build_batch`, in batch order."""
 
 
@@ -233,7 +239,7 @@ def build_batch(tokenizer: Any, tasks: Sequence[Mapping[str, Any]]) -> list[list
 
     Args:
         tokenizer: The tokenizer the policy renders with.
-        tasks: Eight ToolUse tasks, the last with a three-turn solution.
+        tasks: Nine ToolUse tasks, the last with a three-turn solution.
     """
     turns = oracle_turns(tasks)
     plans: list[tuple[str, dict[str, Any]]] = [
@@ -244,6 +250,7 @@ def build_batch(tokenizer: Any, tasks: Sequence[Mapping[str, Any]]) -> list[list
         ("timeout", {"server_fault": "slow", "episode_timeout": 1.0}),
         ("grader", {"env_fault": "grader"}),
         ("server_abort", {"server_fault": "abort"}),
+        ("judge", {}),
         ("lost_after_fanout", {"server_fault": "lost", "at": 2, "memory": summary_memory}),
     ]
     groups = []
@@ -256,5 +263,8 @@ def build_batch(tokenizer: Any, tasks: Sequence[Mapping[str, Any]]) -> list[list
         (failed,) = run(tokenizer, turns, task, seed=100 * g, **fault)
         (solved,) = run(tokenizer, turns, task, seed=100 * g + 1, **extra)
         (wrong,) = run(tokenizer, turns, task, seed=100 * g + 2, server_fault="wrong", **extra)
+        if kind == "judge":  # the judge fails for one episode (every request: down, timeout or malformed)
+            judge_trajectories([failed], Rubric([JudgeCriterion("correct", LLMJudge(ScriptedJudge(fault_rate=1.0)))]))
+            judge_trajectories([solved, wrong], Rubric([JudgeCriterion("correct", LLMJudge(ScriptedJudge()))]))
         groups.append([Episode(kind, failed), Episode("", solved), Episode("", wrong)])
     return groups

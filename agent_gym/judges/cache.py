@@ -1,0 +1,85 @@
+"""``VerdictCache``: identical judge questions are asked once (by content hash), also when asked concurrently.
+
+The key is a SHA-256 of the judge's fingerprint (model, scale, templates) and the request's
+content (the kind of verdict, question, reference, answers), so eight samples of a group that
+gave the same final answer cost one judge call. Only verdicts are kept: a failed call is not
+cached (a later request asks again), and requests waiting on it get its failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+__all__ = ["VerdictCache", "content_key"]
+
+T = TypeVar("T")
+
+
+def content_key(*parts: Any) -> str:
+    """A SHA-256 hex digest of ``parts`` written as canonical JSON."""
+    text = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class VerdictCache:
+    """Verdicts by content key, with requests for a key being computed joining that computation.
+
+    Args:
+        max_entries: Most verdicts kept (the oldest leave first).
+
+    Attributes:
+        hits: Requests answered from the cache or by joining a computation in flight.
+        misses: Requests that computed their verdict.
+    """
+
+    def __init__(self, max_entries: int = 100_000) -> None:
+        if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 1:
+            raise ValueError(f"max_entries: expected an int >= 1, got {max_entries!r}")
+        self.max_entries = max_entries
+        self._done: dict[str, Any] = {}
+        self._pending: dict[str, asyncio.Future[Any]] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._done)
+
+    async def get_or_compute(self, key: str, compute: Callable[[], Awaitable[T]]) -> tuple[T, bool]:
+        """The verdict for ``key``: ``(value, True)`` when it was cached or in flight, else computed now.
+
+        Args:
+            key: A :func:`content_key`.
+            compute: Makes the verdict; its exception propagates (to the requests waiting too) and
+                nothing is cached.
+        """
+        if key in self._done:
+            self.hits += 1
+            return self._done[key], True
+        pending = self._pending.get(key)
+        loop = asyncio.get_running_loop()
+        if pending is not None and pending.get_loop() is loop:
+            self.hits += 1
+            return await asyncio.shield(pending), True
+        self.misses += 1
+        future: asyncio.Future[Any] = loop.create_future()
+        self._pending[key] = future
+        try:
+            value = await compute()
+        except BaseException as exc:
+            if not future.done():
+                future.set_exception(exc)
+                future.exception()  # retrieved: no "never retrieved" warning when nobody waits
+            raise
+        else:
+            future.set_result(value)
+            self._done[key] = value
+            while len(self._done) > self.max_entries:
+                self._done.pop(next(iter(self._done)))
+            return value, False
+        finally:
+            if self._pending.get(key) is future:
+                del self._pending[key]
