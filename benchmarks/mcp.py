@@ -210,7 +210,7 @@ def main() -> None:
                   f"{total - good} failed, in {elapsed:.1f} s; pool stats {stats}")
     print(f"added per-episode latency ({args.rounds} episodes per slot, {args.calls} calls, "
           f"{args.model_seconds:g} s of model time each):")
-    for concurrency in (int(c) for c in args.concurrency.split(",")):
+    for concurrency in (int(c) for c in args.concurrency.split(",") if int(c) > 0):
         pool = _pool_latencies(spec, concurrency, args.rounds, args.calls, args.model_seconds)
         print(f"  C={concurrency:<3} warm pool   {_percentiles(pool)}", flush=True)
         if not args.skip_fresh:

@@ -26,7 +26,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
@@ -339,15 +339,3 @@ class MCPConnection:
         """A ``ping`` round trip."""
         await self._request("ping", lambda: self._session.send_ping(), timeout)
 
-
-@dataclass
-class ToolListing:
-    """The tools of a server version: what :class:`MCPConnection.list_tools` returned, kept once per version.
-
-    Attributes:
-        server: ``(name, version)`` of the server that listed them.
-        tools: The tools' wire dicts.
-    """
-
-    server: tuple[str, str]
-    tools: list[dict[str, Any]] = field(default_factory=list)

@@ -52,7 +52,9 @@ class ServerPool:
         spec: The server.
         scope: ``"episode"`` or ``"shared"``.
         warm: Connections kept started ahead of demand (``"episode"`` scope).
-        max_starting: Servers started at once (starting a Python server takes a CPU core for about a second).
+        max_starting: Connections opened at once (default: the number of CPUs for a stdio server, since starting
+            a Python server takes a core for about a second; 32 for an HTTP server, where opening a session waits
+            on the network).
         loop: The loop the connections run on (default: the process's MCP loop).
     """
 
@@ -65,7 +67,7 @@ class ServerPool:
         self.spec = spec
         self.scope = scope
         self.warm = warm
-        self.max_starting = max_starting or max(2, os.cpu_count() or 2)
+        self.max_starting = max_starting or (max(2, os.cpu_count() or 2) if spec.command is not None else 32)
         self.loop = loop or shared_loop()
         self.listings: dict[tuple[str, str], list[dict[str, Any]]] = {}
         """Tool lists by ``(server name, server version)``."""
@@ -85,12 +87,15 @@ class ServerPool:
     def acquire(self, timeout: float | None = None) -> Lease:
         """A lease on a connection for one episode (blocks until one is ready).
 
+        Without ``timeout`` the caller waits its turn however many episodes wait before it: every
+        start either succeeds or fails within ``spec.startup_timeout`` and a failure is handed to a
+        waiter, so a waiter is never left waiting on a server that will not come.
+
         Raises:
             ConnectionLost: The server could not be started or reached.
-            TimeoutError: No connection within ``timeout`` (default: twice the startup timeout).
+            TimeoutError: No connection within ``timeout``.
         """
-        limit = timeout if timeout is not None else 2 * self.spec.startup_timeout + 5
-        connection = self.loop.run(self._acquire(), limit)
+        connection = self.loop.run(self._acquire(), timeout)
         return Lease(self, connection)
 
     def prestart(self) -> None:
@@ -237,8 +242,7 @@ class ServerPool:
                     raise
             except ConnectionLost:
                 if self.scope != "shared" or attempt >= retries:
-                    raise
-                self.stats["reconnects"] += 0  # counted when the shared connection is opened again
+                    raise  # an episode's server state went with its connection
             self.stats["retries"] += 1
             await asyncio.sleep(_RETRY_BACKOFF[min(attempt, len(_RETRY_BACKOFF) - 1)])
             attempt += 1
