@@ -10,10 +10,13 @@ the 1.x interpreter runs them from their files.
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
+import socket
 import subprocess
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -80,6 +83,39 @@ def test_this_client_against_a_server_on_sdk_1x():
     finally:
         env.close()
         tools.pool.close()
+
+
+@needs_mcp1
+def test_this_client_against_an_http_server_on_sdk_1x_one_store_per_session():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = subprocess.Popen([MCP1_PYTHON, notes_module.__file__, "--http", "--port", str(port)],
+                              cwd=str(Path(notes_module.__file__).parent), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    tools = MCPTools(url=f"http://127.0.0.1:{port}/mcp", warm=2, startup_timeout=120.0)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1.0):
+                break
+            assert server.poll() is None and time.monotonic() < deadline, "the 1.x notes server did not start"
+            time.sleep(0.1)
+        first, second = (AgentEnv(tasks=[{"id": "t", "question": "q", "ground_truth": "a"}], tools=tools)
+                         for _ in range(2))
+        first.reset(seed=0)
+        second.reset(seed=0)
+        first.step('<tool_call>{"name": "put_note", "arguments": {"key": "k", "text": "first"}}</tool_call>')
+        obs, *_ = second.step('<tool_call>{"name": "list_notes", "arguments": {}}</tool_call>')
+        assert json.loads(obs[-1]["content"]) == {"result": []}  # another session: another store
+        obs, *_ = first.step('<tool_call>{"name": "get_note", "arguments": {"key": "k"}}</tool_call>')
+        assert obs[-1]["content"] == "first"
+        first.close()
+        second.close()
+    finally:
+        tools.pool.close()
+        server.terminate()
+        server.wait(15)
 
 
 def test_the_module_files_run_without_agent_gym():
