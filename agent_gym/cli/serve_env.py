@@ -1,4 +1,4 @@
-"""``agent-gym serve-env``: serve a registered agent_gym env as an OpenEnv environment server."""
+"""``agent-gym serve-env``: serve a registered agent_gym env as an OpenEnv environment server, or its tools over MCP."""
 
 from __future__ import annotations
 
@@ -26,7 +26,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "(messages), terminated, truncated, info, reward and done. Step it from OpenEnv's clients, or as an "
         "agent_gym env with agent_gym.envs.openenv.OpenEnvEnv(url). A client resets to one of the env's own "
         "tasks (seed, task_id, or a task whose id is one of them); other tasks are refused unless "
-        "--allow-client-tasks.",
+        "--allow-client-tasks. With --mcp: serve the env's tools over MCP (streamable HTTP at /mcp) instead, one "
+        "MCP session per episode (reset on the session's first request; episode_task gives the task, "
+        "episode_submit the final answer and the reward).",
     )
     parser.add_argument("env_id", metavar="ID", help="a registered env id, e.g. agent_gym/ToolUse-v0")
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
@@ -42,6 +44,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--max-body-mb", type=float, default=RequestLimits().max_body_bytes / 2**20, metavar="MB",
                         help="largest request body or WebSocket message in MiB (default 8)")
     parser.add_argument("--log-level", default="warning", help="uvicorn log level (default warning)")
+    parser.add_argument("--mcp", action="store_true",
+                        help="serve the env's tools over MCP (streamable HTTP at /mcp; needs agent-gym[mcp])")
+    parser.add_argument("--session-idle-timeout", type=float, default=1800.0, metavar="S",
+                        help="with --mcp: seconds after which an idle MCP session's episode is closed (default 1800)")
     parser.set_defaults(func=run)
     return parser
 
@@ -63,8 +69,14 @@ def build_app(args: argparse.Namespace) -> tuple[Any, Any]:
     env_kwargs = json.loads(args.env_kwargs)
     if not isinstance(env_kwargs, dict):
         raise ConfigError(f"--env-kwargs: expected a JSON object, got {args.env_kwargs!r}")
-    app = create_env_server(args.env_id, max_sessions=args.max_sessions, env_kwargs=env_kwargs,
-                            client_tasks=args.allow_client_tasks)
+    if getattr(args, "mcp", False):
+        from agent_gym.serving.mcp_env_server import create_mcp_env_app
+
+        app, _ = create_mcp_env_app(args.env_id, env_kwargs=env_kwargs, max_sessions=args.max_sessions,
+                                    session_idle_timeout=args.session_idle_timeout, host=args.host)
+    else:
+        app = create_env_server(args.env_id, max_sessions=args.max_sessions, env_kwargs=env_kwargs,
+                                client_tasks=args.allow_client_tasks)
     app.add_middleware(BodyLimit, max_bytes=int(args.max_body_mb * 2**20))
     if token.token is not None:
         app.add_middleware(TokenGuard, token=token.token, open_paths=("/health",))
@@ -83,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     tasks = "client tasks allowed (host-path keys refused)" if args.allow_client_tasks else \
         "resets to the env's own tasks only"
-    return run_server(app, host=args.host, port=args.port, name=f"agent-gym serve-env {args.env_id} (OpenEnv API)",
+    api = "MCP, streamable HTTP at /mcp" if getattr(args, "mcp", False) else "OpenEnv API"
+    return run_server(app, host=args.host, port=args.port, name=f"agent-gym serve-env {args.env_id} ({api})",
                       auth=f"{token.describe()}; {tasks}", authenticated=token.token is not None,
                       log_level=args.log_level, ws_max_size=int(args.max_body_mb * 2**20))

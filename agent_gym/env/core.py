@@ -111,6 +111,8 @@ class AgentEnv(gym.Env[Observation, Action]):
     * ``render_mode``: None or ``"ansi"``.
 
     ## Version History
+    * Tools with an ``episode_scope`` (e.g. :class:`~agent_gym.tools.mcp.MCPTools`) get their
+      state per episode: opened by ``reset``, closed when the episode is released.
     * :meth:`grade_episode` returns a :class:`~agent_gym.env.grade.Grade`; one that could not grade
       (``Grade.infra_failure``) ends the episode ENV_ERROR (a float or None still works).
     * Shaping bounded per episode: ``toolcall_reward`` is paid from a budget of
@@ -480,6 +482,7 @@ class AgentEnv(gym.Env[Observation, Action]):
         if self._task is None:
             raise RuntimeError("set_episode_tools() needs an episode; call env.reset() first")
         self._toolbox.use(self._toolbox.convert(tools, "tools"), changed=True)
+        self._toolbox.open_scopes(self._end_from_scope)
 
     def add_env_tools(self, tools: Sequence[Tool | Callable[..., Any]]) -> None:
         """Add tools to the env's own tools (every episode's, unless :meth:`episode_tools` gives others).
@@ -559,6 +562,7 @@ class AgentEnv(gym.Env[Observation, Action]):
         self._episode_id = f"{task['id']}-{int(self.np_random.integers(1 << 32)):08x}"
         items = self.episode_tools(task)
         self._toolbox.use(None if items is None else self._toolbox.convert(items, "episode_tools()"))
+        self._toolbox.open_scopes(self._end_from_scope)
         system_prompt = self.system_prompt if items is None else self._prompt()
         self._task = task
         self._turns = 0
@@ -686,7 +690,15 @@ class AgentEnv(gym.Env[Observation, Action]):
         if self._episode_open:
             self._episode_open = False
             self._task = None
-            self.release_episode()
+            try:
+                self.release_episode()
+            finally:
+                self._toolbox.close_scopes()
+
+    def _end_from_scope(self, status: EpisodeStatus, reason: str) -> None:
+        """End the running episode for a tool's episode scope (e.g. its server failed); a no-op between episodes."""
+        if self.episode_running:
+            self.end_episode(status, reason)
 
     def _observation(self) -> Observation:
         # A fresh tuple of fresh dicts: callers may keep or mutate what they were given.

@@ -8,12 +8,19 @@ each call becomes a ``tool`` message and a record in ``info["tool_calls"]``; err
 into ``info["error"]`` with their kinds in ``info["error_kinds"]``, and ``info["toolcall_reward"]``
 is the message's raw shaping (the env then pays it from the episode's budget, see
 :class:`~agent_gym.env.rewards.RewardConfig`).
+
+A tool may carry an ``episode_scope``: an object whose ``open_episode(end_episode)`` sets up the
+state of one episode outside the env (e.g. a server, see :class:`agent_gym.tools.mcp.MCPTools`) and
+returns a handle with ``tools`` (the episode's tools bound to that state, by name) and ``close()``.
+:meth:`ToolBox.open_scopes` opens each scope of the current tools once per episode and
+:meth:`ToolBox.close_scopes` closes them when the episode is released.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import logging
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -24,6 +31,8 @@ from agent_gym.parsers import ToolCall
 from agent_gym.tools import Tool, ToolResult, as_tool
 
 __all__ = ["NO_ACTION_ERROR", "NUDGE", "ToolBox", "ToolCallLog", "call_key", "convert_tools"]
+
+logger = logging.getLogger(__name__)
 
 NUDGE = (
     "Your message contained neither a tool call nor a final answer. Call a tool with "
@@ -158,6 +167,43 @@ class ToolBox:
         self.current = self.own
         self._current_json = self._own_json
         self.changed = False
+        self._scopes: dict[int, Any] = {}  # id(episode_scope) -> the open episode's handle
+
+    def open_scopes(self, end_episode: Callable[..., None]) -> None:
+        """Open an episode on each ``episode_scope`` of the current tools not yet open; bind their tools.
+
+        The current tools of each scope are replaced by the handle's tools of the same names (their
+        schemas are the same). ``end_episode(status, reason)`` is what a scope calls to end the episode
+        (e.g. ``ENV_ERROR`` when its server failed).
+        """
+        bound: dict[str, Any] = {}
+        for tool in self.current.values():
+            scope = getattr(tool, "episode_scope", None)
+            if scope is None:
+                continue
+            handle = self._scopes.get(id(scope))
+            if handle is None:
+                handle = self._scopes[id(scope)] = scope.open_episode(end_episode)
+            bound.update(handle.tools)
+        if bound:
+            self.current = {name: bound.get(name, tool) for name, tool in self.current.items()}
+
+    def close_scopes(self) -> None:
+        """Close every episode the scopes opened (a failing close is logged, never raised)."""
+        handles, self._scopes = list(self._scopes.values()), {}
+        for handle in handles:
+            try:
+                handle.close()
+            except Exception:  # noqa: BLE001 - releasing an episode never fails the next reset
+                logger.exception("closing a tool scope's episode failed")
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        if self._scopes:  # a copy holds no open episode: its scoped tools are the unbound ones
+            state["_scopes"] = {}
+            state["current"] = {name: (self.own.get(name, tool) if getattr(tool, "episode_scope", None) else tool)
+                                for name, tool in self.current.items()}
+        return state
 
     def convert(self, items: Any, where: str) -> dict[str, Tool]:
         """``items`` as a name -> tool map with this box's limits (see :func:`convert_tools`)."""

@@ -12,6 +12,8 @@
   run (:func:`unknown_tool_result`, :func:`skipped_call_result`).
 * :mod:`agent_gym.tools.execution`: inline calls and time-limited calls on worker threads.
 * :mod:`agent_gym.tools.describe`: :func:`describe_tools`, tools as plain text for prompts.
+* :mod:`agent_gym.tools.mcp`: the tools of an MCP server (``MCPTools``), a server per episode from a
+  warm pool (needs the ``mcp`` extra; imported on its own, not from here).
 
 How a model writes tool calls (parsing them out of a message, writing them back) is
 :mod:`agent_gym.parsers`: :class:`~agent_gym.parsers.ToolCallParser`,

@@ -1,0 +1,99 @@
+"""``agent-gym serve-env ID --mcp``: an env's tools over MCP, one episode per MCP session (a real server process)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from agent_gym.tools.mcp import MCPTools
+from agent_gym.tools.mcp.connection import MCPConnection, ServerSpec
+from agent_gym.tools.mcp.runtime import LoopThread
+
+pytestmark = pytest.mark.timeout(300)
+
+TASKS = [{"id": "six-times-seven", "question": "What is 6 * 7?", "ground_truth": "42"}]
+
+
+@pytest.fixture(scope="module")
+def mcp_env_url():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agent_gym", "serve-env", "agent_gym/ToolUse-v0", "--mcp", "--port", str(port),
+         "--env-kwargs", json.dumps({"tasks": TASKS, "max_steps": 3})],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert process.poll() is None, process.stderr.read().decode()[-2000:]
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1.0):
+                break
+            assert time.monotonic() < deadline, "serve-env --mcp did not listen in time"
+            time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def test_each_mcp_session_is_an_episode_with_its_reward_on_submit(mcp_env_url):
+    loop = LoopThread()
+    spec = ServerSpec(url=mcp_env_url)
+
+    async def play(answer):
+        connection = await MCPConnection.open(spec)
+        try:
+            names = [t["name"] for t in await connection.list_tools()]
+            task = await connection.call_tool("episode_task", {}, 30)
+            step = await connection.call_tool("calculator", {"expression": "6 * 7"}, 30)
+            bad = await connection.call_tool("calculator", {"expression": "6 *"}, 30)
+            submitted = await connection.call_tool("episode_submit", {"answer": answer}, 30)
+            after = await connection.call_tool("calculator", {"expression": "1 + 1"}, 30)
+            return names, task, step, bad, submitted, after
+        finally:
+            await connection.close()
+
+    async def both():
+        import asyncio
+
+        return await asyncio.gather(play("42"), play("41"))
+
+    right, wrong = loop.run(both(), 120)
+    names, task, step, bad, submitted, after = right
+    assert "calculator" in names and names[-2:] == ["episode_task", "episode_submit"]
+    assert task["structuredContent"]["task_id"] == "six-times-seven"
+    assert "What is 6 * 7?" in task["content"][0]["text"]
+    assert step["content"][0]["text"] == "42" and not step["isError"]
+    assert step["structuredContent"]["terminated"] is False
+    assert bad["isError"] and bad["content"][0]["text"].startswith("Error:")
+    assert submitted["structuredContent"]["status"] == "ENV_DONE"
+    assert submitted["structuredContent"]["res_reward"] == 1.0
+    assert after["isError"] and "episode ended" in after["content"][0]["text"]
+    assert wrong[4]["structuredContent"]["status"] == "ENV_DONE"
+    assert wrong[4]["structuredContent"]["res_reward"] == 0.0  # the other session's episode, scored on its own
+
+
+def test_the_served_tools_work_as_mcp_tools_of_another_env(mcp_env_url):
+    from agent_gym.env.core import AgentEnv
+
+    tools = MCPTools(url=mcp_env_url, include=["calculator"], warm=1)
+    env = AgentEnv(tasks=TASKS, tools=tools)
+    try:
+        _, info = env.reset(seed=0)
+        assert [s["function"]["name"] for s in info["tools"]] == ["calculator"]
+        obs, *_ = env.step('<tool_call>{"name": "calculator", "arguments": {"expression": "2 ** 10"}}</tool_call>')
+        assert obs[-1]["content"] == "1024"
+    finally:
+        env.close()
+        tools.pool.close()
