@@ -71,6 +71,13 @@ ENV_INFOS: tuple[EnvInfo, ...] = (
                     "the patch is graded by the hidden tests in a clean sandbox (SWE-bench instances load too).",
         nondeterministic=True,
     ),
+    EnvInfo(
+        id="agent_gym/Web-v0",
+        entry_point="agent_gym.envs.web.env:WebEnv",
+        description="MiniWoB++ web pages in a real headless Chromium over loopback (click, type, select, ... on "
+                    "accessibility-snapshot refs), rewarded by the page itself; pooled browsers, offline.",
+        nondeterministic=True,
+    ),
 )
 """Every environment agent_gym registers."""
 
