@@ -86,6 +86,21 @@ def _descendants(pid: int) -> list[Any]:
         return []
 
 
+def _new_driver(before: set[int]) -> int | None:
+    """The pid of the Playwright driver just started: this process's new child running ``run-driver``."""
+    import psutil
+
+    for proc in _descendants(os.getpid()):
+        if proc.pid in before:
+            continue
+        try:
+            if proc.ppid() == os.getpid() and "run-driver" in " ".join(proc.cmdline()):
+                return int(proc.pid)
+        except psutil.Error:  # a short-lived child of another thread, gone already
+            continue
+    return None
+
+
 class BrowserWorker:
     """A browser process and the thread that drives it.
 
@@ -124,9 +139,7 @@ class BrowserWorker:
             with _START_LOCK:
                 before = {p.pid for p in _descendants(os.getpid())}
                 self._playwright = self._run(async_playwright().start(), launch_timeout)
-                fresh = [p for p in _descendants(os.getpid()) if p.pid not in before]
-                drivers = [p.pid for p in fresh if p.ppid() == os.getpid()]
-                self.driver_pid = drivers[0] if drivers else None
+                self.driver_pid = _new_driver(before)
             self.browser = self._run(self._playwright.chromium.launch(
                 executable_path=path, args=list(BROWSER_ARGS), headless=True, timeout=launch_timeout * 1000),
                 launch_timeout)
@@ -211,6 +224,11 @@ class BrowserWorker:
         self._mark_dead("closed")
         self.kill()
         self.contexts.clear()
+        if self._playwright is not None:  # the driver is gone: let its connection and pipes close on the loop
+            try:
+                self._run(self._playwright.stop(), timeout)
+            except Exception:  # noqa: BLE001 - already stopped, or the connection broke: nothing left to close
+                pass
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout)
         if not self._thread.is_alive():

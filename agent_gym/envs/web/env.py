@@ -30,10 +30,11 @@ class WebEnv(AgentEnv):
 
     ## Description
     Each episode opens a fresh browser context (no cookies, storage or pages of another episode)
-    on the env's browser, one Chromium process leased from a :class:`~agent_gym.envs.web.pool.BrowserPool`
-    for the env's lifetime, and loads the task's page from a loopback server. The tasks are the
-    MiniWoB++ pages of the ``miniwob`` package, each problem fixed by the task's seed. The model
-    calls ``click(ref)``, ``type(ref, text)``, ``select(ref, option)``, ``press(key)``,
+    on the env's browser, one Chromium process leased from a
+    :class:`~agent_gym.envs.web.pool.BrowserPool` when the env is made and kept for its lifetime
+    (replaced after a crash or hang), and loads the task's page from a loopback server. The tasks
+    are the MiniWoB++ pages of the ``miniwob`` package, each problem fixed by the task's seed. The
+    model calls ``click(ref)``, ``type(ref, text)``, ``select(ref, option)``, ``press(key)``,
     ``scroll(direction)``, ``goto(url)`` (the task's own pages only) and ``finish(answer)``.
 
     ## Action Space
@@ -117,6 +118,7 @@ class WebEnv(AgentEnv):
         self._page_text = ""
         self._finish_answer: str | None = None
         super().__init__(tasks, tools, max_steps=max_steps, **kwargs)
+        self.worker = (self.pool or default_pool()).lease()  # the env's browser, started with it
 
     # ------------------------------------------------------------------ tasks
 
