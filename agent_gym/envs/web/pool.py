@@ -44,6 +44,12 @@ class BrowserPool:
         self._live: set[BrowserWorker] = set()
         _POOLS.add(self)
 
+    def __copy__(self) -> BrowserPool:
+        return self  # a pool is a shared resource: a copied env spec or env uses the same one
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> BrowserPool:
+        return self
+
     def lease(self) -> BrowserWorker:
         """A healthy worker: an idle one, or a new browser.
 

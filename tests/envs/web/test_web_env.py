@@ -169,3 +169,25 @@ def test_screenshots_and_pickling(pool):
         copy.close()
     finally:
         env.close()
+
+
+@pytest.mark.timeout(300)
+def test_token_exact_episodes_under_collect(pool, reference_server, qwen_tokenizer):
+    """A real tiny model's episodes: its own sampled ids are the trajectory's response ids, never re-tokenized."""
+    from agent_gym.policy import SamplingParams, VLLMPolicy
+    from agent_gym.rollout import collect
+
+    policy = VLLMPolicy([str(reference_server)], qwen_tokenizer, SamplingParams(max_tokens=8, temperature=1.0))
+    try:
+        result = collect("agent_gym/Web-v0", policy, tasks=[task("click-button", 4), task("enter-text", 4)],
+                         n_parallel=2, max_steps=2, env_kwargs={"pool": pool}, progress=False)
+    finally:
+        policy.close()
+    assert len(result) == 2
+    for trajectory in result:
+        assert trajectory.status in (EpisodeStatus.MAX_STEPS, EpisodeStatus.TRUNCATION, EpisodeStatus.ENV_DONE)
+        assert not trajectory.retokenized
+        masks = trajectory.response_masks.tolist()
+        assert sum(masks) >= 1 and len(trajectory.response_tokens) == len(masks) == len(trajectory.response_logprobs)
+        assert bool((trajectory.response_logprobs <= 0).all())
+        assert all(lp == 0.0 for lp, m in zip(trajectory.response_logprobs.tolist(), masks, strict=True) if m == 0)
