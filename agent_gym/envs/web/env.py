@@ -14,6 +14,8 @@ from agent_gym.envs.web.miniwob import HIDDEN, ORACLES, SETUP_SCRIPT, miniwob_ro
 from agent_gym.envs.web.page import PageSession, PageSpec
 from agent_gym.envs.web.pool import BrowserPool, default_pool
 from agent_gym.envs.web.server import static_server
+from agent_gym.envs.web.site_server import site_server
+from agent_gym.envs.web.sites import SITES, site_tasks, split_url
 from agent_gym.tools import Tool, as_tool
 from agent_gym.types import EpisodeStatus
 
@@ -33,9 +35,11 @@ class WebEnv(AgentEnv):
     on the env's browser, one Chromium process leased from a
     :class:`~agent_gym.envs.web.pool.BrowserPool` when the env is made and kept for its lifetime
     (replaced after a crash or hang), and loads the task's page from a loopback server. The tasks
-    are the MiniWoB++ pages of the ``miniwob`` package, each problem fixed by the task's seed. The
-    model calls ``click(ref)``, ``type(ref, text)``, ``select(ref, option)``, ``press(key)``,
-    ``scroll(direction)``, ``goto(url)`` (the task's own pages only) and ``finish(answer)``.
+    are the MiniWoB++ pages of the ``miniwob`` package, each problem fixed by the task's seed, and
+    three seeded synthetic multi-page sites (:mod:`~agent_gym.envs.web.sites`: a sign-up wizard, a
+    shop with search and cart, a settings area) whose state lives on their server. The model calls
+    ``click(ref)``, ``type(ref, text)``, ``select(ref, option)``, ``press(key)``, ``scroll(direction)``,
+    ``goto(url)`` (the task's own pages only) and ``finish(answer)``.
 
     ## Action Space
     The next assistant message (``str`` or ``PolicyOutput``) with tool calls in the parser's
@@ -56,8 +60,11 @@ class WebEnv(AgentEnv):
     -1 (so 0) failed, partial credit in between where the page gives it; 0 when the page did not
     end its episode (``finish`` before solving, ``max_steps``). The page reports it through a
     binding installed before the agent acts (the agent cannot run script, and a page variable
-    it could reach is never read); ``info["web"]`` has ``raw_reward``, ``page_reason`` and
-    ``blocked_requests`` at the end. ``toolcall_reward`` shapes tool use as in
+    it could reach is never read). On a synthetic site ``res_reward = rewards.correct * score``,
+    the site's server-side checker on the state the agent left (1 when it is the goal, else 0),
+    graded at the episode's end (``finish``, ``<answer>`` or ``max_steps``). ``info["web"]`` has
+    ``raw_reward``, ``page_reason``, ``site_score`` (sites), ``answer`` and ``blocked_requests``
+    at the end. ``toolcall_reward`` shapes tool use as in
     :class:`~agent_gym.env.core.AgentEnv`.
 
     ## Episode End
@@ -75,6 +82,7 @@ class WebEnv(AgentEnv):
       episode's page (see :attr:`tools_not_accepted`).
     * ``split``: ``"train"`` (default) or ``"test"`` (other instance seeds).
     * ``pages``: ``"solvable"`` (default: the pages with an oracle), ``"all"`` or page names.
+    * ``sites``: add the synthetic sites' tasks of ``split`` (default True).
     * ``screenshots``: put a screenshot in the info of each reset and step.
     * ``max_snapshot_chars`` (default 6000), ``max_type_chars`` (default 2000).
     * ``action_timeout``: seconds an action may wait for its element (default 3).
@@ -83,7 +91,7 @@ class WebEnv(AgentEnv):
     * ``max_steps`` (default 10) and the rest: see :class:`~agent_gym.env.core.AgentEnv`.
 
     ## Version History
-    * v0: MiniWoB++ pages over a loopback server, one context per episode, pooled browsers.
+    * v0: MiniWoB++ pages and three synthetic sites over loopback, one context per episode, pooled browsers.
     """
 
     tools_not_accepted = "the tools are click, type, select, press, scroll, goto and finish on each episode's page"
@@ -96,7 +104,8 @@ class WebEnv(AgentEnv):
     )
 
     def __init__(self, tasks: Sequence[Mapping[str, Any]] | None = None, tools: Sequence[Any] | None = None, *,
-                 split: str = "train", pages: str | tuple[str, ...] = "solvable", screenshots: bool = False,
+                 split: str = "train", pages: str | tuple[str, ...] = "solvable", sites: bool = True,
+                 screenshots: bool = False,
                  max_snapshot_chars: int = 6000, max_type_chars: int = 2000, action_timeout: float = 3.0,
                  browser_timeout: float = 30.0, pool: BrowserPool | None = None, max_steps: int = 10,
                  **kwargs: Any) -> None:
@@ -105,7 +114,9 @@ class WebEnv(AgentEnv):
         check_int("max_type_chars", max_type_chars, low=1)
         check_float("action_timeout", action_timeout, low=0.1)
         check_float("browser_timeout", browser_timeout, low=1.0)
-        self.split, self.pages = split, pages
+        self.split, self.pages, self.sites = split, pages, sites
+        self.site: Any = None  # the episode's synthetic site instance (None for a MiniWoB++ page)
+        self._site_prefix = ""
         self.screenshots = screenshots
         self.max_snapshot_chars = max_snapshot_chars
         self.max_type_chars = max_type_chars
@@ -123,13 +134,19 @@ class WebEnv(AgentEnv):
     # ------------------------------------------------------------------ tasks
 
     def default_tasks(self) -> Sequence[Mapping[str, Any]]:
-        """The MiniWoB++ tasks of ``split`` on ``pages``."""
-        return miniwob_tasks(self.split, self.pages)
+        """The MiniWoB++ tasks of ``split`` on ``pages``, then (with ``sites``) the synthetic sites' tasks."""
+        return miniwob_tasks(self.split, self.pages) + (site_tasks(self.split) if self.sites else [])
 
     def validate_tasks(self, tasks: list[Any]) -> list[dict[str, Any]]:
-        """Tasks also need ``page`` (a MiniWoB++ page name) and an int ``seed``."""
+        """Tasks also need an int ``seed`` and ``page`` (a MiniWoB++ page name) or ``site`` (a synthetic site)."""
         checked = super().validate_tasks(tasks)
         for i, task in enumerate(checked):
+            if task.get("source") == "site":
+                if task.get("site") not in SITES:
+                    raise ValueError(f"tasks[{i}]: expected 'site', one of {sorted(SITES)}, got {task.get('site')!r}")
+                if not isinstance(task.get("seed"), int):
+                    raise ValueError(f"tasks[{i}]: expected an int 'seed', got {task.get('seed')!r}")
+                continue
             page = task.get("page")
             if not isinstance(page, str) or not page.replace("-", "").isalnum():
                 raise ValueError(f"tasks[{i}]: expected 'page', a MiniWoB++ page name, got {page!r}")
@@ -154,6 +171,12 @@ class WebEnv(AgentEnv):
             (self.pool or default_pool()).give_back(worker)
 
     def _page_spec(self, task: Mapping[str, Any]) -> PageSpec:
+        if task.get("source") == "site":
+            self.site = SITES[str(task["site"])](int(task["seed"]))
+            sites = site_server()
+            self._site_prefix = sites.register(self.site)
+            return PageSpec(origin=sites.origin, start_path=self._site_prefix, allowed_paths=(self._site_prefix,),
+                            setup_script="() => ''", viewport=(800, 600))
         server = static_server(miniwob_root())
         page = str(task["page"])
         return PageSpec(origin=server.origin, start_path=f"/miniwob/{page}.html",
@@ -165,6 +188,7 @@ class WebEnv(AgentEnv):
         """Open the episode's context and page (on a new browser if the env's died) and return the tools."""
         self.browser_failure = None
         self._finish_answer = None
+        self.site, self._site_prefix = None, ""
         spec = self._page_spec(task)
         for attempt in range(2):
             if self.worker is not None and self.worker.dead is not None:
@@ -183,6 +207,8 @@ class WebEnv(AgentEnv):
             except BaseException:
                 self._close_session(session)
                 raise
+            if self.site is not None:
+                session.instruction = self.site.instruction
             self.session = session
             break
         limit = self.max_snapshot_chars + 2000
@@ -200,10 +226,13 @@ class WebEnv(AgentEnv):
             self._drop_worker()
 
     def release_episode(self) -> None:
-        """Close the episode's context; a browser that failed is killed and given up."""
+        """Close the episode's context and its site; a browser that failed is killed and given up."""
         session, self.session = self.session, None
         if session is not None:
             self._close_session(session)
+        if self._site_prefix:
+            site_server().unregister(self._site_prefix)
+        self.site, self._site_prefix = None, ""
         if self.worker is not None and self.worker.dead is not None:
             self._drop_worker()
 
@@ -214,7 +243,8 @@ class WebEnv(AgentEnv):
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state.update(worker=None, session=None, pool=None)  # processes cannot be copied; a copy needs a reset
+        # processes cannot be copied: a copy needs a reset
+        state.update(worker=None, session=None, pool=None, site=None, _site_prefix="")
         return state
 
     # ------------------------------------------------------------------ tools
@@ -364,6 +394,9 @@ class WebEnv(AgentEnv):
             return Grade.infra_failure(self.browser_failure[0])
         if status not in (EpisodeStatus.ENV_DONE, EpisodeStatus.MAX_STEPS):
             return Grade.ungraded()
+        if self.site is not None:
+            info["web"]["site_score"] = score = self.site.score()
+            return Grade.scored(score)
         return Grade.scored(0.0 if raw is None else min(max(raw, 0.0), 1.0))
 
     def episode_info(self) -> Mapping[str, Any]:
@@ -381,7 +414,11 @@ class WebEnv(AgentEnv):
         """The scripted solution of the page's problem, read from its instruction and snapshot; then ``finish``."""
         if self.task is None or not self.episode_running or self.session is None:
             raise RuntimeError("oracle_action() needs a running episode; call env.reset() first")
-        oracle = ORACLES.get(str(self.task["page"]))
+        if self.site is not None:
+            nodes = parse_snapshot(self._call(self.session.snapshot, self.max_snapshot_chars))
+            path, query = split_url(self.session.url, self._site_prefix)
+            return self.parser.format_calls(type(self.site).oracle(self.session.instruction, nodes, path, query))
+        oracle = ORACLES.get(str(self.task.get("page")))
         if self.step_count == 0 and oracle is not None:
             nodes = parse_snapshot(self._call(self.session.snapshot, self.max_snapshot_chars))
             return self.parser.format_calls(oracle(self.session.instruction, nodes))

@@ -72,12 +72,12 @@ def all_pages() -> list[str]:
 
 
 class SnapshotNode:
-    """One line of an accessibility snapshot: ``role``, ``name`` (may be ""), ``ref`` (may be "")."""
+    """One line of an accessibility snapshot: ``role``, ``name`` (may be ""), ``ref`` (may be ""), ``checked``."""
 
-    __slots__ = ("name", "ref", "role")
+    __slots__ = ("checked", "name", "ref", "role")
 
-    def __init__(self, role: str, name: str, ref: str) -> None:
-        self.role, self.name, self.ref = role, name, ref
+    def __init__(self, role: str, name: str, ref: str, checked: bool = False) -> None:
+        self.role, self.name, self.ref, self.checked = role, name, ref, checked
 
     def __repr__(self) -> str:
         return f"SnapshotNode({self.role!r}, {self.name!r}, {self.ref!r})"
@@ -96,7 +96,8 @@ def parse_snapshot(text: str) -> list[SnapshotNode]:
             continue
         ref = _REF_IN.search(match.group(3) or "")
         name = (match.group(2) or "").replace('\\"', '"')
-        nodes.append(SnapshotNode(match.group(1), name, ref.group(1) if ref else ""))
+        rest = match.group(3) or ""
+        nodes.append(SnapshotNode(match.group(1), name, ref.group(1) if ref else "", "[checked]" in rest))
     return nodes
 
 

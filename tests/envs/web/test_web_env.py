@@ -46,6 +46,10 @@ def test_tasks_splits_and_solvable_list():
     assert {t["page"] for t in train} == set(SOLVABLE_PAGES) == {t["page"] for t in test}
     assert not {t["id"] for t in train} & {t["id"] for t in test}
     assert len(miniwob_tasks("train", "all")) > 100 * 48
+    from agent_gym.envs.web.sites import site_tasks
+
+    assert {t["site"] for t in site_tasks("train")} == {"wizard", "shop", "settings"}
+    assert not {t["id"] for t in site_tasks("train")} & {t["id"] for t in site_tasks("test")}
     with pytest.raises(ValueError, match="no MiniWoB"):
         miniwob_tasks("train", ("no-such-page",))
     with pytest.raises(ConfigError):
@@ -191,3 +195,26 @@ def test_token_exact_episodes_under_collect(pool, reference_server, qwen_tokeniz
         assert sum(masks) >= 1 and len(trajectory.response_tokens) == len(masks) == len(trajectory.response_logprobs)
         assert bool((trajectory.response_logprobs <= 0).all())
         assert all(lp == 0.0 for lp, m in zip(trajectory.response_logprobs.tolist(), masks, strict=True) if m == 0)
+
+
+@pytest.mark.parametrize("site", ["wizard", "shop", "settings"])
+def test_synthetic_site_oracle_and_empty_finish(env, site):
+    from agent_gym.envs.web.site_server import site_server
+
+    site_task = {"id": f"site-{site}/5", "question": "q", "ground_truth": "", "source": "site", "site": site, "seed": 5}
+    env.max_steps = 10
+    try:
+        obs, info = play_oracle(env, {"task": site_task})
+        assert info["status"] == EpisodeStatus.ENV_DONE and info["end_reason"] == "finish"
+        assert info["web"]["site_score"] == 1.0 and info["res_reward"] == pytest.approx(env.rewards.correct)
+        assert env.step_count >= 4  # several pages, state carried between them
+        obs, _ = env.reset(options={"task": site_task})
+        prefix = env._site_prefix
+        _, _, terminated, _, info = env.step(call("goto", url=prefix.replace(prefix.split("/")[2], "0" * 16)))
+        assert not terminated and "not one of this task's pages" in info["error"]
+        _, _, terminated, _, info = env.step(call("finish"))
+        assert terminated and info["res_reward"] == 0.0 and info["web"]["site_score"] == 0.0
+    finally:
+        env.max_steps = 6
+    env.reset(options={"task": task("click-test", 0)})
+    assert site_server().instances == 0  # each episode's site is gone with it
