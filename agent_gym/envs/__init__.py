@@ -74,8 +74,8 @@ ENV_INFOS: tuple[EnvInfo, ...] = (
     EnvInfo(
         id="agent_gym/Web-v0",
         entry_point="agent_gym.envs.web.env:WebEnv",
-        description="MiniWoB++ web pages in a real headless Chromium over loopback (click, type, select, ... on "
-                    "accessibility-snapshot refs), rewarded by the page itself; pooled browsers, offline.",
+        description="Web tasks in a real headless Chromium, offline: MiniWoB++ pages rewarded by the page itself and "
+                    "three seeded multi-page sites graded server-side (click, type, select, ... on snapshot refs).",
         nondeterministic=True,
     ),
 )

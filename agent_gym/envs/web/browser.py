@@ -126,6 +126,7 @@ class BrowserWorker:
         if path is None:
             raise BrowserError(browser_unavailable_reason(executable) or "no Chromium binary found")
         self.executable = path
+        self.pid = os.getpid()  # a forked child inherits this object, never its thread or its processes
         self.dead: str | None = None
         self.contexts: set[Any] = set()
         self.driver_pid: int | None = None
@@ -216,22 +217,27 @@ class BrowserWorker:
         if self._closed:
             return
         self._closed = True
+        if self.pid != os.getpid():  # a copy in a forked child: the browser and the thread are the parent's
+            self._mark_dead("inherited from the parent process")
+            return
+        clean = False
         if self.dead is None and self._playwright is not None:
             try:
                 self._run(self._shutdown(), timeout)
+                clean = True
             except Exception:  # noqa: BLE001 - a browser that cannot close cleanly is killed below
                 self._mark_dead("the browser did not close cleanly")
         self._mark_dead("closed")
         self.kill()
         self.contexts.clear()
-        if self._playwright is not None:  # the driver is gone: let its connection and pipes close on the loop
+        if not clean and self._playwright is not None:  # the driver is gone: let its connection and pipes close
             try:
                 self._run(self._playwright.stop(), timeout)
             except Exception:  # noqa: BLE001 - already stopped, or the connection broke: nothing left to close
                 pass
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout)
-        if not self._thread.is_alive():
+        if not self._thread.is_alive() and not self._loop.is_running():
             self._loop.close()
 
     async def _shutdown(self) -> None:

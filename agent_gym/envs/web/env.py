@@ -9,6 +9,7 @@ from typing import Any
 from agent_gym.checks import check_bool, check_float, check_int
 from agent_gym.env.core import AgentEnv
 from agent_gym.env.grade import Grade
+from agent_gym.env.rewards import RewardConfig
 from agent_gym.envs.web.browser import BrowserError, BrowserHung, BrowserWorker
 from agent_gym.envs.web.miniwob import HIDDEN, ORACLES, SETUP_SCRIPT, miniwob_root, miniwob_tasks, parse_snapshot
 from agent_gym.envs.web.page import PageSession, PageSpec
@@ -16,7 +17,8 @@ from agent_gym.envs.web.pool import BrowserPool, default_pool
 from agent_gym.envs.web.server import static_server
 from agent_gym.envs.web.site_server import site_server
 from agent_gym.envs.web.sites import SITES, site_tasks, split_url
-from agent_gym.tools import Tool, as_tool
+from agent_gym.parsers import ResponseParser
+from agent_gym.tools import DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_TIME_LIMIT, Tool, as_tool
 from agent_gym.types import EpisodeStatus
 
 __all__ = ["WebEnv", "image_part"]
@@ -88,7 +90,10 @@ class WebEnv(AgentEnv):
     * ``action_timeout``: seconds an action may wait for its element (default 3).
     * ``browser_timeout``: seconds any browser call may take before the browser counts as hung (default 30).
     * ``pool``: the :class:`~agent_gym.envs.web.pool.BrowserPool` (default: the process's shared one).
-    * ``max_steps`` (default 10) and the rest: see :class:`~agent_gym.env.core.AgentEnv`.
+    * ``max_steps`` (default 10), ``tools_in_prompt``, ``system_prompt``, ``rewards``, ``parser``,
+      ``tool_parser``, ``reasoning_parser``, ``tool_time_limit`` (callables only: the page tools run on the
+      browser's own deadlines), ``max_tool_output_chars``, ``max_tool_calls_per_step``, ``render_mode``: see
+      :class:`~agent_gym.env.core.AgentEnv`.
 
     ## Version History
     * v0: MiniWoB++ pages and three synthetic sites over loopback, one context per episode, pooled browsers.
@@ -108,7 +113,12 @@ class WebEnv(AgentEnv):
                  screenshots: bool = False,
                  max_snapshot_chars: int = 6000, max_type_chars: int = 2000, action_timeout: float = 3.0,
                  browser_timeout: float = 30.0, pool: BrowserPool | None = None, max_steps: int = 10,
-                 **kwargs: Any) -> None:
+                 tools_in_prompt: bool = False, system_prompt: str | None = None,
+                 rewards: RewardConfig | Mapping[str, float] | None = None, parser: ResponseParser | str | None = None,
+                 tool_parser: str | None = None, reasoning_parser: str | None = None,
+                 tool_time_limit: float | None = DEFAULT_TIME_LIMIT,
+                 max_tool_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS, max_tool_calls_per_step: int = 8,
+                 render_mode: str | None = None) -> None:
         check_bool("screenshots", screenshots)
         check_int("max_snapshot_chars", max_snapshot_chars, low=200)
         check_int("max_type_chars", max_type_chars, low=1)
@@ -128,7 +138,11 @@ class WebEnv(AgentEnv):
         self.browser_failure: tuple[str, str] | None = None
         self._page_text = ""
         self._finish_answer: str | None = None
-        super().__init__(tasks, tools, max_steps=max_steps, **kwargs)
+        super().__init__(tasks, tools, max_steps=max_steps, tools_in_prompt=tools_in_prompt,
+                         system_prompt=system_prompt, rewards=rewards, parser=parser, tool_parser=tool_parser,
+                         reasoning_parser=reasoning_parser, tool_time_limit=tool_time_limit,
+                         max_tool_output_chars=max_tool_output_chars, max_tool_calls_per_step=max_tool_calls_per_step,
+                         render_mode=render_mode)
         self.worker = (self.pool or default_pool()).lease()  # the env's browser, started with it
 
     # ------------------------------------------------------------------ tasks

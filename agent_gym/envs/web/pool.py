@@ -13,6 +13,7 @@ pipe close and takes its browser down with it.
 from __future__ import annotations
 
 import atexit
+import os
 import threading
 import weakref
 from typing import Any
@@ -42,6 +43,7 @@ class BrowserPool:
         self._lock = threading.Lock()
         self._idle: list[BrowserWorker] = []
         self._live: set[BrowserWorker] = set()
+        self.pid = os.getpid()
         _POOLS.add(self)
 
     def __copy__(self) -> BrowserPool:
@@ -59,7 +61,7 @@ class BrowserPool:
         with self._lock:
             while self._idle:
                 worker = self._idle.pop()
-                if worker.dead is None:
+                if worker.dead is None and worker.pid == os.getpid():
                     return worker
                 self._live.discard(worker)
                 worker.close()
@@ -110,10 +112,10 @@ _DEFAULT_LOCK = threading.Lock()
 
 
 def default_pool() -> BrowserPool:
-    """The process's shared pool (made on first use; closed at exit)."""
+    """The process's shared pool (made on first use, and again in a forked child; closed at exit)."""
     global _DEFAULT
     with _DEFAULT_LOCK:
-        if _DEFAULT is None:
+        if _DEFAULT is None or _DEFAULT.pid != os.getpid():  # a forked child starts its own browsers
             _DEFAULT = BrowserPool()
         return _DEFAULT
 

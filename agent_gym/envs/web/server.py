@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -59,15 +60,15 @@ class LoopbackServer:
         self._server.server_close()
 
 
-_SERVERS: dict[Path, LoopbackServer] = {}
+_SERVERS: dict[tuple[int, Path], LoopbackServer] = {}
 _LOCK = threading.Lock()
 
 
 def static_server(root: str | Path) -> LoopbackServer:
-    """The process's server for ``root`` (started on first use)."""
-    key = Path(root).resolve()
+    """The process's server for ``root`` (started on first use, and again in a forked child)."""
+    key = (os.getpid(), Path(root).resolve())
     with _LOCK:
         server = _SERVERS.get(key)
         if server is None:
-            server = _SERVERS[key] = LoopbackServer(key)
+            server = _SERVERS[key] = LoopbackServer(key[1])
         return server

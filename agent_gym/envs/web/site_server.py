@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import http.server
+import os
 import secrets
 import threading
 from dataclasses import dataclass
@@ -108,6 +109,7 @@ class SiteServer:
         self.port = int(self._server.server_address[1])
         self.origin = f"http://127.0.0.1:{self.port}"
         self._lock = threading.Lock()
+        self.pid = os.getpid()
         threading.Thread(target=self._server.serve_forever, name="agent-gym-web-sites", daemon=True).start()
 
     def register(self, app: SiteApp) -> str:
@@ -133,9 +135,9 @@ _LOCK = threading.Lock()
 
 
 def site_server() -> SiteServer:
-    """The process's site server (started on first use)."""
+    """The process's site server (started on first use, and again in a forked child: its instances live here)."""
     global _SERVER
     with _LOCK:
-        if _SERVER is None:
+        if _SERVER is None or _SERVER.pid != os.getpid():
             _SERVER = SiteServer()
         return _SERVER
