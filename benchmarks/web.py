@@ -5,7 +5,7 @@ Run:  python benchmarks/web.py [--oracle N] [--latency N] [--leak N] [--baseline
 --oracle N    the oracle on N instances of every solvable MiniWoB++ page and every synthetic site
               (success must be 100%), and an empty ``finish`` on each (success must be 0%).
 --latency N   N oracle episodes per worker at n_parallel 1 and 16: reset and tool-step p50/p95, episodes/s,
-              peak RSS per browser (driver and browser processes); then N episodes with the pool (one browser
+              peak PSS per browser (driver and browser processes); then N episodes with the pool (one browser
               per env, kept) against a fresh browser per episode, side by side; and the reset of a kept
               MiniWoB++ page (``core.startEpisodeReal()`` alone), what a reset costs without a fresh context.
 --leak N      N episodes through ``collect`` at n_parallel 16, 10% of them with a fault: browser killed before
@@ -83,11 +83,12 @@ def oracle(n: int) -> dict[str, Any]:
     return result
 
 
-def _rss(pids: list[int]) -> int:
+def _pss(pids: list[int]) -> int:
+    """Proportional set size of ``pids`` (shared pages split among their users, so a sum is not inflated)."""
     total = 0
     for pid in pids:
         try:
-            total += psutil.Process(pid).memory_info().rss
+            total += psutil.Process(pid).memory_full_info().pss
         except psutil.Error:
             continue
     return total
@@ -110,7 +111,7 @@ def latency_point(n_parallel: int, episodes: int) -> dict[str, Any]:
             if i % 5 == 0:
                 worker_pids = envs[index].worker.browser_pids() if envs[index].worker else []
                 with lock:
-                    peak.append(_rss(worker_pids))
+                    peak.append(_pss(worker_pids))
         with lock:
             resets.extend(my_resets)
             steps.extend(my_steps)
@@ -128,10 +129,10 @@ def latency_point(n_parallel: int, episodes: int) -> dict[str, Any]:
     row = {"n_parallel": n_parallel, "episodes": episodes * n_parallel, "reset_p50_ms": pct(resets, 0.5) * 1e3,
            "reset_p95_ms": pct(resets, 0.95) * 1e3, "step_p50_ms": pct(steps, 0.5) * 1e3,
            "step_p95_ms": pct(steps, 0.95) * 1e3, "episodes_per_s": episodes * n_parallel / wall,
-           "peak_rss_per_browser_mb": max(peak) / 2**20 if peak else float("nan")}
+           "peak_pss_per_browser_mb": max(peak) / 2**20 if peak else float("nan")}
     print(f"n_parallel {n_parallel:>2}: reset p50 {row['reset_p50_ms']:.0f} ms p95 {row['reset_p95_ms']:.0f} ms, "
           f"step p50 {row['step_p50_ms']:.0f} ms p95 {row['step_p95_ms']:.0f} ms, {row['episodes_per_s']:.2f} "
-          f"episodes/s, peak RSS per browser {row['peak_rss_per_browser_mb']:.0f} MiB")
+          f"episodes/s, peak PSS per browser {row['peak_pss_per_browser_mb']:.0f} MiB")
     return row
 
 

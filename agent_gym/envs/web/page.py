@@ -26,6 +26,16 @@ SCROLL_DIRECTIONS = {"up": (0, -300), "down": (0, 300), "left": (-300, 0), "righ
 _REF = re.compile(r"^(?:f\d{1,4})?e\d{1,6}$")
 _KEY = re.compile(r"^(?:(?:Control|Shift|Alt|Meta)\+){0,3}(?:[A-Za-z0-9]{1,12}|[^\s])$")
 _REPORT_BINDING = "__agentGymEpisodeEnd"
+_VISIBLE_POINT = """(e) => {
+  const r = e.getBoundingClientRect();
+  for (const fy of [0.5, 0.25, 0.75, 0.1, 0.9]) {
+    for (const fx of [0.5, 0.25, 0.75, 0.1, 0.9]) {
+      const hit = document.elementFromPoint(r.left + r.width * fx, r.top + r.height * fy);
+      if (hit && (hit === e || e.contains(hit))) { return {x: r.width * fx, y: r.height * fy}; }
+    }
+  }
+  return null;
+}"""
 
 
 class ActionError(Exception):
@@ -191,9 +201,14 @@ class PageSession:
             raise ActionError(str(exc).splitlines()[0][:300]) from None
 
     async def click(self, ref: str) -> None:
-        """Click the element ``ref``."""
+        """Click the element ``ref`` where it shows: its center, or another point of it when that is covered."""
         element = await self._existing(ref)
-        await self._act(element.click(timeout=self.action_timeout_ms))
+        await self._act(element.scroll_into_view_if_needed(timeout=self.action_timeout_ms))
+        point = await element.evaluate(_VISIBLE_POINT)
+        if point is None:
+            await self._act(element.click(timeout=self.action_timeout_ms))
+        else:
+            await self._act(element.click(position=point, timeout=self.action_timeout_ms))
 
     async def type(self, ref: str, text: str) -> None:
         """Replace the text of the field ``ref`` with ``text``."""
