@@ -14,7 +14,17 @@ IDS = sorted(env_id for env_id in gym.registry if env_id.startswith("agent_gym/"
 # Episodes of sampled actions per env. Terminal-v0 runs every episode in its own sandbox and grades
 # it with the task's tests in there (about a second each on a loaded 2-core machine); 3 episodes
 # still reach the step limit, and its own tests run every task.
-SAMPLED_EPISODES = {"agent_gym/Terminal-v0": 3, "agent_gym/SWE-v0": 1}
+SAMPLED_EPISODES = {"agent_gym/Terminal-v0": 3, "agent_gym/SWE-v0": 1, "agent_gym/Web-v0": 3}
+
+
+def _skip_without_browser(env_id: str) -> None:
+    """Web-v0 needs a Chromium binary and playwright: skipped, with the reason, where they are missing."""
+    if env_id == "agent_gym/Web-v0":
+        from agent_gym.envs.web.browser import browser_unavailable_reason
+
+        reason = browser_unavailable_reason()
+        if reason is not None:
+            pytest.skip(f"Web-v0: {reason}")
 
 # Checks an env is known to fail, with why. The test fails when one of them starts passing, so
 # that the entry is removed with the fix.
@@ -33,6 +43,7 @@ def test_registry_has_the_built_envs():
 
 @pytest.mark.parametrize("env_id", IDS)
 def test_env_checker_passes(env_id):
+    _skip_without_browser(env_id)
     report = check_agent_env(env_id, episodes=SAMPLED_EPISODES.get(env_id, 10), raise_on_failure=False)
     known = KNOWN_FAILURES.get(env_id, {})
     failed = {r.name: r.detail for r in report.failures}
@@ -41,6 +52,7 @@ def test_env_checker_passes(env_id):
 
 @pytest.mark.parametrize("env_id", IDS)
 def test_render_ansi(env_id):
+    _skip_without_browser(env_id)
     env = gym.make(env_id, render_mode="ansi")
     env.reset(seed=0)
     text = env.render()

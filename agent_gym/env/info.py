@@ -96,6 +96,14 @@ class StepInfo(TypedDict, total=False):
     swe: dict[str, Any]
     """SWE, the last step: the grading of the patch (test results, ``patch_bytes``, ...)."""
 
+    # Web-v0
+    web: dict[str, Any]
+    """The page's ``raw_reward`` and ``page_reason``, a site's ``site_score``, ``answer``, ``blocked_requests`` and
+    ``browser_error`` (last step; set by Web-v0)."""
+    screenshot: dict[str, Any]
+    """The viewport as an OpenAI ``image_url`` content part (reset and every step, with ``screenshots=True``;
+    Web-v0)."""
+
     # Multi-agent wrappers (agent_gym.subagents)
     agent_segments: list[dict[str, Any]]
     """Subagents (a step) and solver/judge (reset): the segments of the other agents run meanwhile."""

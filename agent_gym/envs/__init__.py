@@ -71,6 +71,13 @@ ENV_INFOS: tuple[EnvInfo, ...] = (
                     "the patch is graded by the hidden tests in a clean sandbox (SWE-bench instances load too).",
         nondeterministic=True,
     ),
+    EnvInfo(
+        id="agent_gym/Web-v0",
+        entry_point="agent_gym.envs.web.env:WebEnv",
+        description="Web tasks in a real headless Chromium, offline: MiniWoB++ pages rewarded by the page itself and "
+                    "three seeded multi-page sites graded server-side (click, type, select, ... on snapshot refs).",
+        nondeterministic=True,
+    ),
 )
 """Every environment agent_gym registers."""
 

@@ -1,0 +1,439 @@
+"""``WebEnv`` (``agent_gym/Web-v0``): operate real web pages in a headless browser, offline."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from agent_gym.checks import check_bool, check_float, check_int
+from agent_gym.env.core import AgentEnv
+from agent_gym.env.grade import Grade
+from agent_gym.env.rewards import RewardConfig
+from agent_gym.envs.web.browser import BrowserError, BrowserHung, BrowserWorker
+from agent_gym.envs.web.miniwob import HIDDEN, ORACLES, SETUP_SCRIPT, miniwob_root, miniwob_tasks, parse_snapshot
+from agent_gym.envs.web.page import PageSession, PageSpec
+from agent_gym.envs.web.pool import BrowserPool, default_pool
+from agent_gym.envs.web.server import static_server
+from agent_gym.envs.web.site_server import site_server
+from agent_gym.envs.web.sites import SITES, site_tasks, split_url
+from agent_gym.parsers import ResponseParser
+from agent_gym.tools import DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_TIME_LIMIT, Tool, as_tool
+from agent_gym.types import EpisodeStatus
+
+__all__ = ["WebEnv", "image_part"]
+
+
+def image_part(png: bytes) -> dict[str, Any]:
+    """A PNG as an OpenAI ``image_url`` content part (a ``data:`` URL)."""
+    return {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(png).decode()}}
+
+
+class WebEnv(AgentEnv):
+    """Do a task on a web page in a real headless Chromium, through element refs of its accessibility snapshot.
+
+    ## Description
+    Each episode opens a fresh browser context (no cookies, storage or pages of another episode)
+    on the env's browser, one Chromium process leased from a
+    :class:`~agent_gym.envs.web.pool.BrowserPool` when the env is made and kept for its lifetime
+    (replaced after a crash or hang), and loads the task's page from a loopback server. The tasks
+    are the MiniWoB++ pages of the ``miniwob`` package, each problem fixed by the task's seed, and
+    three seeded synthetic multi-page sites (:mod:`~agent_gym.envs.web.sites`: a sign-up wizard, a
+    shop with search and cart, a settings area) whose state lives on their server. The model calls
+    ``click(ref)``, ``type(ref, text)``, ``select(ref, option)``, ``press(key)``, ``scroll(direction)``,
+    ``goto(url)`` (the task's own pages only) and ``finish(answer)``.
+
+    ## Action Space
+    The next assistant message (``str`` or ``PolicyOutput``) with tool calls in the parser's
+    format (hermes ``<tool_call>{"name": "click", "arguments": {"ref": "e7"}}</tool_call>`` by
+    default); an ``<answer>`` ends the episode like ``finish``.
+
+    ## Observation Space
+    The conversation so far. The first user message is the page's instruction and its
+    accessibility snapshot (YAML-like lines ``- button "Submit" [ref=e7]``, cut at
+    ``max_snapshot_chars``); each action's ``tool`` message says what was done and shows the
+    snapshot after it. With ``screenshots=True`` the info of ``reset`` and of every step has
+    ``screenshot``, the viewport as an OpenAI ``image_url`` content part for a vision model (text
+    never carries it).
+
+    ## Rewards
+    ``res_reward = rewards.correct * clip(raw, 0, 1)`` where ``raw`` is the raw reward (the one
+    without MiniWoB++'s time decay) the page itself gave when it ended its episode: 1 solved,
+    -1 (so 0) failed, partial credit in between where the page gives it; 0 when the page did not
+    end its episode (``finish`` before solving, ``max_steps``). The page reports it through a
+    binding installed before the agent acts (the agent cannot run script, and a page variable
+    it could reach is never read). On a synthetic site ``res_reward = rewards.correct * score``,
+    the site's server-side checker on the state the agent left (1 when it is the goal, else 0),
+    graded at the episode's end (``finish``, ``<answer>`` or ``max_steps``). ``info["web"]`` has
+    ``raw_reward``, ``page_reason``, ``site_score`` (sites), ``answer`` and ``blocked_requests``
+    at the end. ``toolcall_reward`` shapes tool use as in
+    :class:`~agent_gym.env.core.AgentEnv`.
+
+    ## Episode End
+    Terminated (ENV_DONE) when the page ends its episode (``end_reason`` ``"page_done"``), on
+    ``finish`` (``"finish"``) or an ``<answer>`` (``"answer"``); truncated at ``max_steps``. A
+    browser that crashed or hung ends the episode ENV_ERROR (``end_reason`` ``"browser_crashed"`` or
+    ``"browser_hung"``, the details in ``info["web"]["browser_error"]``); the browser is killed and
+    the next episode gets a new one. A browser failure during ``reset`` is retried once on a new
+    browser, then raises :class:`~agent_gym.envs.web.browser.BrowserError`.
+
+    ## Arguments
+    * ``tasks``: task dicts (``page``, ``seed``); default: :func:`~agent_gym.envs.web.miniwob.miniwob_tasks`
+      of ``split`` on ``pages``.
+    * ``tools``: not accepted (:class:`~agent_gym.errors.ConfigError`): the tools act on each
+      episode's page (see :attr:`tools_not_accepted`).
+    * ``split``: ``"train"`` (default) or ``"test"`` (other instance seeds).
+    * ``pages``: ``"solvable"`` (default: the pages with an oracle), ``"all"`` or page names.
+    * ``sites``: add the synthetic sites' tasks of ``split`` (default True).
+    * ``screenshots``: put a screenshot in the info of each reset and step.
+    * ``max_snapshot_chars`` (default 6000), ``max_type_chars`` (default 2000).
+    * ``action_timeout``: seconds an action may wait for its element (default 3).
+    * ``browser_timeout``: seconds any browser call may take before the browser counts as hung (default 30).
+    * ``pool``: the :class:`~agent_gym.envs.web.pool.BrowserPool` (default: the process's shared one).
+    * ``max_steps`` (default 10), ``tools_in_prompt``, ``system_prompt``, ``rewards``, ``parser``,
+      ``tool_parser``, ``reasoning_parser``, ``tool_time_limit`` (callables only: the page tools run on the
+      browser's own deadlines), ``max_tool_output_chars``, ``max_tool_calls_per_step``, ``render_mode``: see
+      :class:`~agent_gym.env.core.AgentEnv`.
+
+    ## Version History
+    * v0: MiniWoB++ pages and three synthetic sites over loopback, one context per episode, pooled browsers.
+    """
+
+    tools_not_accepted = "the tools are click, type, select, press, scroll, goto and finish on each episode's page"
+
+    default_system_prompt = (
+        "You operate a web page in a browser to do the task you are given. The page is shown as an accessibility "
+        "snapshot: one line per element with its role, its name and a ref such as [ref=e7]. Act with the tools "
+        "(click, type, select, press, scroll, goto) on those refs; each result shows the page after the action. "
+        "Call finish when the task is done."
+    )
+
+    def __init__(self, tasks: Sequence[Mapping[str, Any]] | None = None, tools: Sequence[Any] | None = None, *,
+                 split: str = "train", pages: str | tuple[str, ...] = "solvable", sites: bool = True,
+                 screenshots: bool = False,
+                 max_snapshot_chars: int = 6000, max_type_chars: int = 2000, action_timeout: float = 3.0,
+                 browser_timeout: float = 30.0, pool: BrowserPool | None = None, max_steps: int = 10,
+                 tools_in_prompt: bool = False, system_prompt: str | None = None,
+                 rewards: RewardConfig | Mapping[str, float] | None = None, parser: ResponseParser | str | None = None,
+                 tool_parser: str | None = None, reasoning_parser: str | None = None,
+                 tool_time_limit: float | None = DEFAULT_TIME_LIMIT,
+                 max_tool_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS, max_tool_calls_per_step: int = 8,
+                 render_mode: str | None = None) -> None:
+        check_bool("screenshots", screenshots)
+        check_int("max_snapshot_chars", max_snapshot_chars, low=200)
+        check_int("max_type_chars", max_type_chars, low=1)
+        check_float("action_timeout", action_timeout, low=0.1)
+        check_float("browser_timeout", browser_timeout, low=1.0)
+        self.split, self.pages, self.sites = split, pages, sites
+        self.site: Any = None  # the episode's synthetic site instance (None for a MiniWoB++ page)
+        self._site_prefix = ""
+        self.screenshots = screenshots
+        self.max_snapshot_chars = max_snapshot_chars
+        self.max_type_chars = max_type_chars
+        self.action_timeout = action_timeout
+        self.browser_timeout = browser_timeout
+        self.pool = pool
+        self.worker: BrowserWorker | None = None
+        self.session: PageSession | None = None
+        self.browser_failure: tuple[str, str] | None = None
+        self._page_text = ""
+        self._finish_answer: str | None = None
+        super().__init__(tasks, tools, max_steps=max_steps, tools_in_prompt=tools_in_prompt,
+                         system_prompt=system_prompt, rewards=rewards, parser=parser, tool_parser=tool_parser,
+                         reasoning_parser=reasoning_parser, tool_time_limit=tool_time_limit,
+                         max_tool_output_chars=max_tool_output_chars, max_tool_calls_per_step=max_tool_calls_per_step,
+                         render_mode=render_mode)
+        self.worker = (self.pool or default_pool()).lease()  # the env's browser, started with it
+
+    # ------------------------------------------------------------------ tasks
+
+    def default_tasks(self) -> Sequence[Mapping[str, Any]]:
+        """The MiniWoB++ tasks of ``split`` on ``pages``, then (with ``sites``) the synthetic sites' tasks."""
+        return miniwob_tasks(self.split, self.pages) + (site_tasks(self.split) if self.sites else [])
+
+    def validate_tasks(self, tasks: list[Any]) -> list[dict[str, Any]]:
+        """Tasks also need an int ``seed`` and ``page`` (a MiniWoB++ page name) or ``site`` (a synthetic site)."""
+        checked = super().validate_tasks(tasks)
+        for i, task in enumerate(checked):
+            if task.get("source") == "site":
+                if task.get("site") not in SITES:
+                    raise ValueError(f"tasks[{i}]: expected 'site', one of {sorted(SITES)}, got {task.get('site')!r}")
+                if not isinstance(task.get("seed"), int):
+                    raise ValueError(f"tasks[{i}]: expected an int 'seed', got {task.get('seed')!r}")
+                continue
+            page = task.get("page")
+            if not isinstance(page, str) or not page.replace("-", "").isalnum():
+                raise ValueError(f"tasks[{i}]: expected 'page', a MiniWoB++ page name, got {page!r}")
+            if not isinstance(task.get("seed"), int):
+                raise ValueError(f"tasks[{i}]: expected an int 'seed', got {task.get('seed')!r}")
+        return checked
+
+    def format_question(self, task: Mapping[str, Any]) -> str:
+        """The page's instruction and its snapshot."""
+        instruction = self.session.instruction if self.session is not None else str(task["question"])
+        return f"Task: {instruction}\n\nThe page now:\n{self._page_text}"
+
+    # ------------------------------------------------------------------ browser and episodes
+
+    def _call(self, fn: Callable[..., Any], *args: Any, timeout: float | None = None) -> Any:
+        assert self.worker is not None
+        return self.worker.call(fn, *args, timeout=self.browser_timeout if timeout is None else timeout)
+
+    def _drop_worker(self) -> None:
+        worker, self.worker = self.worker, None
+        if worker is not None:
+            (self.pool or default_pool()).give_back(worker)
+
+    def _page_spec(self, task: Mapping[str, Any]) -> PageSpec:
+        if task.get("source") == "site":
+            self.site = SITES[str(task["site"])](int(task["seed"]))
+            sites = site_server()
+            self._site_prefix = sites.register(self.site)
+            return PageSpec(origin=sites.origin, start_path=self._site_prefix, allowed_paths=(self._site_prefix,),
+                            setup_script="() => ''", viewport=(800, 600))
+        server = static_server(miniwob_root())
+        page = str(task["page"])
+        return PageSpec(origin=server.origin, start_path=f"/miniwob/{page}.html",
+                        allowed_paths=(f"/miniwob/{page}.html", "/core/", "/common/"), setup_script=SETUP_SCRIPT,
+                        setup_arg=int(task["seed"]), snapshot_root="body", hide_selectors=HIDDEN,
+                        viewport=(400, 300))
+
+    def episode_tools(self, task: dict[str, Any]) -> Sequence[Tool | Callable[..., Any]]:
+        """Open the episode's context and page (on a new browser if the env's died) and return the tools."""
+        self.browser_failure = None
+        self._finish_answer = None
+        self.site, self._site_prefix = None, ""
+        spec = self._page_spec(task)
+        for attempt in range(2):
+            if self.worker is not None and self.worker.dead is not None:
+                self._drop_worker()
+            if self.worker is None:
+                self.worker = (self.pool or default_pool()).lease()
+            session = PageSession(spec, action_timeout_ms=self.action_timeout * 1000)
+            try:
+                self._call(session.open, self.worker)
+                self._page_text = self._call(session.snapshot, self.max_snapshot_chars)
+            except BrowserError:
+                self._drop_worker()
+                if attempt:
+                    raise
+                continue
+            except BaseException:
+                self._close_session(session)
+                raise
+            if self.site is not None:
+                session.instruction = self.site.instruction
+            self.session = session
+            break
+        limit = self.max_snapshot_chars + 2000
+        return [as_tool(getattr(self, name), time_limit=None, max_output_chars=limit)
+                for name in ("click", "type", "select", "press", "scroll", "goto", "finish")]
+
+    def _close_session(self, session: PageSession) -> None:
+        if self.worker is None:
+            return
+        try:
+            self._call(session.close, self.worker, timeout=min(self.browser_timeout, 10.0))
+        except Exception:  # noqa: BLE001 - a context that cannot close: its browser is replaced
+            if self.worker is not None and self.worker.dead is None:
+                self.worker.dead = "a context did not close"
+            self._drop_worker()
+
+    def release_episode(self) -> None:
+        """Close the episode's context and its site; a browser that failed is killed and given up."""
+        session, self.session = self.session, None
+        if session is not None:
+            self._close_session(session)
+        if self._site_prefix:
+            site_server().unregister(self._site_prefix)
+        self.site, self._site_prefix = None, ""
+        if self.worker is not None and self.worker.dead is not None:
+            self._drop_worker()
+
+    def close(self) -> None:
+        """Close the episode's context and give the browser back to the pool."""
+        super().close()
+        self._drop_worker()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        # processes cannot be copied: a copy needs a reset
+        state.update(worker=None, session=None, pool=None, site=None, _site_prefix="")
+        return state
+
+    # ------------------------------------------------------------------ tools
+
+    def _act(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run a page action, let the page's reports in, and end the episode when the page ended its own."""
+        session = self.session
+        if session is None or self.worker is None:
+            raise RuntimeError("no page: this environment was copied or closed; call reset()")
+        try:
+            result = self._call(fn, *args)
+            self._call(session.settle)
+        except BrowserError as exc:
+            kind = "browser_hung" if isinstance(exc, BrowserHung) else "browser_crashed"
+            self.browser_failure = (kind, str(exc))
+            if self.episode_running:
+                self.end_episode(EpisodeStatus.ENV_ERROR, kind)
+            raise
+        if session.reports and self.episode_running:
+            self.end_episode(EpisodeStatus.ENV_DONE, "page_done")
+        return result
+
+    def _page_now(self, done: str) -> str:
+        assert self.session is not None
+        try:
+            self._page_text = self._call(self.session.snapshot, self.max_snapshot_chars)
+        except BrowserError as exc:
+            kind = "browser_hung" if isinstance(exc, BrowserHung) else "browser_crashed"
+            self.browser_failure = (kind, str(exc))
+            if self.episode_running:
+                self.end_episode(EpisodeStatus.ENV_ERROR, kind)
+            raise
+        ended = "\nThe page ended its task." if self.session.reports else ""
+        return f"{done}{ended}\n\nThe page now:\n{self._page_text}"
+
+    def click(self, ref: str) -> str:
+        """Click an element of the page.
+
+        Args:
+            ref: The element's ref from the latest snapshot (e.g. e7).
+
+        Returns:
+            What was done and the page after it.
+        """
+        self._act(self._session().click, ref)
+        return self._page_now(f"Clicked {ref}.")
+
+    def type(self, ref: str, text: str) -> str:
+        """Replace the text of a text field with the given text.
+
+        Args:
+            ref: The field's ref from the latest snapshot.
+            text: The text to put into it.
+
+        Returns:
+            What was done and the page after it.
+        """
+        if len(text) > self.max_type_chars:
+            raise ValueError(f"text has {len(text)} characters, over the limit of {self.max_type_chars}")
+        self._act(self._session().type, ref, text)
+        return self._page_now(f"Typed {len(text)} characters into {ref}.")
+
+    def select(self, ref: str, option: str) -> str:
+        """Choose an option of a drop-down list.
+
+        Args:
+            ref: The list's ref (a combobox) from the latest snapshot.
+            option: The option's text.
+
+        Returns:
+            What was done and the page after it.
+        """
+        self._act(self._session().select, ref, option[:200])
+        return self._page_now(f"Selected {option[:80]!r} in {ref}.")
+
+    def press(self, key: str) -> str:
+        """Press a key on the element that has the focus.
+
+        Args:
+            key: A key name: Enter, Tab, Escape, Backspace, ArrowDown, a, Control+a, ...
+
+        Returns:
+            What was done and the page after it.
+        """
+        self._act(self._session().press, key)
+        return self._page_now(f"Pressed {key}.")
+
+    def scroll(self, direction: str) -> str:
+        """Scroll the page by one step.
+
+        Args:
+            direction: up, down, left or right.
+
+        Returns:
+            What was done and the page after it.
+        """
+        self._act(self._session().scroll, direction)
+        return self._page_now(f"Scrolled {direction}.")
+
+    def goto(self, url: str) -> str:
+        """Open a page of this task's site (other sites and other kinds of address are refused).
+
+        Args:
+            url: A path such as /miniwob/click-button.html, or a full address on the task's site.
+
+        Returns:
+            What was done and the page after it.
+        """
+        self._act(self._session().goto, url)
+        return self._page_now(f"Opened {url[:200]}.")
+
+    def finish(self, answer: str = "") -> str:
+        """Say that the task is done; this ends the episode.
+
+        Args:
+            answer: An answer, for tasks that ask for one (optional).
+
+        Returns:
+            A confirmation.
+        """
+        self._finish_answer = answer[:2000]
+        if self.episode_running:
+            self.end_episode(EpisodeStatus.ENV_DONE, "finish")
+        return "Finished."
+
+    def _session(self) -> PageSession:
+        if self.session is None:
+            raise RuntimeError("no page: this environment was copied or closed; call reset()")
+        return self.session
+
+    # ------------------------------------------------------------------ grading
+
+    def score_answer(self, task: Mapping[str, Any], answer: str) -> float:
+        """An ``<answer>`` ends the episode; the page's reward is paid by :meth:`grade_episode`, not here."""
+        return 0.0
+
+    def grade_episode(self, status: EpisodeStatus, reason: str, info: dict[str, Any]) -> Grade:
+        """The page's raw reward, clipped to [0, 1]; a browser failure is an infrastructure failure."""
+        session = self.session
+        first = session.reports[0] if session is not None and session.reports else None
+        raw = first[0] if first is not None else None
+        info["web"] = {"raw_reward": raw, "page_reason": first[1] if first is not None else None,
+                       "blocked_requests": session.blocked_count if session is not None else 0,
+                       "answer": self._finish_answer}
+        if self.browser_failure is not None:
+            info["web"]["browser_error"] = self.browser_failure[1]
+            return Grade.infra_failure(self.browser_failure[0])
+        if status not in (EpisodeStatus.ENV_DONE, EpisodeStatus.MAX_STEPS):
+            return Grade.ungraded()
+        if self.site is not None:
+            info["web"]["site_score"] = score = self.site.score()
+            return Grade.scored(score)
+        return Grade.scored(0.0 if raw is None else min(max(raw, 0.0), 1.0))
+
+    def episode_info(self) -> Mapping[str, Any]:
+        """``screenshot`` (an ``image_url`` content part) when ``screenshots`` is on and a page is open."""
+        if not self.screenshots or self.session is None or self.worker is None or self.worker.dead is not None:
+            return {}
+        try:
+            return {"screenshot": image_part(self._call(self.session.screenshot))}
+        except BrowserError:
+            return {}
+
+    # ------------------------------------------------------------------ oracle
+
+    def oracle_action(self) -> str:
+        """The scripted solution of the page's problem, read from its instruction and snapshot; then ``finish``."""
+        if self.task is None or not self.episode_running or self.session is None:
+            raise RuntimeError("oracle_action() needs a running episode; call env.reset() first")
+        if self.site is not None:
+            nodes = parse_snapshot(self._call(self.session.snapshot, self.max_snapshot_chars))
+            path, query = split_url(self.session.url, self._site_prefix)
+            return self.parser.format_calls(type(self.site).oracle(self.session.instruction, nodes, path, query))
+        oracle = ORACLES.get(str(self.task.get("page")))
+        if self.step_count == 0 and oracle is not None:
+            nodes = parse_snapshot(self._call(self.session.snapshot, self.max_snapshot_chars))
+            return self.parser.format_calls(oracle(self.session.instruction, nodes))
+        return self.parser.format_calls([("finish", {})])

@@ -1,0 +1,298 @@
+"""Web-v0 benchmark: oracles, latency, the pool against a fresh browser, leaks under faults, a model baseline.
+
+Run:  python benchmarks/web.py [--oracle N] [--latency N] [--leak N] [--baseline N] [--json OUT]
+
+--oracle N    the oracle on N instances of every solvable MiniWoB++ page and every synthetic site
+              (success must be 100%), and an empty ``finish`` on each (success must be 0%).
+--latency N   N oracle episodes per worker at n_parallel 1 and 16: reset and tool-step p50/p95, episodes/s,
+              peak PSS per browser (driver and browser processes); then N episodes with the pool (one browser
+              per env, kept) against a fresh browser per episode, side by side; and the reset of a kept
+              MiniWoB++ page (``core.startEpisodeReal()`` alone), what a reset costs without a fresh context.
+--leak N      N episodes through ``collect`` at n_parallel 16, 10% of them with a fault: browser killed before
+              a step, browser killed before a reset, browser hung (SIGSTOP), episode cancelled by its timeout.
+              Every episode must come back with a status; afterwards 0 contexts and 0 browser processes, and
+              this process's RSS is printed every 100 episodes (flat).
+--baseline N  the embedded default model (TransformersPolicy, temperature 1) on N test-split tasks: its
+              success rate (it was not trained for this env: a baseline).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import signal
+import statistics
+import threading
+import time
+from typing import Any
+
+import psutil
+
+import agent_gym  # noqa: F401 - registers the env ids
+from agent_gym.envs.web import BrowserPool, WebEnv
+from agent_gym.envs.web.miniwob import SOLVABLE_PAGES, miniwob_tasks
+from agent_gym.envs.web.sites import site_tasks
+from agent_gym.rollout import collect
+from agent_gym.types import EpisodeStatus
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def play(env: WebEnv, task: dict[str, Any], resets: list[float] | None = None,
+         steps: list[float] | None = None) -> dict[str, Any]:
+    started = time.perf_counter()
+    env.reset(options={"task": task})
+    if resets is not None:
+        resets.append(time.perf_counter() - started)
+    while True:
+        action = env.oracle_action()
+        started = time.perf_counter()
+        _, _, terminated, truncated, info = env.step(action)
+        if steps is not None:
+            steps.append(time.perf_counter() - started)
+        if terminated or truncated:
+            return info
+
+
+def oracle(n: int) -> dict[str, Any]:
+    pool = BrowserPool()
+    env = WebEnv(pool=pool, max_steps=10)
+    tasks = ([t for t in miniwob_tasks("train") if t["seed"] < n] + [t for t in site_tasks("train") if t["seed"] < n])
+    solved, failures, empty_paid = 0, [], 0
+    for task in tasks:
+        info = play(env, task)
+        if info["res_reward"] > 0:
+            solved += 1
+        else:
+            failures.append(task["id"])
+        env.reset(options={"task": task})
+        _, _, _, _, info = env.step('<tool_call>{"name": "finish", "arguments": {}}</tool_call>')
+        empty_paid += info["res_reward"] > 0
+    env.close()
+    pool.close()
+    result = {"tasks": len(tasks), "pages": len(SOLVABLE_PAGES), "sites": 3, "oracle_success": solved / len(tasks),
+              "empty_finish_success": empty_paid / len(tasks), "failures": failures}
+    print(f"oracle: {solved}/{len(tasks)} solved ({len(SOLVABLE_PAGES)} MiniWoB++ pages + 3 sites, {n} instances "
+          f"each); empty finish paid {empty_paid}/{len(tasks)}; failures: {failures or 'none'}")
+    return result
+
+
+def _pss(pids: list[int]) -> int:
+    """Proportional set size of ``pids`` (shared pages split among their users, so a sum is not inflated)."""
+    total = 0
+    for pid in pids:
+        try:
+            total += psutil.Process(pid).memory_full_info().pss
+        except psutil.Error:
+            continue
+    return total
+
+
+def latency_point(n_parallel: int, episodes: int) -> dict[str, Any]:
+    pool = BrowserPool(max_idle=n_parallel)
+    envs = [WebEnv(pool=pool, max_steps=10) for _ in range(n_parallel)]
+    tasks = [t for t in miniwob_tasks("train") if t["page"] in ("click-button", "enter-text", "choose-list")]
+    resets: list[float] = []
+    steps: list[float] = []
+    peak: list[int] = []
+    lock = threading.Lock()
+
+    def worker(index: int) -> None:
+        my_resets: list[float] = []
+        my_steps: list[float] = []
+        for i in range(episodes):
+            play(envs[index], tasks[(index * episodes + i) % len(tasks)], my_resets, my_steps)
+            if i % 5 == 0:
+                worker_pids = envs[index].worker.browser_pids() if envs[index].worker else []
+                with lock:
+                    peak.append(_pss(worker_pids))
+        with lock:
+            resets.extend(my_resets)
+            steps.extend(my_steps)
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n_parallel)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    wall = time.perf_counter() - started
+    for env in envs:
+        env.close()
+    pool.close()
+    row = {"n_parallel": n_parallel, "episodes": episodes * n_parallel, "reset_p50_ms": pct(resets, 0.5) * 1e3,
+           "reset_p95_ms": pct(resets, 0.95) * 1e3, "step_p50_ms": pct(steps, 0.5) * 1e3,
+           "step_p95_ms": pct(steps, 0.95) * 1e3, "episodes_per_s": episodes * n_parallel / wall,
+           "peak_pss_per_browser_mb": max(peak) / 2**20 if peak else float("nan")}
+    print(f"n_parallel {n_parallel:>2}: reset p50 {row['reset_p50_ms']:.0f} ms p95 {row['reset_p95_ms']:.0f} ms, "
+          f"step p50 {row['step_p50_ms']:.0f} ms p95 {row['step_p95_ms']:.0f} ms, {row['episodes_per_s']:.2f} "
+          f"episodes/s, peak PSS per browser {row['peak_pss_per_browser_mb']:.0f} MiB")
+    return row
+
+
+def pool_vs_fresh(episodes: int) -> dict[str, Any]:
+    tasks = [t for t in miniwob_tasks("train") if t["page"] == "click-button"]
+    pool = BrowserPool()
+    env = WebEnv(pool=pool)
+    started = time.perf_counter()
+    for i in range(episodes):
+        play(env, tasks[i % len(tasks)])
+    kept = (time.perf_counter() - started) / episodes
+    env.close()
+    pool.close()
+    started = time.perf_counter()
+    for i in range(episodes):
+        fresh_pool = BrowserPool(max_idle=0)
+        env = WebEnv(pool=fresh_pool)
+        play(env, tasks[i % len(tasks)])
+        env.close()
+        fresh_pool.close()
+    fresh = (time.perf_counter() - started) / episodes
+    print(f"per episode: kept browser (pool) {kept * 1e3:.0f} ms, fresh browser each episode {fresh * 1e3:.0f} ms "
+          f"({fresh / kept:.1f}x)")
+    return {"kept_browser_ms": kept * 1e3, "fresh_browser_ms": fresh * 1e3, "ratio": fresh / kept}
+
+
+def kept_page_reset(episodes: int) -> dict[str, Any]:
+    pool = BrowserPool()
+    env = WebEnv(pool=pool)
+    env.reset(options={"task": miniwob_tasks("train")[0]})
+    page = env.session.page
+    times = []
+    for seed in range(episodes):
+        started = time.perf_counter()
+        env.worker.call(page.evaluate, "(s) => { Math.seedrandom(String(s)); core.startEpisodeReal(); }", seed)
+        times.append(time.perf_counter() - started)
+    env.close()
+    pool.close()
+    print(f"reset of a kept page (startEpisodeReal only, no fresh context): p50 {pct(times, 0.5) * 1e3:.1f} ms, "
+          f"p95 {pct(times, 0.95) * 1e3:.1f} ms")
+    return {"p50_ms": pct(times, 0.5) * 1e3, "p95_ms": pct(times, 0.95) * 1e3}
+
+
+class FaultyWebEnv(WebEnv):
+    """Faults by task seed: 1 kills the browser before the first step, 3 before the reset, 5 hangs it."""
+
+    def _signal(self, sig: int) -> None:
+        for pid in (self.worker.browser_pids()[1:] if self.worker else []):
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                continue
+
+    def reset(self, *, seed: Any = None, options: Any = None) -> Any:
+        if options and options["task"]["seed"] % 40 == 3:
+            self._signal(signal.SIGKILL)
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action: Any) -> Any:
+        fault = {1: signal.SIGKILL, 5: signal.SIGSTOP}.get(self.task["seed"] % 40) if self.task else None
+        if fault is not None and self.step_count == 0:
+            self._signal(fault)
+        return super().step(action)
+
+
+class ClickPolicy:
+    """Clicks the first button; stalls (cancelled by the episode timeout) on seeds 7 mod 40."""
+
+    async def aact(self, obs: Any, session_id: str | None = None, tools: Any = None) -> str:
+        if int((session_id or "x/0-").split("/")[1].split("-")[0]) % 40 == 7:
+            await asyncio.sleep(3600)
+        match = re.search(r'button "[^"]*" \[ref=(\w+)\]', obs[-1]["content"])
+        name, args = ("click", {"ref": match.group(1)}) if match else ("finish", {})
+        return f'<tool_call>{json.dumps({"name": name, "arguments": args})}</tool_call>'
+
+    def close_session(self, session_id: str) -> None:
+        return None
+
+
+def leak(episodes: int) -> dict[str, Any]:
+    pool = BrowserPool(max_idle=16)
+    me = psutil.Process()
+    rss: list[float] = []
+    statuses: dict[str, int] = {}
+    started = time.perf_counter()
+    for first in range(0, episodes, 100):
+        tasks = [{"id": f"click-test/{s}", "question": "q", "ground_truth": "", "source": "miniwob",
+                  "page": "click-test", "seed": s} for s in range(first, min(episodes, first + 100))]
+        result = collect(lambda: FaultyWebEnv(pool=pool, browser_timeout=5.0, max_steps=3), ClickPolicy(),
+                         tasks=tasks, n_parallel=16, episode_timeout=20.0, progress=False)
+        assert len(result) == len(tasks)
+        for trajectory in result:
+            statuses[str(trajectory.status)] = statuses.get(str(trajectory.status), 0) + 1
+        rss.append(me.memory_info().rss / 2**20)
+        print(f"  {first + len(tasks)} episodes: statuses {statuses}, pool {pool.stats()}, RSS {rss[-1]:.0f} MiB")
+    wall = time.perf_counter() - started
+    deadline = time.monotonic() + 60
+    while pool.stats()["contexts"] and time.monotonic() < deadline:
+        time.sleep(0.5)
+    before_close = pool.stats()
+    pool.close()
+    time.sleep(1)
+    left = [p for p in me.children(recursive=True) if "chrom" in " ".join(p.cmdline()) or "run-driver" in
+            " ".join(p.cmdline())]
+    result = {"episodes": episodes, "statuses": statuses, "wall_s": wall, "contexts_after": before_close["contexts"],
+              "browsers_replaced": before_close["replaced"], "browser_processes_left": len(left),
+              "rss_mb_every_100": rss}
+    print(f"leak: {episodes} episodes in {wall:.0f} s, statuses {statuses}; contexts left "
+          f"{before_close['contexts']}, browsers replaced {before_close['replaced']}, browser processes left after "
+          f"close {len(left)}; RSS (MiB) every 100 episodes {[round(r) for r in rss]}")
+    return result
+
+
+def baseline(n: int) -> dict[str, Any]:
+    from agent_gym.models import default_model_path
+    from agent_gym.policy import SamplingParams, TransformersPolicy
+
+    tasks = (miniwob_tasks("test") + site_tasks("test"))
+    tasks = [tasks[i * len(tasks) // n] for i in range(n)]
+    pool = BrowserPool()
+    policy = TransformersPolicy(str(default_model_path()), sampling=SamplingParams(max_tokens=160, temperature=1.0),
+                                max_model_len=4096)
+    try:
+        result = collect("agent_gym/Web-v0", policy, tasks=tasks, n_parallel=4, max_steps=4,
+                         env_kwargs={"pool": pool}, progress=False)
+    finally:
+        policy.close()
+        pool.close()
+    solved = sum(t.status == EpisodeStatus.ENV_DONE and t.trajectory_reward > 0.5 for t in result)
+    statuses: dict[str, int] = {}
+    for t in result:
+        statuses[str(t.status)] = statuses.get(str(t.status), 0) + 1
+    print(f"embedded default model: {solved}/{n} solved ({solved / n:.0%}); statuses {statuses}")
+    return {"episodes": n, "success": solved / n, "statuses": statuses}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--oracle", type=int, default=0)
+    parser.add_argument("--latency", type=int, default=0)
+    parser.add_argument("--leak", type=int, default=0)
+    parser.add_argument("--baseline", type=int, default=0)
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    out: dict[str, Any] = {}
+    if args.oracle:
+        out["oracle"] = oracle(args.oracle)
+    if args.latency:
+        out["latency"] = [latency_point(1, args.latency), latency_point(16, max(1, args.latency // 4))]
+        out["pool_vs_fresh"] = pool_vs_fresh(max(4, args.latency // 2))
+        out["kept_page_reset"] = kept_page_reset(50)
+        out["latency_medians"] = {"reset_p50_ms": statistics.median(r["reset_p50_ms"] for r in out["latency"])}
+    if args.leak:
+        out["leak"] = leak(args.leak)
+    if args.baseline:
+        out["baseline"] = baseline(args.baseline)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
