@@ -142,14 +142,17 @@ def run_sharded(policy: Any, episodes: int, shards: int, per_shard: int) -> dict
     async def main() -> dict[str, Any]:
         try:
             await runner.run(plan_episodes(None, shards * per_shard, seed=10_000))  # warm-up: shards and envs
-            pids = [os.getpid(), *(s["pid"] for s in await runner.shard_stats())]
-            cpu0, started = _cpu_s(pids), time.perf_counter()
+            shard_pids = [s["pid"] for s in await runner.shard_stats()]
+            pids = [os.getpid(), *shard_pids]
+            cpu0, shard_cpu0, started = _cpu_s(pids), _cpu_s(shard_pids), time.perf_counter()
             statuses: collections.Counter[str] = collections.Counter()
             with RssSampler() as rss:
                 async for trajectory in runner.iterate(plan_episodes(None, episodes, seed=1)):
                     statuses[str(trajectory.status)] += 1
             wall, cpu = time.perf_counter() - started, _cpu_s(pids) - cpu0
-            return {"backend": "ray_sharded", "processes": shards, "in_flight": shards * per_shard,
+            shard_cpu = _cpu_s(shard_pids) - shard_cpu0
+            return {"backend": "ray_sharded", "driver_cpu_s": round(cpu - shard_cpu, 2),
+                    "shards_cpu_s": round(shard_cpu, 2), "processes": shards, "in_flight": shards * per_shard,
                     "per_shard": per_shard, "episodes": episodes, "episodes_per_s": round(episodes / wall, 1),
                     "client_cpu_s": round(cpu, 1), "episodes_per_client_cpu_s": round(episodes / cpu, 1),
                     **rss.row(), "statuses": dict(statuses)}
