@@ -12,6 +12,8 @@ those above it):
 
 * :mod:`~agent_gym.rollout.long_tail`: :class:`~agent_gym.rollout.long_tail.LongTail`, a turn/time budget per
   episode and what happens over it (park and resume later, or end);
+* :mod:`~agent_gym.rollout.shard_config`: :class:`~agent_gym.rollout.shard_config.RayShards`, the layout of a
+  sharded Ray collection;
 * :mod:`~agent_gym.rollout.options`: :class:`RolloutOptions`, the settings of a collection;
 * :mod:`~agent_gym.rollout.outcome`: an episode's outcome (``res_reward``, success) and validity
   (infrastructure failures have none);
@@ -30,7 +32,9 @@ those above it):
 * :mod:`~agent_gym.rollout.reporting`: progress bar, per-episode callback, failed-episode records;
 * :mod:`~agent_gym.rollout.runner`: :class:`~agent_gym.rollout.runner.EpisodeRunner`, episodes on
   this process with envs and threads kept from one episode to the next;
-* :mod:`~agent_gym.rollout.ray_backend`: episodes in Ray actors (imported on demand);
+* :mod:`~agent_gym.rollout.ray_backend`: episodes in Ray actors, one at a time each (imported on demand);
+* :mod:`~agent_gym.rollout.shard_actor` and :mod:`~agent_gym.rollout.sharded_runner`: Ray actors with many
+  episodes in flight each, every episode back once after a lost worker or node (imported on demand);
 * :mod:`~agent_gym.rollout.group_collection`: rounds of groups for ``collect`` with a sampler or
   dynamic sampling;
 * :mod:`~agent_gym.rollout.early_cancel`: the early cancel of a group's unfinished siblings (stream, ``collect``);
@@ -55,6 +59,7 @@ from agent_gym.rollout.options import RolloutOptions
 from agent_gym.rollout.planning import EpisodeSpec, plan_episodes
 from agent_gym.rollout.runner import EpisodeRunner
 from agent_gym.rollout.sampler import Curriculum, EnvSource, SampledTask, TaskSampler
+from agent_gym.rollout.shard_config import RayShards
 from agent_gym.rollout.stream import RolloutGroup, RolloutStream, collect_stream
 
 __all__ = [
@@ -65,6 +70,7 @@ __all__ = [
     "EpisodeSpec",
     "FilterStats",
     "LongTail",
+    "RayShards",
     "RolloutGroup",
     "RolloutOptions",
     "RolloutStream",

@@ -3,8 +3,9 @@
 Both plan the episodes (:func:`~agent_gym.rollout.planning.plan_episodes`) and run
 them on the backend the options name: an
 :class:`~agent_gym.rollout.runner.EpisodeRunner` opened for the call on this process
-(open, run, close), or Ray actors (:mod:`agent_gym.rollout.ray_backend`, imported only
-when asked for). Code that runs episodes again and again holds one ``EpisodeRunner``
+(open, run, close), Ray actors running one episode at a time (:mod:`agent_gym.rollout.ray_backend`)
+or Ray shards with many episodes in flight each (:mod:`agent_gym.rollout.sharded_runner`), both
+imported only when asked for. Code that runs episodes again and again holds one ``EpisodeRunner``
 instead, so its envs are built once.
 
 A collection cannot change how the policy samples. When the policy's
@@ -29,10 +30,11 @@ from agent_gym.rollout.options import OPTION_DEFAULTS, RolloutOptions, explicit_
 from agent_gym.rollout.planning import plan_episodes
 from agent_gym.rollout.runner import EpisodeRunner
 from agent_gym.rollout.sampler import TaskSampler
+from agent_gym.rollout.shard_config import RayShards
 from agent_gym.types import StepTrajectory
 from agent_gym.utils.runtime import run_sync
 
-__all__ = ["collect", "collect_async", "warn_if_truncated"]
+__all__ = ["close_runner", "collect", "collect_async", "open_runner", "warn_if_truncated"]
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +84,7 @@ async def collect_async(
     tool_parser: str | None = OPTION_DEFAULTS.tool_parser,
     reasoning_parser: str | None = OPTION_DEFAULTS.reasoning_parser,
     long_tail: LongTail | LongTailGate | None = OPTION_DEFAULTS.long_tail,
+    ray_shards: RayShards | None = OPTION_DEFAULTS.ray_shards,
     options: RolloutOptions | None = None,
     sampler: TaskSampler | None = None,
     dynamic_sampling: DynamicSampling | None = None,
@@ -95,7 +98,7 @@ async def collect_async(
         samples_per_task=samples_per_task, n_parallel=n_parallel, gamma=gamma, memory=memory, max_steps=max_steps,
         episode_timeout=episode_timeout, env_kwargs=env_kwargs, progress=progress, backend=backend, seed=seed,
         on_episode=on_episode, ray_address=ray_address, tool_parser=tool_parser, reasoning_parser=reasoning_parser,
-        long_tail=long_tail,
+        long_tail=long_tail, ray_shards=ray_shards,
     )
     opts = RolloutOptions.build(options, where="collect_async", **changes)
     if sampler is not None or dynamic_sampling is not None:
@@ -113,11 +116,11 @@ async def collect_async(
         return await collect_ray(env, policy, specs, opts)
     if not specs:
         return []
-    runner = EpisodeRunner(env, policy, opts)  # the envs parse with the policy's family, or the names given
+    runner = open_runner(env, policy, opts)  # the envs parse with the policy's family, or the names given
     try:
         return await runner.run(specs, progress=opts.progress, on_episode=opts.on_episode)
     finally:
-        runner.close()
+        await close_runner(runner)
 
 
 async def _collect_grouped(env: Any, policy: Any, opts: RolloutOptions, tasks: Sequence[dict[str, Any]] | None,
@@ -132,8 +135,8 @@ async def _collect_grouped(env: Any, policy: Any, opts: RolloutOptions, tasks: S
         raise ConfigError("collect: expected tasks or a sampler, got both (the sampler holds the tasks)")
     if sampler is not None and num_episodes is None:
         raise ConfigError("collect: a sampler needs num_episodes (the number of groups to draw)")
-    if sampler is not None and opts.backend != "local":
-        raise ConfigError(f"collect: a sampler runs on the local backend, got backend={opts.backend!r}")
+    if sampler is not None and opts.backend == "ray":
+        raise ConfigError("collect: a sampler runs on the local or the ray_sharded backend, got backend='ray'")
     specs = plan_episodes(tasks, num_episodes, 1, opts.seed) if sampler is None else []  # checks the arguments
     groups = len(specs) if sampler is None else num_episodes
     if not groups:
@@ -150,13 +153,48 @@ async def _collect_grouped(env: Any, policy: Any, opts: RolloutOptions, tasks: S
 
         return await collect_groups(lambda specs: collect_ray(env, policy, specs, opts), **kwargs)
     # with early cancel a group starts whole while a slot is free: up to samples_per_task - 1 episodes more
-    runner = EpisodeRunner(env, policy, opts, threads=opts.n_parallel + opts.samples_per_task)
+    runner = open_runner(env, policy, opts, threads=opts.n_parallel + opts.samples_per_task)
     try:
         return await collect_groups(
             lambda specs: runner.run(specs, progress=opts.progress, on_episode=opts.on_episode), **kwargs,
-            run_group=lambda specs, on_episode: runner.run(specs, n_parallel=len(specs), on_episode=on_episode),
+            run_group=(lambda specs, on_episode: runner.run(specs, n_parallel=len(specs), on_episode=on_episode))
+            if opts.backend == "local" else None,  # early cancel watches groups of a local runner
             n_parallel=opts.n_parallel, on_episode=opts.on_episode)
     finally:
+        await close_runner(runner)
+
+
+def open_runner(env: Any, policy: Any, opts: RolloutOptions, *, in_flight: int | None = None,
+                threads: int | None = None, where: str = "collect") -> Any:
+    """The runner of a collection or a stream: an ``EpisodeRunner``, or a ``ShardedRunner`` over Ray shards.
+
+    Args:
+        env: The env (as for ``collect``).
+        policy: The policy.
+        opts: The options; ``backend`` chooses the runner.
+        in_flight: Episodes in flight over all shards (``ray_sharded``; default ``opts.n_parallel``).
+        threads: Worker threads of a local runner (default ``opts.n_parallel``).
+        where: The caller, for error messages.
+
+    Raises:
+        ConfigError: ``backend="ray"``, which has no long-lived runner.
+    """
+    if opts.backend == "ray_sharded":
+        from agent_gym.rollout.sharded_runner import ShardedRunner
+
+        return ShardedRunner(env, policy, opts, in_flight=in_flight)
+    if opts.backend != "local":
+        raise ConfigError(f"{where}: backend={opts.backend!r} is not supported here; use backend='ray_sharded' "
+                          "(Ray actors with many episodes each) or 'local'")
+    return EpisodeRunner(env, policy, opts, threads=threads)  # the envs parse with the policy's family
+
+
+async def close_runner(runner: Any) -> None:
+    """Close a runner of :func:`open_runner` (a ``ShardedRunner`` closes its shards first)."""
+    aclose = getattr(runner, "aclose", None)
+    if aclose is not None:
+        await aclose()
+    else:
         runner.close()
 
 
@@ -181,6 +219,7 @@ def collect(
     tool_parser: str | None = OPTION_DEFAULTS.tool_parser,
     reasoning_parser: str | None = OPTION_DEFAULTS.reasoning_parser,
     long_tail: LongTail | LongTailGate | None = OPTION_DEFAULTS.long_tail,
+    ray_shards: RayShards | None = OPTION_DEFAULTS.ray_shards,
     options: RolloutOptions | None = None,
     sampler: TaskSampler | None = None,
     dynamic_sampling: DynamicSampling | None = None,
@@ -203,7 +242,7 @@ def collect(
         env: A registered env id (``"agent_gym/ToolUse-v0"``), a zero-argument env
             factory, or a list of factories (one per worker slot, cycled).
         policy: A ``Policy`` (``aact``/``act`` and ``close_session``). With
-            ``backend="ray"`` the policy itself is shipped to the actors (it must
+            ``backend="ray"`` or ``"ray_sharded"`` the policy itself is shipped to the actors (it must
             pickle, as the library's policies do), or pass a zero-argument
             callable that builds it there.
         tasks: Task dicts ``{"id", "question", "ground_truth", ...}`` passed to
@@ -220,7 +259,10 @@ def collect(
         episode_timeout: Seconds before an episode ends with ``TIMEOUT`` (None: no limit).
         env_kwargs: Extra ``gym.make`` keyword arguments (env ids only).
         progress: Show a progress bar with the running mean reward.
-        backend: ``"local"`` (threads and an event loop) or ``"ray"`` (Ray actors).
+        backend: ``"local"`` (threads and an event loop), ``"ray"`` (Ray actors, one episode
+            at a time each) or ``"ray_sharded"`` (Ray actors with ``n_parallel`` episodes in flight
+            over all of them, laid out by ``ray_shards``; a lost actor's or node's unfinished
+            episodes run again elsewhere; see ``docs/ray.md``).
         seed: Base seed; group ``g`` resets with ``seed + g``; episode ids derive from it.
         on_episode: Called with each trajectory as soon as it finishes (may be a
             coroutine function); its exceptions are logged, never fatal.
@@ -235,6 +277,9 @@ def collect(
         long_tail: A :class:`~agent_gym.rollout.long_tail.LongTail` budget per episode: an
             episode over it is parked (its slot goes to the episodes not yet started; it resumes
             once none is left) or ended with ``TIMEOUT``. None: no budget.
+        ray_shards: A :class:`~agent_gym.rollout.shard_config.RayShards` layout for
+            ``backend="ray_sharded"`` (shards, episodes per shard, placement by resources, what
+            a lost shard's episodes do); None: its defaults.
         sampler: A :class:`~agent_gym.rollout.sampler.TaskSampler` drawing each of the
             ``num_episodes`` groups' task and env (``env`` may then be None; no ``tasks``; local
             backend); it observes every finished group (pass rates, metrics per env).
@@ -263,7 +308,7 @@ def collect(
         samples_per_task=samples_per_task, n_parallel=n_parallel, gamma=gamma, memory=memory, max_steps=max_steps,
         episode_timeout=episode_timeout, env_kwargs=env_kwargs, progress=progress, backend=backend, seed=seed,
         on_episode=on_episode, ray_address=ray_address, tool_parser=tool_parser, reasoning_parser=reasoning_parser,
-        long_tail=long_tail,
+        long_tail=long_tail, ray_shards=ray_shards,
     )
     opts = RolloutOptions.build(options, where="collect", **changes)
     return run_sync(

@@ -24,10 +24,11 @@ from agent_gym.checks import check_bool, check_gamma, check_int, check_timeout
 from agent_gym.errors import ConfigError
 from agent_gym.parsers import canonical_tool_parser, make_reasoning_parser
 from agent_gym.rollout.long_tail import LongTail, LongTailGate
+from agent_gym.rollout.shard_config import RayShards
 
 __all__ = ["BACKENDS", "OPTION_DEFAULTS", "OptionDefault", "RolloutOptions", "explicit_changes"]
 
-BACKENDS = ("local", "ray")
+BACKENDS = ("local", "ray", "ray_sharded")
 """Values accepted for :attr:`RolloutOptions.backend`."""
 
 
@@ -45,7 +46,9 @@ class RolloutOptions:
         episode_timeout: Seconds before an episode ends with ``TIMEOUT`` (None: no limit).
         env_kwargs: Extra ``gym.make`` keyword arguments (env ids only).
         progress: Show a tqdm progress bar with the running mean reward.
-        backend: ``"local"`` (threads and an event loop) or ``"ray"`` (Ray actors).
+        backend: ``"local"`` (threads and an event loop), ``"ray"`` (Ray actors, one episode at
+            a time each) or ``"ray_sharded"`` (Ray actors with many episodes in flight each, laid
+            out by ``ray_shards``; see :mod:`agent_gym.rollout.sharded_runner`).
         seed: Base seed; group ``g`` resets with ``seed + g``. Episode ids (the
             policy's session ids) derive from it too, so a seeded policy repeats
             its samples run after run; two collects sharing one policy at the same
@@ -63,6 +66,9 @@ class RolloutOptions:
             it (resumed once no episode is left to start) or end it with ``TIMEOUT`` (see
             :class:`~agent_gym.rollout.long_tail.LongTail`; parking needs the local backend). A
             :class:`~agent_gym.rollout.long_tail.LongTailGate` shares one gate between runs.
+        ray_shards: The layout of ``backend="ray_sharded"``: shard count, episodes per shard,
+            placement (``num_cpus``, custom ``resources``) and what a lost shard's episodes do
+            (:class:`~agent_gym.rollout.shard_config.RayShards`; None: its defaults).
     """
 
     samples_per_task: int = 1
@@ -80,6 +86,7 @@ class RolloutOptions:
     tool_parser: str | None = None
     reasoning_parser: str | None = None
     long_tail: LongTail | LongTailGate | None = None
+    ray_shards: RayShards | None = None
 
     def __post_init__(self) -> None:
         check_int("samples_per_task", self.samples_per_task, low=1)
@@ -105,8 +112,11 @@ class RolloutOptions:
         make_reasoning_parser(self.reasoning_parser)
         if self.long_tail is not None and not isinstance(self.long_tail, (LongTail, LongTailGate)):
             raise TypeError(f"long_tail: expected LongTail, LongTailGate or None, got {type(self.long_tail).__name__}")
-        if self.backend == "ray" and self.long_tail is not None and _parks(self.long_tail):
-            raise ConfigError("long_tail: parking needs backend='local' (a Ray actor runs one episode at a time)")
+        if self.backend != "local" and self.long_tail is not None and _parks(self.long_tail):
+            raise ConfigError(f"long_tail: parking needs backend='local', got backend={self.backend!r} (an episode "
+                              "parks in the process that runs it)")
+        if self.ray_shards is not None and not isinstance(self.ray_shards, RayShards):
+            raise TypeError(f"ray_shards: expected RayShards or None, got {type(self.ray_shards).__name__}")
 
     def replace(self, **changes: Any) -> RolloutOptions:
         """Return a copy with ``changes`` applied (checked like the constructor's arguments)."""

@@ -34,7 +34,8 @@ agree and another outcome is unlikely (``stats.cancelled``; :mod:`~agent_gym.rol
 Every task handed in comes back: as a group, in ``stream.dropped`` (stale), or counted as filtered. The stream holds one
 :class:`~agent_gym.rollout.runner.EpisodeRunner` for its lifetime: every group's episodes run on
 its envs and threads (an env is built once and reused through ``reset``), so a stream never
-holds more envs than episodes it ran at once. :meth:`RolloutStream.close` (also on leaving the
+holds more envs than episodes it ran at once (with ``backend="ray_sharded"`` the groups run in Ray shards
+instead: :class:`~agent_gym.rollout.sharded_runner.ShardedRunner`). :meth:`RolloutStream.close` (also on leaving the
 ``with`` block, on Ctrl-C, and on SIGTERM when ``handle_sigterm``) cancels the running episodes,
 closes the runner's envs and stops the loop.
 """
@@ -56,7 +57,7 @@ from typing import Any
 from agent_gym.checks import check_choice, check_int
 from agent_gym.errors import AgentGymError, ConfigError
 from agent_gym.policy.vllm_client import VLLMClient
-from agent_gym.rollout.collection import warn_if_truncated
+from agent_gym.rollout.collection import open_runner, warn_if_truncated
 from agent_gym.rollout.dynamic_sampling import DynamicSampling
 from agent_gym.rollout.early_cancel import GroupWatch, watch_group
 from agent_gym.rollout.group_collection import group_specs
@@ -64,7 +65,6 @@ from agent_gym.rollout.long_tail import LongTail, LongTailGate, ParkedEpisode
 from agent_gym.rollout.options import RolloutOptions
 from agent_gym.rollout.outcome import is_valid
 from agent_gym.rollout.planning import plan_episodes
-from agent_gym.rollout.runner import EpisodeRunner
 from agent_gym.rollout.sampler import SampledTask, TaskSampler
 from agent_gym.utils.runtime import LoopThread
 
@@ -212,10 +212,8 @@ class RolloutStream:
             self.collect_kwargs["long_tail"] = self.gate
         given = dict(self.collect_kwargs)
         options = RolloutOptions.build(given.pop("options", None), where="RolloutStream", **given)
-        if options.backend != "local":
-            raise ConfigError(f"RolloutStream: backend={options.backend!r} is not supported; a stream runs its "
-                              "groups on its own local EpisodeRunner (use collect(..., backend='ray') for Ray)")
-        self.runner = EpisodeRunner(env, policy, options, threads=concurrency + samples_per_task)
+        self.runner = open_runner(env, policy, options, in_flight=concurrency,  # ray_sharded: Ray shards
+                                  threads=concurrency + samples_per_task, where="RolloutStream")
         client = getattr(policy, "client", None)
         self.servers = list(servers if servers is not None else getattr(client, "server_addresses", []) or [])
         # the policy's client makes update_weights' calls (any other policy: one for ``servers``)

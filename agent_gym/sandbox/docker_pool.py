@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agent_gym.checks import check_int
+from agent_gym.utils.creation_limit import wait_for_creation
 
 __all__ = ["DockerPool", "pool_for", "remove_container", "start_container"]
 
@@ -42,7 +43,12 @@ def _remove_all() -> None:
 
 
 def start_container(client: Any, options: Mapping[str, Any]) -> Any:
-    """Start a container with ``options`` and remember it for removal at interpreter exit."""
+    """Start a container with ``options`` and remember it for removal at interpreter exit.
+
+    The start waits for the host-wide creation-rate limit of sandboxes when one is set
+    (:mod:`agent_gym.utils.creation_limit`).
+    """
+    wait_for_creation("sandbox")
     container = client.containers.run(**options)
     with _LIVE_LOCK:
         _LIVE[container.id] = container

@@ -51,6 +51,7 @@ from agent_gym.sandbox.rootfs import (
     wrapper_command,
     writable_root_unavailable_reason,
 )
+from agent_gym.utils.creation_limit import wait_for_creation
 
 __all__ = ["DEFAULT_ENV", "LocalSandbox", "bwrap_available", "sandbox_base_env"]
 
@@ -327,6 +328,7 @@ class LocalSandbox:
         if self.writable_root or self.cgroup is not None:
             args = wrapper_command(self.limits.workspace_mb if self.writable_root else None,
                                    self.cgroup.procs_files if self.cgroup else [], args)
+        wait_for_creation("sandbox")  # the host-wide creation-rate limit, when one is set
         self._init_pid: list[int] = [0]
         try:
             self._proc = subprocess.Popen(

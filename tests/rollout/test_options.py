@@ -36,7 +36,7 @@ def test_defaults_and_overrides():
         ({"episode_timeout": 0}, ConfigError, "episode_timeout"),
         ({"episode_timeout": "5"}, TypeError, "episode_timeout"),
         ({"max_steps": 0}, ConfigError, "max_steps"),
-        ({"backend": "spark"}, ConfigError, "backend: expected one of 'local', 'ray', got 'spark'"),
+        ({"backend": "spark"}, ConfigError, "backend: expected one of 'local', 'ray', 'ray_sharded', got 'spark'"),
         ({"seed": "1"}, TypeError, "seed"),
         ({"progress": 1}, TypeError, "progress"),
         ({"on_episode": 3}, TypeError, "on_episode"),
