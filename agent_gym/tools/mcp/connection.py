@@ -205,6 +205,8 @@ class MCPConnection:
         """
         connection = cls(spec)
         connection._ready = asyncio.get_running_loop().create_future()
+        # read the outcome even when open() is cancelled (a closing pool), so that no error goes unretrieved
+        connection._ready.add_done_callback(lambda f: f.cancelled() or f.exception())
         connection._task = asyncio.create_task(connection._hold(), name=f"mcp-connection {spec.describe()}")
         try:
             await asyncio.wait_for(asyncio.shield(connection._ready), spec.startup_timeout)
