@@ -457,6 +457,8 @@ class ShardedRunner:
         ``on_episode`` gets a ``TIMEOUT`` record (reason
         :data:`~agent_gym.rollout.reporting.STOPPED_REASON`) of each.
         """
+        if not specs:
+            return []
         results: list[StepTrajectory | None] = [None] * len(specs)
         bar = Progress(len(specs), progress, desc="episodes (ray shards)")
         try:
