@@ -2,6 +2,7 @@
 
 Run:  python benchmarks/ray_scale.py sweep [--episodes 400] [--shards 1,2,4] [--per-shard 8,32] [--actors 8]
       python benchmarks/ray_scale.py demo [--episodes 10000] [--nodes 4] [--per-shard 32] [--kill-at 0.5]
+      (either with [--server HOST:PORT]: a fake-mode reference server already running, e.g. on cores of its own)
 
 Both drive ``VLLMPolicy`` against the reference server in fake mode (``--fake-tokens 8
 --fake-latency-ms 50``, its own process) on ``agent_gym/ToolUse-v0`` with ``max_steps=2``.
@@ -266,10 +267,16 @@ def main() -> int:
     two.add_argument("--nodes", type=int, default=4)
     two.add_argument("--per-shard", type=int, default=32)
     two.add_argument("--kill-at", type=float, default=0.5, help="fraction of episodes back when a node is killed")
+    for mode in (one, two):
+        mode.add_argument("--server", default=None, metavar="HOST:PORT",
+                          help="a reference server already running in fake mode (default: start one here)")
     args = parser.parse_args()
     print(json.dumps({"cpus": os.cpu_count(), "python": sys.version.split()[0],
                       "load_avg": [round(x, 1) for x in os.getloadavg()]}), flush=True)
-    proc, address = start_reference_server(["--fake-tokens", "8", "--fake-latency-ms", str(LATENCY_MS)], timeout=180)
+    proc, address = None, args.server
+    if address is None:
+        proc, address = start_reference_server(["--fake-tokens", "8", "--fake-latency-ms", str(LATENCY_MS)],
+                                               timeout=180)
     try:
         if args.mode == "sweep":
             sweep(args, address)
@@ -278,8 +285,9 @@ def main() -> int:
         ok = report["back_exactly_once"] == args.episodes and report["stats"]["shards_lost"] >= 1
         return 0 if ok else 1
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        if proc is not None:
+            proc.terminate()
+            proc.wait(timeout=10)
 
 
 if __name__ == "__main__":

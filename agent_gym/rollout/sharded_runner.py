@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
@@ -110,6 +111,10 @@ class _Shard:
     @property
     def room(self) -> int:
         return self.capacity - len(self.outstanding) if self.started else 0
+
+
+def _report(finished: asyncio.Queue[tuple[int, _Ticket] | None], position: int, ticket: _Ticket, _: Any) -> None:
+    finished.put_nowait((position, ticket))
 
 
 def _wrap(ref: Any) -> asyncio.Future[Any]:
@@ -256,10 +261,14 @@ class ShardedRunner:
                 shard.handle.set_weight_version.remote(version)
 
     def _assign(self) -> None:
-        """Hand queued tickets to the started shards with room, most room first."""
+        """Hand queued tickets to the started shards with room, most room first.
+
+        A shard gets a batch once an eighth of its capacity is free (or all that is queued fits):
+        one call per few episodes instead of one per episode keeps the driver's CPU per episode low.
+        """
         while self._queue:
             shard = max(self.shards, key=lambda s: s.room, default=None)
-            if shard is None or shard.room <= 0:
+            if shard is None or shard.room < min(max(1, shard.capacity // 8), len(self._queue)):
                 return
             batch: list[tuple[int, EpisodeSpec]] = []
             while self._queue and len(batch) < shard.room:
@@ -380,11 +389,22 @@ class ShardedRunner:
 
     async def _iterate(self, specs: Iterable[EpisodeSpec],
                        window: int | None) -> AsyncIterator[tuple[int, StepTrajectory]]:
-        """``(position, trajectory)`` in completion order, at most ``window`` submitted ahead (None: all)."""
+        """``(position, trajectory)`` in completion order, at most ``window`` submitted ahead (None: all).
+
+        Each ticket reports its end into one queue (a done callback), so a finished episode costs the
+        same whether ten or a million are open.
+        """
         self._ensure_started()
-        assert self._wake is not None
+        assert self._wake is not None and self._dispatcher is not None
+        dispatcher = self._dispatcher
+        finished: asyncio.Queue[tuple[int, _Ticket] | None] = asyncio.Queue()
+
+        def stopped(_: Any) -> None:
+            finished.put_nowait(None)
+
+        dispatcher.add_done_callback(stopped)
         source = iter(enumerate(specs))
-        open_tickets: dict[asyncio.Future[StepTrajectory], tuple[int, _Ticket]] = {}
+        open_tickets: dict[int, _Ticket] = {}
         exhausted = False
         try:
             while True:
@@ -394,24 +414,24 @@ class ShardedRunner:
                         exhausted = True
                         break
                     ticket = self._submit(item[1])
-                    open_tickets[ticket.future] = (item[0], ticket)
+                    open_tickets[ticket.number] = ticket
+                    ticket.future.add_done_callback(functools.partial(_report, finished, item[0], ticket))
                 self._wake.set()
                 if not open_tickets:
                     return
-                dispatcher = self._dispatcher
-                assert dispatcher is not None
-                watched: list[asyncio.Future[Any]] = [*open_tickets, dispatcher]
-                done, _ = await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
-                if dispatcher in done and not self._closed:
-                    dispatcher.result()  # re-raise the dispatcher's failure
-                    raise RuntimeError("ShardedRunner: the dispatcher stopped")
-                for future in done:
-                    if future is dispatcher:
-                        continue
-                    position, _ticket = open_tickets.pop(future)
-                    yield position, future.result()
+                got = await finished.get()
+                if got is None:
+                    if not self._closed:
+                        dispatcher.result()  # re-raise the dispatcher's failure
+                        raise RuntimeError("ShardedRunner: the dispatcher stopped")
+                    continue  # closed: its tickets were resolved and are on their way
+                position, ticket = got
+                if open_tickets.pop(ticket.number, None) is None or ticket.future.cancelled():
+                    continue
+                yield position, ticket.future.result()
         finally:
-            self._cancel(ticket for _, ticket in open_tickets.values())
+            dispatcher.remove_done_callback(stopped)
+            self._cancel(list(open_tickets.values()))
 
     async def iterate(self, specs: Iterable[EpisodeSpec], *,
                       window: int | None = None) -> AsyncIterator[StepTrajectory]:
@@ -437,6 +457,8 @@ class ShardedRunner:
         ``on_episode`` gets a ``TIMEOUT`` record (reason
         :data:`~agent_gym.rollout.reporting.STOPPED_REASON`) of each.
         """
+        if not specs:
+            return []
         results: list[StepTrajectory | None] = [None] * len(specs)
         bar = Progress(len(specs), progress, desc="episodes (ray shards)")
         try:

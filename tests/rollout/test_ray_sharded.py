@@ -31,16 +31,6 @@ def ray_fakes(local_ray):
     return local_ray
 
 
-def _run(runner, specs, on_episode=None):
-    async def main():
-        try:
-            return await runner.run(specs, on_episode=on_episode)
-        finally:
-            await runner.aclose()
-
-    return asyncio.run(main())
-
-
 def test_shards_match_the_local_backend_with_many_episodes_in_flight_each(ray_fakes):
     from agent_gym.rollout.sharded_runner import ShardedRunner
 
@@ -63,29 +53,43 @@ def test_shards_match_the_local_backend_with_many_episodes_in_flight_each(ray_fa
     assert max(s["env_builds"] for s in shards) > 1  # more than one episode in flight in a shard
 
 
-@pytest.mark.parametrize("on_shard_loss", ["rerun", "fail"])
-def test_a_shard_killed_mid_run_gives_every_episode_back_once(ray_fakes, on_shard_loss):
+def test_a_shard_killed_mid_run_gives_every_episode_back_once(ray_fakes):
     from agent_gym.rollout.sharded_runner import ShardedRunner
 
-    layout = RayShards(shards=2, num_cpus=0.5, episodes_per_shard=6, on_shard_loss=on_shard_loss)
-    runner = ShardedRunner(make_add_env, ScriptedPolicy(delay=0.05), RolloutOptions(), shards=layout)
-    seen = []
+    # one runner re-runs the lost shard's episodes elsewhere, the other ends them ENV_ERROR; side by side, so
+    # their shards start together
+    runners = {mode: ShardedRunner(make_add_env, ScriptedPolicy(delay=0.05), RolloutOptions(),
+                                   shards=RayShards(shards=2, num_cpus=0.25, episodes_per_shard=6, on_shard_loss=mode))
+               for mode in ("rerun", "fail")}
+    seen: dict[str, list[int]] = {mode: [] for mode in runners}
 
-    def on_episode(trajectory):
-        seen.append(trajectory.idx)
-        if len(seen) == 10:
-            ray_fakes.kill(runner.handles[0])  # the shard dies with its episodes in flight
+    def on_episode_of(mode):
+        def on_episode(trajectory):
+            seen[mode].append(trajectory.idx)
+            if len(seen[mode]) == 10:
+                ray_fakes.kill(runners[mode].handles[0])  # the shard dies with its episodes in flight
+        return on_episode
 
-    out = _run(runner, plan_episodes(make_tasks(30), None, 1, 0), on_episode)
-    assert sorted(t.idx for t in out) == list(range(30)) == sorted(seen)  # each once, nothing lost
-    assert runner.stats.shards_lost == 1 and runner.stats.finished == 30
-    failed = [t for t in out if t.status == EpisodeStatus.ENV_ERROR]
-    if on_shard_loss == "rerun":
-        assert runner.stats.reruns >= 1 and not failed  # they ran again on the other shards
-    else:
-        assert len(failed) == runner.stats.lost_failed >= 1
-        assert all("ray shard lost" in str(t.to_dict()) for t in failed)
-        assert all(t.status == EpisodeStatus.ENV_DONE for t in out if t not in failed)
+    async def main():
+        try:
+            return await asyncio.gather(*(runner.run(plan_episodes(make_tasks(30), None, 1, 0),
+                                                     on_episode=on_episode_of(mode))
+                                          for mode, runner in runners.items()))
+        finally:
+            for runner in runners.values():
+                await runner.aclose()
+
+    rerun, fail = asyncio.run(main())
+    for mode, out in (("rerun", rerun), ("fail", fail)):
+        stats = runners[mode].stats
+        assert sorted(t.idx for t in out) == list(range(30)) == sorted(seen[mode]), mode  # each once, none lost
+        assert stats.shards_lost == 1 and stats.finished == 30, (mode, stats)
+    assert runners["rerun"].stats.reruns >= 1  # they ran again on the other shard
+    assert all(t.status == EpisodeStatus.ENV_DONE for t in rerun)
+    failed = [t for t in fail if t.status == EpisodeStatus.ENV_ERROR]
+    assert len(failed) == runners["fail"].stats.lost_failed >= 1
+    assert all("ray shard lost" in str(t.to_dict()) for t in failed)
+    assert all(t.status == EpisodeStatus.ENV_DONE for t in fail if t not in failed)
 
 
 def test_rollout_stream_runs_its_groups_on_ray_shards(ray_fakes):
