@@ -1,6 +1,6 @@
 """Rewards beyond rules: the cost of an LLM judge, what its cache saves, the reward service's throughput.
 
-Run:  python benchmarks/rewards.py [--tasks 4] [--samples 8] [--requests 512] [--check-tasks 20]
+Run:  python benchmarks/rewards.py [--tasks 4] [--samples 8] [--requests 512] [--check-tasks 20] [--skip PART]
 
 One reference server (``python -m agent_gym.reference_server``, the embedded default model) is both the
 policy and the local judge, as one inference server serving the actor and the reward model at once.
@@ -126,31 +126,37 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=8)
     parser.add_argument("--requests", type=int, default=512)
     parser.add_argument("--check-tasks", type=int, default=20)
+    parser.add_argument("--skip", action="append", default=[], choices=["collect", "check", "service"],
+                        help="leave a part out: collect (a, b), check (d), service (c)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     model = str(default_model_path())
     report: dict[str, Any] = {}
     proc, address = start_reference_server(["--model", model])
     try:
-        report["judged_collect"] = judged_collect(address, model, args.tasks, args.samples)
-        a = report["judged_collect"]
-        print(f"(a) {a['episodes']} episodes: rule-graded collect {a['rule_collect_s']:.2f}s")
-        for name in ("cache", "no_cache"):
-            r = a[name]
-            print(f"    judged ({name}): +{r['judge_s']:.2f}s ({r['added_vs_rule']:.2f}x the collect), "
-                  f"{r['calls_per_episode']:.2f} judge calls/episode ({r['calls']} calls, {r['cache_hits']} cache "
-                  f"hits, {r['distinct_answers']} distinct answers), scored {r['scored']}, JUDGE_ERROR "
-                  f"{r['judge_errors']} {r['failures']}")
-        judge = _judge(address, model, True)
-        try:
-            report["judge_check"] = judge_check(judge, "agent_gym/ToolUse-v0", tasks=args.check_tasks)
-        finally:
-            judge.close()
-        print("(d) judge-check, default judge (embedded model):\n    " +
-              format_check(report["judge_check"]).replace("\n", "\n    "))
+        if "collect" not in args.skip:
+            report["judged_collect"] = judged_collect(address, model, args.tasks, args.samples)
+            a = report["judged_collect"]
+            print(f"(a) {a['episodes']} episodes: rule-graded collect {a['rule_collect_s']:.2f}s", flush=True)
+            for name in ("cache", "no_cache"):
+                r = a[name]
+                print(f"    judged ({name}): +{r['judge_s']:.2f}s ({r['added_vs_rule']:.2f}x the collect), "
+                      f"{r['calls_per_episode']:.2f} judge calls/episode ({r['calls']} calls, {r['cache_hits']} "
+                      f"cache hits, {r['distinct_answers']} distinct answers), scored {r['scored']}, JUDGE_ERROR "
+                      f"{r['judge_errors']} {r['failures']}", flush=True)
+        if "check" not in args.skip:
+            judge = _judge(address, model, True)
+            try:
+                report["judge_check"] = judge_check(judge, "agent_gym/ToolUse-v0", tasks=args.check_tasks)
+            finally:
+                judge.close()
+            print("(d) judge-check, default judge (embedded model):\n    " +
+                  format_check(report["judge_check"]).replace("\n", "\n    "), flush=True)
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+    if "service" in args.skip:
+        return
     report["service_requests_per_s"] = service_throughput(args.requests)
     print(f"(c) serve-reward (rule-graded), {args.requests} requests: " +
           ", ".join(f"{n} in flight {v:.0f} req/s" for n, v in report["service_requests_per_s"].items()))
