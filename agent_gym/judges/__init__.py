@@ -5,6 +5,7 @@
 * :class:`LLMJudge`: pointwise, pairwise and group-ranking verdicts from an OpenAI-compatible server
   through the policy client (retries, timeouts, affinity), read strictly, cached by content, every call
   recorded token-exact (:mod:`agent_gym.judges.llm`, :mod:`agent_gym.judges.verdicts`).
+* :class:`RubricGrading`: a wrapper scoring any env's episodes with a rubric as they end.
 * :func:`judge_trajectories`: score collected episodes; a judge that fails makes the episode
   ``JUDGE_ERROR`` (masked by every trainer adapter and exporter), never a zero reward.
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from agent_gym.judges.apply import JudgingReport, ajudge_trajectories, judge_records, judge_trajectories
 from agent_gym.judges.cache import VerdictCache, content_key
+from agent_gym.judges.env_grading import RubricGrading
 from agent_gym.judges.llm import JUDGE_ROLE, JudgeCall, JudgeLog, LLMJudge, PairVerdict, RankVerdict
 from agent_gym.judges.rubric import (
     Criterion,
@@ -43,6 +45,7 @@ __all__ = [
     "RankVerdict",
     "RankingCriterion",
     "Rubric",
+    "RubricGrading",
     "RubricScore",
     "RuleCriterion",
     "VerdictCache",

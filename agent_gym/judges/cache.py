@@ -48,21 +48,28 @@ class VerdictCache:
     def __len__(self) -> int:
         return len(self._done)
 
-    async def get_or_compute(self, key: str, compute: Callable[[], Awaitable[T]]) -> tuple[T, bool]:
+    async def get_or_compute(self, key: str, compute: Callable[[], Awaitable[T]],
+                             on_hit: Callable[[], None] | None = None) -> tuple[T, bool]:
         """The verdict for ``key``: ``(value, True)`` when it was cached or in flight, else computed now.
 
         Args:
             key: A :func:`content_key`.
             compute: Makes the verdict; its exception propagates (to the requests waiting too) and
                 nothing is cached.
+            on_hit: Called when the request is answered without a call of its own (also when the call it
+                joined then fails).
         """
         if key in self._done:
             self.hits += 1
+            if on_hit is not None:
+                on_hit()
             return self._done[key], True
         pending = self._pending.get(key)
         loop = asyncio.get_running_loop()
         if pending is not None and pending.get_loop() is loop:
             self.hits += 1
+            if on_hit is not None:
+                on_hit()
             return await asyncio.shield(pending), True
         self.misses += 1
         future: asyncio.Future[Any] = loop.create_future()

@@ -287,9 +287,11 @@ class LLMJudge:
     async def _cached(self, key: tuple[Any, ...], log: JudgeLog | None, compute: Callable[[], Awaitable[T]]) -> T:
         if self.cache is None:
             return await compute()
-        value, hit = await self.cache.get_or_compute(content_key(self.fingerprint(), *key), compute)
-        if hit and log is not None:
-            log.cache_hits += 1
+        def counted() -> None:
+            if log is not None:
+                log.cache_hits += 1
+
+        value, _ = await self.cache.get_or_compute(content_key(self.fingerprint(), *key), compute, counted)
         return value
 
     async def _ask(self, kind: str, messages: list[Message], parse: Callable[[str], T], log: JudgeLog | None) -> T:

@@ -142,3 +142,10 @@ def test_judge_segments_are_token_exact_records():
     assert segment.role == "judge" and segment.response_tokens.tolist() == [7, 8, 9]
     assert segment.response_masks.tolist() == [1, 1, 1] and torch.allclose(
         segment.response_logprobs, torch.tensor([-0.1, -0.2, -0.3]))
+
+
+def test_requests_that_join_a_failing_call_are_cache_hits_not_calls():
+    judge = LLMJudge(ScriptedJudge(fail_answers=["Lyon"]))
+    episodes = [_episode(f"r{i}", "Lyon") for i in range(8)]
+    report = judge_trajectories(episodes, Rubric([JudgeCriterion("correct", judge)]))
+    assert report.failed == 8 and report.usage["calls"] == 2 and report.usage["cache_hits"] == 7
