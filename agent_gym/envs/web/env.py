@@ -125,8 +125,10 @@ class WebEnv(AgentEnv):
         check_float("action_timeout", action_timeout, low=0.1)
         check_float("browser_timeout", browser_timeout, low=1.0)
         self.split, self.pages, self.sites = split, pages, sites
-        self.site: Any = None  # the episode's synthetic site instance (None for a MiniWoB++ page)
-        self._site_prefix = ""
+        self.site: Any = None
+        """The episode's synthetic site instance (None for a MiniWoB++ page)."""
+        self.site_prefix = ""
+        """The path of the episode's site instance on the site server (``/s/<token>/``; "" for a MiniWoB++ page)."""
         self.screenshots = screenshots
         self.max_snapshot_chars = max_snapshot_chars
         self.max_type_chars = max_type_chars
@@ -188,8 +190,8 @@ class WebEnv(AgentEnv):
         if task.get("source") == "site":
             self.site = SITES[str(task["site"])](int(task["seed"]))
             sites = site_server()
-            self._site_prefix = sites.register(self.site)
-            return PageSpec(origin=sites.origin, start_path=self._site_prefix, allowed_paths=(self._site_prefix,),
+            self.site_prefix = sites.register(self.site)
+            return PageSpec(origin=sites.origin, start_path=self.site_prefix, allowed_paths=(self.site_prefix,),
                             setup_script="() => ''", viewport=(800, 600))
         server = static_server(miniwob_root())
         page = str(task["page"])
@@ -202,7 +204,7 @@ class WebEnv(AgentEnv):
         """Open the episode's context and page (on a new browser if the env's died) and return the tools."""
         self.browser_failure = None
         self._finish_answer = None
-        self.site, self._site_prefix = None, ""
+        self.site, self.site_prefix = None, ""
         spec = self._page_spec(task)
         for attempt in range(2):
             if self.worker is not None and self.worker.dead is not None:
@@ -244,9 +246,9 @@ class WebEnv(AgentEnv):
         session, self.session = self.session, None
         if session is not None:
             self._close_session(session)
-        if self._site_prefix:
-            site_server().unregister(self._site_prefix)
-        self.site, self._site_prefix = None, ""
+        if self.site_prefix:
+            site_server().unregister(self.site_prefix)
+        self.site, self.site_prefix = None, ""
         if self.worker is not None and self.worker.dead is not None:
             self._drop_worker()
 
@@ -258,7 +260,7 @@ class WebEnv(AgentEnv):
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         # processes cannot be copied: a copy needs a reset
-        state.update(worker=None, session=None, pool=None, site=None, _site_prefix="")
+        state.update(worker=None, session=None, pool=None, site=None, site_prefix="")
         return state
 
     # ------------------------------------------------------------------ tools
@@ -430,7 +432,7 @@ class WebEnv(AgentEnv):
             raise RuntimeError("oracle_action() needs a running episode; call env.reset() first")
         if self.site is not None:
             nodes = parse_snapshot(self._call(self.session.snapshot, self.max_snapshot_chars))
-            path, query = split_url(self.session.url, self._site_prefix)
+            path, query = split_url(self.session.url, self.site_prefix)
             return self.parser.format_calls(type(self.site).oracle(self.session.instruction, nodes, path, query))
         oracle = ORACLES.get(str(self.task.get("page")))
         if self.step_count == 0 and oracle is not None:

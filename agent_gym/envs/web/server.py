@@ -33,6 +33,14 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         super().end_headers()
 
 
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A browser that went away mid-transfer (killed, its context closed) is not an error worth a traceback."""
+        return
+
+
 class LoopbackServer:
     """Serves the files under ``root`` on ``http://127.0.0.1:<port>/`` from a daemon thread.
 
@@ -43,8 +51,7 @@ class LoopbackServer:
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root).resolve()
         handler = functools.partial(_QuietHandler, directory=str(self.root))
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True
+        self._server = _Server(("127.0.0.1", 0), handler)
         self.port = int(self._server.server_address[1])
         self.origin = f"http://127.0.0.1:{self.port}"
         self._thread = threading.Thread(target=self._server.serve_forever, name="agent-gym-web-server", daemon=True)

@@ -99,6 +99,10 @@ class _Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
     apps: dict[str, SiteApp]
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A browser that went away mid-transfer is not an error worth a traceback."""
+        return
+
 
 class SiteServer:
     """Serves registered site instances on ``http://127.0.0.1:<port>/s/<token>/`` from a daemon thread."""

@@ -209,7 +209,7 @@ def test_synthetic_site_oracle_and_empty_finish(env, site):
         assert info["web"]["site_score"] == 1.0 and info["res_reward"] == pytest.approx(env.rewards.correct)
         assert env.step_count >= 4  # several pages, state carried between them
         obs, _ = env.reset(options={"task": site_task})
-        prefix = env._site_prefix
+        prefix = env.site_prefix
         _, _, terminated, _, info = env.step(call("goto", url=prefix.replace(prefix.split("/")[2], "0" * 16)))
         assert not terminated and "not one of this task's pages" in info["error"]
         _, _, terminated, _, info = env.step(call("finish"))
