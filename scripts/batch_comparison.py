@@ -135,12 +135,10 @@ def main(argv: Sequence[str] | None = None) -> int:
               "token_budget": args.token_budget}
     options = {"unfiltered": {}, "filtered": {"dynamic_sampling": True, "early_cancel": args.early_cancel,
                                               "curriculum": args.curriculum}}
-    records = {}
-    for name in RUNS:
-        if args.compare_only or (args.only is not None and args.only != name):
-            records[name] = json.loads((out / name / "rewards.json").read_text())
-        else:
-            records[name] = run(**common, **options[name], out=out / name)
+    ran = {name: run(**common, **options[name], out=out / name) for name in RUNS
+           if not args.compare_only and args.only in (None, name)}
+    records = {name: ran[name] if name in ran else json.loads((out / name / "rewards.json").read_text())
+               for name in RUNS}
     reached = min(r["iterations"][-1]["cumulative_tokens"] for r in records.values())
     records = {name: equal_tokens(record, reached) for name, record in records.items()}
     figures = {name: summarize(record) for name, record in records.items()}
