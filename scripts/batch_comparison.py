@@ -9,9 +9,9 @@ included) to the budget; each iteration's records are written as it ends, and th
 after the first iteration that reached the tokens both reached (``--only NAME`` runs one of them,
 ``--compare-only`` compares the records already written). Written under ``--out``: ``unfiltered/`` and
 ``filtered/`` (each run's ``rewards.json`` and plot), ``comparison.json`` (per run: sampled tokens,
-iterations, wall and sampling seconds, informative groups trained on, informative groups per wall-second and
-per sampling-second,
-the mean reward and success over the second half of the budget and at the last iteration; the ratio
+iterations, wall and sampling seconds, informative groups trained on, per 1000 sampled tokens and per
+update, the median update seconds, informative groups per wall-second and per sampling-second, the mean
+reward and success over the second half of the budget and at the last iteration; the ratio
 of the filtered run's informative groups per wall-second to the unfiltered run's) and
 ``comparison.png`` (mean reward against sampled tokens; informative groups against wall seconds).
 
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -68,6 +69,9 @@ def summarize(record: dict[str, Any]) -> dict[str, Any]:
         "iterations": len(rows), "sampled_tokens": tokens, "sampled_episodes": sum(r["sampled_episodes"] for r in rows),
         "wall_s": round(wall, 1), "sampling_s": round(sampling, 1), "informative_groups": informative,
         "groups_sampled": (rows[-1].get("filter") or {}).get("groups") or sum(r["groups"] for r in rows),
+        "informative_groups_per_1k_tokens": 1000 * informative / tokens if tokens else 0.0,
+        "informative_groups_per_update": informative / len(rows) if rows else 0.0,
+        "median_update_s": statistics.median(r["iteration_s"] - r["sampling_s"] for r in rows) if rows else None,
         "informative_groups_per_wall_s": informative / wall if wall else 0.0,
         "informative_groups_per_sampling_s": informative / sampling if sampling else 0.0,
         "second_half_mean_reward": sum(r["mean_reward"] * r["sampled_episodes"] for r in late) / max(episodes, 1),
