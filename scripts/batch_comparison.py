@@ -5,23 +5,27 @@ Runs :func:`train_grpo_demo.run` twice, back to back, with the same seed, tasks 
 ``filtered`` (``--dynamic-sampling``: groups whose answers all agree are dropped and more are sampled
 until ``--tasks`` informative groups are in; ``--early-cancel P`` and ``--curriculum`` as in the demo).
 Each run stops after the iteration that brings its sampled tokens (dropped and cancelled episodes
-included) to the budget. Written under ``--out``: ``unfiltered/`` and ``filtered/`` (each run's
-``rewards.json`` and plot), ``comparison.json`` (per run: sampled tokens, iterations, wall and sampling
-seconds, informative groups trained on, informative groups per wall-second and per sampling-second,
-the mean reward and success over the second half of the budget and at the last iteration; the ratio
+included) to the budget; each iteration's records are written as it ends, and the comparison cuts both runs
+after the first iteration that reached the tokens both reached (``--only NAME`` runs one of them,
+``--compare-only`` compares the records already written). Written under ``--out``: ``unfiltered/`` and
+``filtered/`` (each run's ``rewards.json`` and plot), ``comparison.json`` (per run: sampled tokens,
+iterations, wall and sampling seconds, informative groups trained on, per 1000 sampled tokens and per
+update, the median update seconds, informative groups per wall-second and per sampling-second, the mean
+reward and success over the second half of the budget and at the last iteration; the ratio
 of the filtered run's informative groups per wall-second to the unfiltered run's) and
 ``comparison.png`` (mean reward against sampled tokens; informative groups against wall seconds).
 
 Run::
 
     python scripts/batch_comparison.py --family lookup --pool 16 --tasks 4 --group-size 4 \
-        --token-budget 40000 --early-cancel 0.05 --out scripts/results/grpo_batches
+        --token-budget 10000 --early-cancel 0.05 --out scripts/results/grpo_batches
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,6 +38,22 @@ if _SCRIPTS not in sys.path:
 from train_grpo_demo import run  # noqa: E402 - beside this file
 
 __all__ = ["main", "summarize"]
+
+
+RUNS = ("unfiltered", "filtered")
+
+
+def equal_tokens(record: dict[str, Any], tokens: int) -> dict[str, Any]:
+    """``record`` cut after the first iteration that reached ``tokens`` sampled tokens.
+
+    A run stopped early is so compared with the other at the tokens it reached.
+    """
+    rows: list[dict[str, Any]] = []
+    for row in record["iterations"]:
+        rows.append(row)
+        if row["cumulative_tokens"] >= tokens:
+            break
+    return {**record, "iterations": rows}
 
 
 def summarize(record: dict[str, Any]) -> dict[str, Any]:
@@ -49,6 +69,9 @@ def summarize(record: dict[str, Any]) -> dict[str, Any]:
         "iterations": len(rows), "sampled_tokens": tokens, "sampled_episodes": sum(r["sampled_episodes"] for r in rows),
         "wall_s": round(wall, 1), "sampling_s": round(sampling, 1), "informative_groups": informative,
         "groups_sampled": (rows[-1].get("filter") or {}).get("groups") or sum(r["groups"] for r in rows),
+        "informative_groups_per_1k_tokens": 1000 * informative / tokens if tokens else 0.0,
+        "informative_groups_per_update": informative / len(rows) if rows else 0.0,
+        "median_update_s": statistics.median(r["iteration_s"] - r["sampling_s"] for r in rows) if rows else None,
         "informative_groups_per_wall_s": informative / wall if wall else 0.0,
         "informative_groups_per_sampling_s": informative / sampling if sampling else 0.0,
         "second_half_mean_reward": sum(r["mean_reward"] * r["sampled_episodes"] for r in late) / max(episodes, 1),
@@ -106,16 +129,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--early-cancel", type=float, default=None, metavar="P")
     parser.add_argument("--curriculum", action="store_true", help="the filtered run also draws by pass rate")
     parser.add_argument("--out", default="scripts/results/grpo_batches")
+    parser.add_argument("--only", choices=RUNS, default=None, help="run only this one (the other's record is read)")
+    parser.add_argument("--compare-only", action="store_true",
+                        help="run nothing: compare the records under --out, each cut at the tokens both reached")
     args = parser.parse_args(argv)
     out = Path(args.out)
     common = {"family": args.family, "iterations": args.iterations, "tasks_per_iteration": args.tasks,
               "group_size": args.group_size, "lr": args.lr, "pool_size": args.pool, "seed": args.seed,
               "token_budget": args.token_budget}
-    records = {
-        "unfiltered": run(**common, out=out / "unfiltered"),
-        "filtered": run(**common, dynamic_sampling=True, early_cancel=args.early_cancel, curriculum=args.curriculum,
-                        out=out / "filtered"),
-    }
+    options = {"unfiltered": {}, "filtered": {"dynamic_sampling": True, "early_cancel": args.early_cancel,
+                                              "curriculum": args.curriculum}}
+    ran = {name: run(**common, **options[name], out=out / name) for name in RUNS
+           if not args.compare_only and args.only in (None, name)}
+    records = {name: ran[name] if name in ran else json.loads((out / name / "rewards.json").read_text())
+               for name in RUNS}
+    reached = min(r["iterations"][-1]["cumulative_tokens"] for r in records.values())
+    records = {name: equal_tokens(record, reached) for name, record in records.items()}
     figures = {name: summarize(record) for name, record in records.items()}
     base = figures["unfiltered"]["informative_groups_per_wall_s"]
     comparison = {"command": "python scripts/batch_comparison.py " + " ".join(argv if argv is not None

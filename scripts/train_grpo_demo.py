@@ -176,6 +176,9 @@ def run(
             row["sampling_s"] = batch_s
             row["iteration_s"] = time.perf_counter() - batch_started  # sampling and the update
             record["iterations"].append(row)
+            if out is not None:  # each iteration's records survive a run stopped early
+                Path(out).mkdir(parents=True, exist_ok=True)
+                (Path(out) / "rewards.json").write_text(json.dumps(record, indent=2) + "\n")
             say(f"iter {it:3d}  mean reward {mean_reward:+.3f}  success {success:.0%}  loss {stats['loss']:+.4f}  "
                 f"|ratio-1| max {stats['max_ratio_error']:.1e}")
         record["post_update_rescore_error"] = rescore_error(policy, trainer, pool[0])

@@ -83,7 +83,8 @@ def _unknown_fields(value: Any, tp: Any, where: str) -> list[str]:
             best = found if best is None or len(found) < len(best) else best
         return best or []
     if origin is typing.Literal or origin is typing_extensions.Literal:
-        return [] if value in typing.get_args(tp) else [f"{where}: expected one of {typing.get_args(tp)}, got {value!r}"]
+        allowed = typing.get_args(tp)
+        return [] if value in allowed else [f"{where}: expected one of {allowed}, got {value!r}"]
     if tp is type(None):
         return [] if value is None else [f"{where}: expected null"]
     if tp in (str, int, float, bool):
@@ -237,7 +238,8 @@ class StrictOpenAIServer:
                      for call in message.get("tool_calls") or []]
             with self._lock:
                 self.seen.issued_ids.update(call["id"] for call in calls)
-            choices.append({"index": choice["index"], "finish_reason": "tool_calls" if calls else choice["finish_reason"],
+            finish = "tool_calls" if calls else choice["finish_reason"]
+            choices.append({"index": choice["index"], "finish_reason": finish,
                             "logprobs": None, "message": {"role": "assistant", "content": message.get("content"),
                                                           "refusal": None, **({"tool_calls": calls} if calls else {})}})
         out = {"id": data["id"], "object": "chat.completion", "created": data["created"], "model": data["model"],

@@ -59,8 +59,9 @@ def test_a_conversation_goes_out_with_structured_calls_and_results():
 def test_recorded_answers_replay_with_the_api_ids_and_unanswered_calls_are_left_out():
     record = AnswerRecord()
     text = _call("search", {"q": "a"}) + "\n" + _call("search", {"q": "b"})
-    record.remember(text, [{"id": "call_xyz", "type": "function", "function": {"name": "search", "arguments": '{"q":"a"}'}},
-                           {"id": "call_abc", "type": "function", "function": {"name": "search", "arguments": '{"q":"b"}'}}])
+    record.remember(text, [
+        {"id": "call_xyz", "type": "function", "function": {"name": "search", "arguments": '{"q":"a"}'}},
+        {"id": "call_abc", "type": "function", "function": {"name": "search", "arguments": '{"q":"b"}'}}])
     conversation = [{"role": "user", "content": "go"}, {"role": "assistant", "content": text},
                     {"role": "tool", "content": "result a"}, {"role": "user", "content": "and?"}]
     messages = openai_messages(conversation, make_parser("hermes"), record)
