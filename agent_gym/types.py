@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import operator
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -19,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from agent_gym.checks import check_gamma
 from agent_gym.errors import TrajectoryError
+from agent_gym.record_fields import as_floats, as_ids, check_messages, is_tensor, json_copy
 
 if TYPE_CHECKING:
     import torch
@@ -246,10 +245,10 @@ class Segment:
         ) -> None: ...
 
     def __post_init__(self) -> None:
-        self.prompt_tokens = _as_ids("Segment.prompt_tokens", self.prompt_tokens)
-        self.response_tokens = _as_ids("Segment.response_tokens", self.response_tokens)
-        self.response_masks = _as_ids("Segment.response_masks", self.response_masks, allow_bool=True)
-        self.response_logprobs = _as_floats("Segment.response_logprobs", self.response_logprobs)
+        self.prompt_tokens = as_ids("Segment.prompt_tokens", self.prompt_tokens)
+        self.response_tokens = as_ids("Segment.response_tokens", self.response_tokens)
+        self.response_masks = as_ids("Segment.response_masks", self.response_masks, allow_bool=True)
+        self.response_logprobs = as_floats("Segment.response_logprobs", self.response_logprobs)
         lengths = {len(self.response_tokens), len(self.response_masks), len(self.response_logprobs)}
         if len(lengths) != 1:
             raise TrajectoryError(
@@ -258,7 +257,7 @@ class Segment:
             )
         if self.weight_versions is None:
             self.weight_versions = [-1] * len(self.response_tokens)
-        self.weight_versions = _as_ids("Segment.weight_versions", self.weight_versions)
+        self.weight_versions = as_ids("Segment.weight_versions", self.weight_versions)
         if len(self.weight_versions) != len(self.response_tokens):
             raise TrajectoryError(
                 f"Segment.weight_versions: expected {len(self.response_tokens)} values (one per response id), "
@@ -370,11 +369,11 @@ class Trajectory:
 
     def __post_init__(self) -> None:
         cls_name = type(self).__name__
-        self.prompt_tokens = _as_ids(f"{cls_name}.prompt_tokens", self.prompt_tokens)
-        self.response_tokens = _as_ids(f"{cls_name}.response_tokens", self.response_tokens)
-        self.response_masks = _as_ids(f"{cls_name}.response_masks", self.response_masks, allow_bool=True)
+        self.prompt_tokens = as_ids(f"{cls_name}.prompt_tokens", self.prompt_tokens)
+        self.response_tokens = as_ids(f"{cls_name}.response_tokens", self.response_tokens)
+        self.response_masks = as_ids(f"{cls_name}.response_masks", self.response_masks, allow_bool=True)
         if self.response_logprobs is not None:
-            self.response_logprobs = _as_floats(f"{cls_name}.response_logprobs", self.response_logprobs)
+            self.response_logprobs = as_floats(f"{cls_name}.response_logprobs", self.response_logprobs)
         if isinstance(self.idx, bool) or not isinstance(self.idx, int) or self.idx < 0:
             raise TrajectoryError(f"Trajectory.idx: expected an int >= 0, got {self.idx!r}")
         if isinstance(self.trajectory_reward, bool) or not isinstance(self.trajectory_reward, (int, float)):
@@ -385,7 +384,7 @@ class Trajectory:
             raise TrajectoryError(
                 f"Trajectory.trajectory_reward: expected a finite number, got {self.trajectory_reward}"
             )
-        _check_messages("Trajectory.chat_completions", self.chat_completions)
+        check_messages("Trajectory.chat_completions", self.chat_completions)
         if not isinstance(self.sampling, dict):
             raise TrajectoryError(f"Trajectory.sampling: expected dict, got {type(self.sampling).__name__}")
         if not isinstance(self.metrics, dict):
@@ -422,16 +421,16 @@ class Trajectory:
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if _is_tensor(value):
+            if is_tensor(value):
                 value = value.tolist()
             elif f.name == "steps":
                 value = [s.to_dict() for s in value]
             elif f.name == "segments":
                 value = [s.to_dict() for s in value]
             elif f.name in ("chat_completions", "metrics"):
-                value = _json_copy(value)
+                value = json_copy(value)
             elif f.name in ("task", "sampling"):
-                value = _json_copy(value)
+                value = json_copy(value)
             out[f.name] = value
         return out
 
@@ -481,7 +480,7 @@ class Step:
     mc_return: float = 0.0
 
     def __post_init__(self) -> None:
-        _check_messages("Step.chat_completions", self.chat_completions)
+        check_messages("Step.chat_completions", self.chat_completions)
         if not isinstance(self.info, dict):
             raise TrajectoryError(f"Step.info: expected dict, got {type(self.info).__name__}")
         for name in ("reward", "mc_return"):
@@ -491,7 +490,7 @@ class Step:
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict."""
-        return {f.name: _json_copy(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        return {f.name: json_copy(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Step:
@@ -579,106 +578,3 @@ FINISH_REASON_STATUS: dict[str, EpisodeStatus] = {
 # Token ids, logprobs and masks become 1-D tensors (torch is imported only when a record holds one);
 # messages are checked to be ``list[dict[str, str]]``; metadata is deep-copied as plain JSON. Each
 # failure raises TrajectoryError naming the field.
-
-_FLOAT32_MAX = 3.4028234663852886e38
-"""Largest finite float32 (``torch.finfo(torch.float32).max``)."""
-
-
-def _is_tensor(value: Any) -> bool:
-    """True if ``value`` is a torch tensor; never imports torch (no tensor exists without it)."""
-    torch = sys.modules.get("torch")
-    return torch is not None and isinstance(value, torch.Tensor)
-
-
-def _as_ids(name: str, value: Any, *, allow_bool: bool = False) -> torch.Tensor:
-    """Return ``value`` as a 1-D ``torch.long`` tensor of integer ids.
-
-    Accepts a 1-D tensor of an integer dtype or a flat list/tuple of ints;
-    anything else (a float such as 1.5 or 1.0, a float dtype, a 2-D tensor, a
-    nested list) raises ``TrajectoryError``. ``allow_bool`` also accepts bools
-    (for masks).
-    """
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        tensor = value
-    elif isinstance(value, (list, tuple)):
-        if not value:
-            return torch.zeros(0, dtype=torch.long)
-        try:
-            tensor = torch.tensor(value if isinstance(value, list) else list(value))
-        except (TypeError, ValueError, RuntimeError, OverflowError) as exc:
-            raise TrajectoryError(f"{name}: expected a flat sequence of integer token ids, got {value!r:.80}") from exc
-    else:
-        raise TrajectoryError(f"{name}: expected torch.Tensor or list[int], got {type(value).__name__}")
-    if tensor.ndim != 1:
-        raise TrajectoryError(f"{name}: expected a 1-D sequence of token ids, got shape {tuple(tensor.shape)}")
-    dtype = tensor.dtype
-    if dtype == torch.long:
-        return tensor
-    if dtype.is_floating_point or dtype.is_complex or (dtype == torch.bool and not allow_bool):
-        if isinstance(value, (list, tuple)):
-            bad = next((v for v in value if isinstance(v, bool) or not _is_integer(v)), None)
-            raise TrajectoryError(f"{name}: expected integer token ids, got {bad!r}")
-        raise TrajectoryError(f"{name}: expected an integer dtype, got {dtype}")
-    return tensor.long()
-
-
-def _is_integer(value: Any) -> bool:
-    """True for ints and integer scalars (numpy, 0-d tensors): what ``operator.index`` accepts."""
-    try:
-        operator.index(value)
-    except TypeError:
-        return False
-    return True
-
-
-def _as_floats(name: str, value: Any) -> torch.Tensor:
-    """Return ``value`` as a 1-D tensor of finite numbers (``torch.float32`` when built from a list)."""
-    import torch
-
-    checked = False
-    if isinstance(value, torch.Tensor):
-        tensor = value
-    elif isinstance(value, (list, tuple)):
-        try:
-            tensor = torch.tensor(list(value), dtype=torch.float32) if len(value) else torch.zeros(0)
-        except (TypeError, ValueError, RuntimeError, OverflowError) as exc:
-            raise TrajectoryError(f"{name}: expected a sequence of numbers, got {value!r:.80}") from exc
-        if all(type(v) is float for v in value):
-            # Cheaper than two tensor ops; anything doubtful (NaN, Inf, near float32's limit) goes to torch.
-            checked = all(-_FLOAT32_MAX <= v <= _FLOAT32_MAX for v in value)
-    else:
-        raise TrajectoryError(f"{name}: expected torch.Tensor or list[float], got {type(value).__name__}")
-    if tensor.ndim != 1:
-        raise TrajectoryError(f"{name}: expected a 1-D sequence, got shape {tuple(tensor.shape)}")
-    if not checked and tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-        raise TrajectoryError(f"{name}: expected finite values, got NaN or Inf")
-    return tensor
-
-
-def _check_messages(name: str, messages: Any) -> None:
-    """Raise ``TrajectoryError`` unless ``messages`` is a ``list[dict[str, str]]``."""
-    if not isinstance(messages, list):
-        raise TrajectoryError(f"{name}: expected list[dict[str, str]], got {type(messages).__name__}")
-    for i, message in enumerate(messages):
-        if not isinstance(message, dict):
-            raise TrajectoryError(f"{name}[{i}]: expected dict[str, str], got {type(message).__name__}")
-        for key, value in message.items():
-            if not isinstance(key, str) or not isinstance(value, str):
-                raise TrajectoryError(
-                    f"{name}[{i}]: expected str keys and values, got {key!r}: {type(value).__name__}"
-                )
-
-
-def _json_copy(value: Any) -> Any:
-    """Deep-copy plain JSON-like data, turning tuples into lists and tensors into lists."""
-    if isinstance(value, dict):
-        return {k: _json_copy(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_copy(v) for v in value]
-    if _is_tensor(value):
-        return value.tolist()
-    if isinstance(value, Enum):
-        return value.value
-    return value
