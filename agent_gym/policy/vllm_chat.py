@@ -108,25 +108,24 @@ class VLLMChatPolicy(VLLMPolicyBase):
         super().__init__(*args, **kwargs)
         self._chat_path = "/v1/chat/completions"
         if api == "openai":
-            self._check_openai(args[0] if args else kwargs.get("server_addresses"))
+            self._check_openai()
         # session -> the structured calls of its answers (api="openai": replayed with the API's ids)
         self._answers: dict[str, AnswerRecord] = {}
         self._remember_config(**self._config, tool_choice=tool_choice, api=api, token_limit_field=token_limit_field)
 
-    def _check_openai(self, addresses: Any) -> None:
+    def _check_openai(self) -> None:
         """Check what ``api="openai"`` needs (a model name, OpenAI sampling) and find the chat path."""
         if not self.model:
             raise ConfigError("api='openai': expected model= (the name of the model the endpoint serves)")
         if self.chat_template_kwargs:
             raise ConfigError("api='openai': chat_template_kwargs is a vLLM extension the OpenAI API does not take")
         check_openai_sampling(self.sampling)
-        if isinstance(addresses, str):
-            addresses = [addresses]
-        if isinstance(addresses, (list, tuple)) and addresses:
-            paths = {openai_chat_path(str(address)) for address in addresses}
-            if len(paths) > 1:
-                raise ConfigError(f"api='openai': the addresses serve the chat API at different paths: {addresses}")
-            self._chat_path = paths.pop()
+        # the client keeps each base URL without a final /v1: the path follows from what is left
+        bases = [self.client.url(name, "") for name in self.client.server_addresses]
+        paths = {openai_chat_path(base) for base in bases}
+        if len(paths) > 1:
+            raise ConfigError(f"api='openai': the addresses serve the chat API at different paths: {bases}")
+        self._chat_path = paths.pop()
 
     def _chat_family(self) -> tuple[ChatFamily, Any]:
         """The model family and its parser: the tokenizer's (given or read from its template), else the names given."""

@@ -7,6 +7,7 @@ against the ``openai`` package's own request types and answers with a real model
 from __future__ import annotations
 
 import json
+import pickle
 import socket
 
 import pytest
@@ -89,6 +90,9 @@ def test_the_chat_path_follows_the_sdk_base_url():
     assert openai_chat_path("https://api.example.com/v1") == "/v1/chat/completions"
     assert openai_chat_path("127.0.0.1:8000") == "/v1/chat/completions"
     assert openai_chat_path("https://example.com/v1beta/openai/") == "/chat/completions"
+    policy = VLLMChatPolicy(["https://example.com/v1beta/openai/"], sampling={"top_k": -1}, model="m", api="openai")
+    copy = pickle.loads(pickle.dumps(policy))
+    assert copy._chat_path == policy._chat_path == "/chat/completions" and copy.api == "openai"
     with pytest.raises(ConfigError, match="model="):
         VLLMChatPolicy(["127.0.0.1:9"], sampling={"top_k": -1}, api="openai")
 
