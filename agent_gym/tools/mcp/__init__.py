@@ -47,7 +47,13 @@ __all__ = [
 
 
 def notes_server_command() -> list[str]:
-    """The command that runs the notes server shipped with agent_gym over stdio (this interpreter)."""
-    import sys
+    """The command that runs the notes server shipped with agent_gym over stdio (this interpreter).
 
-    return [sys.executable, "-m", "agent_gym.tools.mcp.servers.notes"]
+    The server's file is run as a script (it imports nothing from agent_gym), so it starts the same
+    whether agent_gym is installed or only on the caller's ``PYTHONPATH``, which the MCP SDK does not
+    pass on to a server's environment.
+    """
+    import sys
+    from pathlib import Path
+
+    return [sys.executable, str(Path(__file__).resolve().parent / "servers" / "notes.py")]
