@@ -25,8 +25,9 @@ from typing import Any
 from agent_gym.integrations.contract import advantage_group_key, is_infra_failure
 from agent_gym.judges.llm import JUDGE_ROLE, JudgeCall
 from agent_gym.judges.rubric import JudgedEpisode, Rubric, RubricScore
-from agent_gym.types import EpisodeStatus, Step, StepTrajectory, compute_mc_return
+from agent_gym.types import EpisodeStatus, PolicyOutput, Step, StepTrajectory, compute_mc_return
 from agent_gym.utils.runtime import run_sync
+from agent_gym.wrappers.trajectory_builder import TrajectoryBuilder
 
 __all__ = ["JudgingReport", "ajudge_trajectories", "judge_records", "judge_trajectories"]
 
@@ -162,12 +163,11 @@ def judge_records(report: JudgingReport, trajectories: Sequence[StepTrajectory])
         messages = [{"role": str(m["role"]), "content": str(m["content"])} for m in call.messages]
         step = Step(chat_completions=messages, model_response=call.text, done=True,
                     info={"status": status, "judge_call": call.kind, "failure": call.failure})
-        out.append(StepTrajectory(
-            prompt_tokens=segment.prompt_tokens, response_tokens=segment.response_tokens,
-            response_masks=segment.response_masks, response_logprobs=segment.response_logprobs,
-            chat_completions=[*messages, {"role": "assistant", "content": call.text}],
-            rollout_id=f"{rollout_id}/{JUDGE_ROLE}/{k}", group_id=episode.group_id if episode else "",
-            status=status, task=episode.task if episode else None, steps=[step],
-            segments=[segment],
-        ))
+        builder = TrajectoryBuilder(f"{rollout_id}/{JUDGE_ROLE}/{k}", task=episode.task if episode else None,
+                                    group_id=episode.group_id if episode else "", role=JUDGE_ROLE)
+        builder.steps.append(step)
+        builder.add_output(0, PolicyOutput(text=call.text, prompt_token_ids=list(segment.prompt_tokens.tolist()),
+                                           token_ids=list(segment.response_tokens.tolist()),
+                                           logprobs=list(segment.response_logprobs.tolist())))
+        out.append(builder.build(status, conversation=[*messages, {"role": "assistant", "content": call.text}]))
     return out
