@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import socket
-import subprocess
 import sys
-import time
 
 import pytest
+from mcp_http_process import mcp_http_process
 
 from agent_gym.tools.mcp import MCPTools
 from agent_gym.tools.mcp.connection import MCPConnection, ServerSpec
@@ -22,29 +19,11 @@ TASKS = [{"id": "six-times-seven", "question": "What is 6 * 7?", "ground_truth":
 
 @pytest.fixture(scope="module")
 def mcp_env_url():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "agent_gym", "serve-env", "agent_gym/ToolUse-v0", "--mcp", "--port", str(port),
-         "--env-kwargs", json.dumps({"tasks": TASKS, "max_steps": 3})],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert process.poll() is None, process.stderr.read().decode()[-2000:]
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1.0):
-                break
-            assert time.monotonic() < deadline, "serve-env --mcp did not listen in time"
-            time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    command = lambda port: [  # noqa: E731
+        sys.executable, "-m", "agent_gym", "serve-env", "agent_gym/ToolUse-v0", "--mcp", "--port", str(port),
+        "--env-kwargs", json.dumps({"tasks": TASKS, "max_steps": 3})]
+    with mcp_http_process(command, "serve-env --mcp", timeout=120) as url:
+        yield url
 
 
 def test_each_mcp_session_is_an_episode_with_its_reward_on_submit(mcp_env_url):

@@ -7,12 +7,12 @@ import json
 import os
 import re
 import signal
-import socket
-import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+from mcp_http_process import mcp_http_process
 
 from agent_gym.env.core import AgentEnv
 
@@ -82,33 +82,8 @@ class NotesPolicy:
         pass
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@contextlib.contextmanager
-def http_notes_server(timeout: float = 60.0) -> Iterator[str]:
+def http_notes_server(timeout: float = 60.0) -> contextlib.AbstractContextManager[str]:
     """A notes server over streamable HTTP in a subprocess; yields its ``/mcp`` URL, stops it after."""
-    port = _free_port()
-    process = subprocess.Popen([sys.executable, "-m", "agent_gym.tools.mcp.servers.notes", "--http",
-                                "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"the notes server exited with {process.returncode}")
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1.0):
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError("the notes server did not listen in time")
-            time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    return mcp_http_process(
+        lambda port: [sys.executable, "-m", "agent_gym.tools.mcp.servers.notes", "--http", "--port", str(port)],
+        "the notes server", timeout)
