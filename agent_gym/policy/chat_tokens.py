@@ -24,7 +24,6 @@ changed), the conversation is rendered afresh and the turn is flagged ``new_segm
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from typing import Any
 import orjson
 
 from agent_gym.parsers import ChatFamily, ToolCallParser, canonical_tool_parser, detect_parsers, get_family, make_parser
+from agent_gym.policy.chat_messages import as_id_list, normalize_messages, template_supports_tools, tool_set_key
 from agent_gym.policy.family_turns import FamilySuffix
 from agent_gym.policy.piece_encoder import PieceEncoder
 
@@ -46,77 +46,11 @@ _BASE: tuple[dict[str, str], ...] = (
 )
 
 
-def as_id_list(result: Any) -> list[int]:
-    """Return the token ids of an ``apply_chat_template(tokenize=True)`` or tokenizer call.
-
-    Handles a plain list, a ``BatchEncoding``/dict with ``input_ids`` (transformers 5.x)
-    and tensors, batched or not (the first row is taken).
-
-    Raises:
-        TypeError: If no ids can be found in ``result``.
-    """
-    if isinstance(result, Mapping) or hasattr(result, "input_ids"):
-        result = result["input_ids"] if isinstance(result, Mapping) else result.input_ids
-    if hasattr(result, "tolist"):
-        result = result.tolist()
-    if isinstance(result, (list, tuple)):
-        if result and isinstance(result[0], (list, tuple)):
-            result = result[0]
-        return [int(t) for t in result]
-    raise TypeError(f"expected token ids (list or BatchEncoding), got {type(result).__name__}")
-
-
-def template_supports_tools(tokenizer: Any) -> bool:
-    """Return whether the tokenizer's chat template renders a ``tools`` argument.
-
-    Detection is by source: a template that never mentions ``tools`` ignores it.
-    """
-    template = getattr(tokenizer, "chat_template", None)
-    if isinstance(template, Mapping):
-        return "tool_use" in template or any("tools" in str(t) for t in template.values())
-    return isinstance(template, str) and "tools" in template
-
-
 def _describe_tools(schemas: list[dict[str, Any]], parser: ToolCallParser | None = None) -> str:
     """Plain-text tool description for templates without tool support (the env's wording, the parser's format)."""
     from agent_gym.parsers.instructions import describe_tools_for
 
     return describe_tools_for(schemas, parser)
-
-
-def normalize_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Return shallow copies of ``messages`` (None content becomes "").
-
-    Raises:
-        TypeError: ``messages`` is not a sequence of dicts with a ``role``.
-        ValueError: ``messages`` is empty.
-    """
-    if isinstance(messages, (str, bytes)) or not isinstance(messages, (list, tuple, Sequence)):
-        raise TypeError(f"messages: expected a sequence of message dicts, got {type(messages).__name__}")
-    out: list[dict[str, Any]] = []
-    for i, message in enumerate(messages):
-        if type(message) is dict and "role" in message:
-            item = message.copy()
-        elif isinstance(message, Mapping) and "role" in message:
-            item = dict(message)
-        else:
-            raise TypeError(f"messages[{i}]: expected a dict with 'role' and 'content', got {message!r:.80}")
-        if item.get("content") is None:
-            item["content"] = ""
-        out.append(item)
-    if not out:
-        raise ValueError("messages: expected at least one message, got an empty sequence")
-    return out
-
-
-def _tools_key(tools: list[dict[str, Any]] | None) -> str | None:
-    """A key equal for equal tool sets (keys sorted); None for no tools."""
-    if not tools:
-        return None
-    try:
-        return orjson.dumps(tools, option=orjson.OPT_SORT_KEYS).decode()
-    except TypeError:  # what orjson does not write (non-str keys, big ints): the standard encoder's text
-        return json.dumps(tools, sort_keys=True, ensure_ascii=False)
 
 
 @dataclass
@@ -235,6 +169,8 @@ class ChatTokenBuilder:
         # (tools key, system message, roles) -> the rendered system turn with the tool schemas, or
         # None where the tools change the text after it (see _fresh_text)
         self._system_heads: dict[tuple[str, str, tuple[str, ...]], str | None] = {}
+        # (tools key, the conversation as JSON) -> its fresh prompt ids: the members of a group share their first prompt
+        self._fresh_prompts: dict[tuple[str | None, bytes], tuple[int, ...]] = {}
         self._lock = threading.Lock()
         self.noncanonical_turns = 0
         self.fresh_renders = 0
@@ -423,7 +359,7 @@ class ChatTokenBuilder:
         """
         new = normalize_messages(new_messages) if new_messages else []
         if tools and self.supports_tools:
-            text, info = self._suffix_render(new, tools, tools_key or _tools_key(tools))
+            text, info = self._suffix_render(new, tools, tools_key or tool_set_key(tools))
         else:
             text, info = self._suffix_render(new, None, None)
         if self._split_at_eot is None:
@@ -499,7 +435,7 @@ class ChatTokenBuilder:
             RuntimeError: If the incremental prompt breaks the prefix invariant (a bug).
         """
         msgs = normalize_messages(messages)
-        key = _tools_key(tools)
+        key = tool_set_key(tools)
         with self._lock:
             state = self._sessions.get(session_id)
         if state is not None:
@@ -521,9 +457,31 @@ class ChatTokenBuilder:
                 if ids[:n_prev] != state.prompt_ids or ids[n_prev : n_prev + n_sampled] != state.sampled_ids:
                     raise RuntimeError(f"session {session_id!r}: prefix invariant broken while building the prompt")
                 return PromptPlan(session_id, ids, msgs, False, True, state.segment_start, key)
+        ids = self._fresh_ids(msgs, tools, key)
+        return PromptPlan(session_id, ids, msgs, state is not None, False, len(ids), key)
+
+    def _fresh_ids(self, msgs: list[dict[str, Any]], tools: list[dict[str, Any]] | None, key: str | None) -> list[int]:
+        """The ids of a whole render of ``msgs``, kept for the next identical conversation (bounded cache).
+
+        The samples of one task (a GRPO group) start from the same conversation; its render and
+        tokenization are done once. Conversations that are not plain JSON are rendered every time.
+        """
+        try:
+            conversation = orjson.dumps(msgs, option=orjson.OPT_SORT_KEYS)
+        except TypeError:
+            conversation = None
+        if conversation is not None:
+            cached = self._fresh_prompts.get((key, conversation))
+            if cached is not None:
+                return list(cached)
         ids = self.encoder.encode(self._fresh_text(msgs, tools, key))
         self.fresh_renders += 1
-        return PromptPlan(session_id, ids, msgs, state is not None, False, len(ids), key)
+        if conversation is not None:
+            with self._lock:
+                if len(self._fresh_prompts) >= 256:
+                    self._fresh_prompts.pop(next(iter(self._fresh_prompts)))
+                self._fresh_prompts[(key, conversation)] = tuple(ids)
+        return ids
 
     def _continuation(
         self, state: _Session, msgs: list[dict[str, Any]], key: str | None

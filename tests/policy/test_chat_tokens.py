@@ -310,3 +310,20 @@ def test_first_turn_render_with_the_kept_system_turn_equals_a_whole_render(qwen_
         assert all(head is not None for head in builder._system_heads.values()) and builder._system_heads
     if template == "tools_before_last_user":
         assert all(head is None for head in builder._system_heads.values())
+
+
+def test_identical_first_conversations_are_rendered_once(qwen_tokenizer):
+    """The samples of one task share their first prompt: one render, equal ids, independent lists."""
+    builder = ChatTokenBuilder(qwen_tokenizer)
+    messages = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "What is 17*3?"}]
+    first = builder.prepare("a", messages, TOOLS)
+    second = builder.prepare("b", [dict(m) for m in messages], TOOLS)
+    assert builder.fresh_renders == 1
+    assert first.prompt_ids == second.prompt_ids == builder.render_ids(messages, TOOLS)
+    second.prompt_ids.append(0)
+    assert builder.prepare("c", messages, TOOLS).prompt_ids == first.prompt_ids
+    # Another question, or the same one without tools, is its own render.
+    other = builder.prepare("d", [messages[0], {"role": "user", "content": "What is 17*4?"}], TOOLS)
+    plain = builder.prepare("e", messages, None)
+    assert builder.fresh_renders == 3
+    assert other.prompt_ids != first.prompt_ids and plain.prompt_ids == builder.render_ids(messages, None)
