@@ -133,7 +133,7 @@ class ServerSpec:
              env: Mapping[str, str] | None = None, headers: Mapping[str, str] | None = None, **options: Any
              ) -> ServerSpec:
         """A spec from plain arguments (mappings become sorted tuples, so that specs hash)."""
-        if "preload" in options:
+        if not isinstance(options.get("preload", ""), str):
             options["preload"] = tuple(options["preload"])
         return cls(command=None if command is None else tuple(command), url=url,
                    env=tuple(sorted((env or {}).items())), headers=tuple(sorted((headers or {}).items())), **options)

@@ -10,9 +10,10 @@ own set-up instead of an interpreter start and the SDK's imports.
 
 Failures: a child that dies ends its connection like an exited stdio server (the session's
 requests fail with "connection closed", so an episode's server loss is ``ENV_ERROR`` as before). A
-zygote that died or stopped answering is killed and started again at the next request; when it
-cannot be started ``max_start_failures`` times in a row, the fork server gives up and every later
-connection starts the server the plain way (:attr:`ForkServer.fallback_reason` says why). Children
+zygote that died or stopped answering is killed and started again at the next request. A
+connection whose child cannot be had starts its server the plain way (an interpreter start, as
+without a fork server); after ``max_start_failures`` failed zygote starts in a row the fork server
+gives up and every later connection does so (:attr:`ForkServer.fallback_reason` says why). Children
 outlive a zygote that died (each serves its client until the client lets go).
 
 Talking to the zygote blocks (``fork``, ``SCM_RIGHTS``): it runs on one worker thread per fork
@@ -34,7 +35,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-from agent_gym.tools.mcp.connection import ConnectionLost, ServerSpec, default_transport
+from agent_gym.tools.mcp.connection import ServerSpec, default_transport
 from agent_gym.tools.mcp.zygote import RELEASE_GRACE_S, PythonCommand, split_python_command
 
 __all__ = ["ForkServer", "ForkServerError", "ZYGOTE_PATH", "socket_transport"]
@@ -298,9 +299,8 @@ class ForkServer:
         if self.fallback_reason is None:
             try:
                 sock, generation, serial, _ = await self.spawn()
-            except ForkServerError as exc:
-                if self.fallback_reason is None:
-                    raise ConnectionLost(str(exc)) from exc
+            except ForkServerError as exc:  # this connection starts the plain way; later ones try the zygote again
+                logger.warning("%s; starting this connection's server without it", exc)
             else:
                 try:
                     async with socket_transport(sock) as streams:
