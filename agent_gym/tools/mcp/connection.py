@@ -37,6 +37,7 @@ __all__ = [
     "MCPConnectionError",
     "ServerReplyError",
     "ServerSpec",
+    "Transport",
     "TransportDrop",
     "default_transport",
     "wire",
