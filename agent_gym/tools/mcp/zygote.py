@@ -1,14 +1,16 @@
 """The fork server ("zygote") of a Python stdio MCP server: import once, fork a fresh process per episode.
 
 Starting a Python MCP server costs a whole interpreter start and the import of the ``mcp`` SDK
-(about a second of CPU). This program does that once: it imports the SDK's server modules and the
-server's own script or module (run under a name other than ``__main__``, so that a script that
-serves under ``if __name__ == "__main__":`` only defines its functions), then waits. For every
-``fork`` request it forks a child that runs the server for real (``__main__``, with the script's
-``sys.argv``) with both its stdin and stdout on one end of a new Unix socket pair, and passes the
-other end back over the control socket (``SCM_RIGHTS``). Each child is a separate process with its
-own memory, so what one episode's server stores no other episode sees, exactly as with a server
-started from scratch; only the imports are shared (copy-on-write).
+(about a second of CPU). This program does that once: it imports the SDK's server modules (and
+``--preload`` modules), compiles the server's script, and serves one throwaway session itself
+(``initialize``, ``tools/list``, then the end of its input, on a socket pair standing in for stdin
+and stdout), so that the imports the server makes only when it runs and the SDK's caches are in
+place. Then it waits. For every ``fork`` request it forks a child that runs the server's program
+for real (as ``__main__``, with the server's ``sys.argv``) with both its stdin and stdout on one end
+of a new Unix socket pair, and passes the other end back over the control socket (``SCM_RIGHTS``).
+Each child is a separate process with its own memory, so what one episode's server stores no other
+episode sees, exactly as with a server started from scratch; only the imports and caches are shared
+(copy-on-write).
 
 The control socket is a ``SOCK_SEQPACKET`` Unix socket (one message per datagram) given to this
 process by file descriptor (``--control-fd``). Messages, client to zygote:
