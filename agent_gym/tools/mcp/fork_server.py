@@ -35,7 +35,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-from agent_gym.tools.mcp.connection import ServerSpec, default_transport
+from agent_gym.tools.mcp.connection import ConnectionLost, ServerSpec, default_transport
 from agent_gym.tools.mcp.zygote import RELEASE_GRACE_S, PythonCommand, split_python_command
 
 __all__ = ["ForkServer", "ForkServerError", "ZYGOTE_PATH", "socket_transport"]
@@ -300,6 +300,8 @@ class ForkServer:
             try:
                 sock, generation, serial, _ = await self.spawn()
             except ForkServerError as exc:  # this connection starts the plain way; later ones try the zygote again
+                if self._closed:
+                    raise ConnectionLost(str(exc)) from exc
                 logger.warning("%s; starting this connection's server without it", exc)
             else:
                 try:
