@@ -59,8 +59,8 @@ class ServerPool:
         scope: ``"episode"`` or ``"shared"``.
         warm: Connections kept started ahead of demand (``"episode"`` scope).
         max_starting: Connections opened at once (default: the number of CPUs for a stdio server, since starting
-            a Python server takes a core for about a second; 32 for an HTTP server, where opening a session waits
-            on the network).
+            a Python server takes a core for about a second; four times that with a fork server, whose starts
+            mostly wait; 32 for an HTTP server, where opening a session waits on the network).
         loop: The loop the connections run on (default: the process's MCP loop).
 
     Raises:
@@ -79,7 +79,7 @@ class ServerPool:
         self.spec = spec
         self.scope = scope
         self.warm = warm
-        self.max_starting = max_starting or (max(2, os.cpu_count() or 2) if spec.command is not None else 32)
+        self.max_starting = max_starting or self._default_max_starting(spec)
         self.fork_server = ForkServer(spec) if spec.fork_server else None
         self.loop = loop or shared_loop()
         self.listings: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -94,6 +94,14 @@ class ServerPool:
         self._shared_lock: asyncio.Lock | None = None
         self._closed = False
         self._background: set[asyncio.Task[Any]] = set()
+
+    @staticmethod
+    def _default_max_starting(spec: ServerSpec) -> int:
+        cores = max(2, os.cpu_count() or 2)
+        if spec.command is None:
+            return 32  # opening an HTTP session mostly waits on the network
+        # a forked server's start is mostly waiting (fork, handshake round trips), ~0.1 s of CPU: overlap more
+        return 4 * cores if spec.fork_server else cores
 
     # ------------------------------------------------------------------ sync API
 
