@@ -221,6 +221,7 @@ class _Zygote:
             os.dup2(connection.fileno(), 0)
             os.dup2(connection.fileno(), 1)
             connection.close()
+            _rebind_std_streams()
             code = self.program.run()
         except SystemExit as exc:
             code = _exit_code(exc)
@@ -273,6 +274,18 @@ class _Zygote:
             elif not message:  # the client process is gone: nobody will talk to any child again
                 self.release_all(time.monotonic())
                 quitting = True
+
+
+def _rebind_std_streams() -> tuple[Any, Any]:
+    """New ``sys.stdin`` / ``sys.stdout`` objects over fds 0 and 1 (after a ``dup2``); returns the old ones.
+
+    The old objects were opened on another file (``/dev/null``): their buffers believe it seekable, and a server
+    that wraps ``sys.stdin.buffer`` (``mcp`` 1.x) would seek a socket, and close the buffer when it is done.
+    """
+    previous = sys.stdin, sys.stdout
+    sys.stdin = open(0, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115 - the process's stdin
+    sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115 - the process's stdout
+    return previous
 
 
 def _exit_code(exc: SystemExit) -> int:
@@ -384,10 +397,11 @@ def _warm_up(program: _ServerProgram, timeout: float) -> None:
         raise _WarmUpTimeout()
 
     previous = signal.signal(signal.SIGALRM, expire)
+    os.dup2(theirs.fileno(), 0)
+    os.dup2(theirs.fileno(), 1)
+    theirs.close()
+    streams = _rebind_std_streams()
     try:
-        os.dup2(theirs.fileno(), 0)
-        os.dup2(theirs.fileno(), 1)
-        theirs.close()
         signal.setitimer(signal.ITIMER_REAL, timeout)
         program.run()
     except BaseException:  # noqa: BLE001 - a warm-up is an optimisation: the children run the server themselves
@@ -396,6 +410,7 @@ def _warm_up(program: _ServerProgram, timeout: float) -> None:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        sys.stdin, sys.stdout = streams
         for fd, original in zip((0, 1), saved, strict=True):
             os.dup2(original, fd)
             os.close(original)
