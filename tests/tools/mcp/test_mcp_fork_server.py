@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from mcp_helpers import NotesPolicy, notes_env, word_tasks
 
+import agent_gym
 from agent_gym.rollout import collect
 from agent_gym.tools.mcp import SERVER_LOST_REASON, MCPTools, ServerPool, ServerSpec, notes_server_command
 from agent_gym.tools.mcp import fork_server as fork_server_module
@@ -95,6 +98,25 @@ def test_servers_are_children_of_the_zygote_and_a_killed_zygote_is_replaced_with
             lease.release()
         pool.close()
     assert _wait_gone([zygote, new_zygote, *pids]) == []  # every zygote and server exited: no orphans
+
+
+_DYING_CLIENT = """
+import os, signal
+from agent_gym.tools.mcp import ServerPool, ServerSpec, notes_server_command
+pool = ServerPool(ServerSpec.make(notes_server_command(), fork_server=True), warm=2)
+lease = pool.acquire()
+pid = lease.call("note_stats", {}, timeout=60)["structuredContent"]["pid"]
+print(pool.fork_server.pid, pid, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)  # no clean-up at all
+"""
+
+
+def test_a_client_process_that_dies_leaves_no_zygote_and_no_server_behind():
+    repo = Path(agent_gym.__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", _DYING_CLIENT], cwd=repo, capture_output=True, text=True, timeout=240)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    zygote, server = (int(word) for word in done.stdout.split())
+    assert _wait_gone([zygote, server]) == []
 
 
 def test_a_zygote_that_cannot_start_falls_back_to_plain_starts(monkeypatch):
