@@ -1,4 +1,4 @@
-"""MCP tools: the latency an episode's server adds, warm pool against a fresh server; call round trips.
+"""MCP tools: the latency an episode's server adds (warm pool, fork server, fresh server); call round trips.
 
 Three measurements, with the notes server shipped in ``agent_gym.tools.mcp.servers.notes``:
 
@@ -8,8 +8,10 @@ Three measurements, with the notes server shipped in ``agent_gym.tools.mcp.serve
   back. The latency the episode's server adds is the time spent taking it and giving it back
   (the calls themselves are the tool's cost, reported below). *pool*: a
   :class:`~agent_gym.tools.mcp.ServerPool` with ``warm=C`` started before the clock (as at the
-  start of a training run), recycling each server in the background; *fresh*: the episode starts
-  its own server process and stops it (``MCPConnection.open`` / ``close``).
+  start of a training run), recycling each server in the background; *fork pool*: the same pool with
+  ``fork_server=True`` (each recycled server forked from the preloaded zygote instead of an interpreter
+  start); *fresh*: the episode starts its own server process and stops it (``MCPConnection.open`` /
+  ``close``); *fresh fork*: the episode has its own server forked from the (running) zygote, no pool.
 * **Tool-call round trip**: ``put_note`` / ``get_note`` calls from a sync thread through the
   loop bridge (``Lease.call``), over stdio and over streamable HTTP.
 * **Many episodes against a light server** (``--http-episodes``, e.g. 512): that many episodes at
@@ -17,7 +19,7 @@ Three measurements, with the notes server shipped in ``agent_gym.tools.mcp.serve
   episodes that did not end ``ENV_DONE`` with their own note read back and the transport retries.
 
 Usage: ``python benchmarks/mcp.py [--concurrency 1,16,64] [--rounds 2] [--fresh-rounds 1] [--model-seconds 20]
-[--calls 4] [--round-trips 400] [--http-episodes 512] [--skip-fresh]``
+[--calls 4] [--round-trips 400] [--http-episodes 512] [--modes pool,fork,fresh,fresh-fork]``
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ sys.modules.pop("mcp", None)
 from agent_gym.env.core import AgentEnv  # noqa: E402
 from agent_gym.rollout import collect  # noqa: E402
 from agent_gym.tools.mcp import MCPTools, ServerPool, ServerSpec, notes_server_command  # noqa: E402
-from agent_gym.tools.mcp.connection import MCPConnection  # noqa: E402
+from agent_gym.tools.mcp.connection import MCPConnection, Transport  # noqa: E402
+from agent_gym.tools.mcp.fork_server import ForkServer  # noqa: E402
 from agent_gym.tools.mcp.runtime import shared_loop  # noqa: E402
 from agent_gym.types import EpisodeStatus  # noqa: E402
 
@@ -61,7 +64,8 @@ def _episode_calls(call: Any, calls: int, model_seconds: float, tag: str) -> Non
         call("put_note", {"key": "k", "text": f"{tag}-{i}"}) if i % 2 == 0 else call("get_note", {"key": "k"})
 
 
-def _pool_latencies(spec: ServerSpec, concurrency: int, rounds: int, calls: int, model_seconds: float) -> list[float]:
+def _pool_latencies(spec: ServerSpec, concurrency: int, rounds: int, calls: int, model_seconds: float
+                    ) -> tuple[list[float], dict[str, int]]:
     pool = ServerPool(spec, warm=concurrency)
     pool.prestart()
     while pool.ready_count < concurrency:  # the warm-up, before the clock (once per training run)
@@ -86,12 +90,13 @@ def _pool_latencies(spec: ServerSpec, concurrency: int, rounds: int, calls: int,
         thread.start()
     for thread in threads:
         thread.join()
+    stats = dict(pool.stats) | (dict(pool.fork_server.stats) if pool.fork_server is not None else {})
     pool.close()
-    return added
+    return added, stats
 
 
-def _fresh_latencies(spec: ServerSpec, concurrency: int, rounds: int, calls: int, model_seconds: float
-                     ) -> list[float]:
+def _fresh_latencies(spec: ServerSpec, concurrency: int, rounds: int, calls: int, model_seconds: float,
+                     transport: Transport | None = None) -> list[float]:
     loop = shared_loop()
     added: list[float] = []
     lock = threading.Lock()
@@ -99,7 +104,7 @@ def _fresh_latencies(spec: ServerSpec, concurrency: int, rounds: int, calls: int
     def slot(index: int) -> None:
         for round_index in range(rounds):
             t0 = time.perf_counter()
-            connection = loop.run(MCPConnection.open(spec), 600)
+            connection = loop.run(MCPConnection.open(spec, transport), 600)
             taken = time.perf_counter() - t0
             _episode_calls(lambda n, a, c=connection: loop.run(c.call_tool(n, a, 30.0), 60), calls, model_seconds,
                            f"{index}-{round_index}")
@@ -196,26 +201,49 @@ def main() -> None:
     parser.add_argument("--round-trips", type=int, default=400)
     parser.add_argument("--http-episodes", type=int, default=0, help="episodes at once against one HTTP server")
     parser.add_argument("--fresh-rounds", type=int, default=1, help="episodes per slot with a fresh server each")
-    parser.add_argument("--skip-fresh", action="store_true")
+    parser.add_argument("--modes", default="pool,fork,fresh,fresh-fork",
+                        help="of pool (warm pool), fork (warm pool with fork_server=True), fresh, fresh-fork")
+    parser.add_argument("--skip-round-trips", action="store_true")
     args = parser.parse_args()
+    modes = args.modes.split(",")
     spec = ServerSpec(command=tuple(notes_server_command()), startup_timeout=600.0)
+    fork_spec = ServerSpec(command=spec.command, startup_timeout=600.0, fork_server=True)
 
-    print("tool-call round trip (sync caller, loop bridge):")
-    print(f"  stdio  {_percentiles(_round_trips(spec, args.round_trips))}")
+    if not args.skip_round_trips:
+        print("tool-call round trip (sync caller, loop bridge):")
+        print(f"  stdio  {_percentiles(_round_trips(spec, args.round_trips))}")
+        print(f"  fork   {_percentiles(_round_trips(fork_spec, args.round_trips))}")
     with _http_server() as url:
-        print(f"  http   {_percentiles(_round_trips(ServerSpec(url=url), args.round_trips))}")
+        if not args.skip_round_trips:
+            print(f"  http   {_percentiles(_round_trips(ServerSpec(url=url), args.round_trips))}")
         if args.http_episodes:
             total, good, elapsed, stats = _many_http_episodes(url, args.http_episodes)
             print(f"{total} concurrent episodes over HTTP: {good} ENV_DONE with their own note, "
                   f"{total - good} failed, in {elapsed:.1f} s; pool stats {stats}")
     print(f"added per-episode latency ({args.rounds} episodes per slot, {args.calls} calls, "
           f"{args.model_seconds:g} s of model time each):")
+    fork_server = ForkServer(fork_spec) if "fresh-fork" in modes else None
+    if fork_server is not None:  # the zygote starts before the clock, as the pool's does
+        shared_loop().run(_open_and_close(fork_spec, fork_server.transport), 600)
     for concurrency in (int(c) for c in args.concurrency.split(",") if int(c) > 0):
-        pool = _pool_latencies(spec, concurrency, args.rounds, args.calls, args.model_seconds)
-        print(f"  C={concurrency:<3} warm pool   {_percentiles(pool)}", flush=True)
-        if not args.skip_fresh:
+        for mode, label, mode_spec in (("pool", "warm pool  ", spec), ("fork", "fork pool  ", fork_spec)):
+            if mode in modes:
+                added, stats = _pool_latencies(mode_spec, concurrency, args.rounds, args.calls, args.model_seconds)
+                print(f"  C={concurrency:<3} {label} {_percentiles(added)}   {stats}", flush=True)
+        if "fresh" in modes:
             fresh = _fresh_latencies(spec, concurrency, args.fresh_rounds, args.calls, args.model_seconds)
             print(f"  C={concurrency:<3} fresh       {_percentiles(fresh)}", flush=True)
+        if fork_server is not None:
+            fresh = _fresh_latencies(fork_spec, concurrency, args.rounds, args.calls, args.model_seconds,
+                                     fork_server.transport)
+            print(f"  C={concurrency:<3} fresh fork  {_percentiles(fresh)}", flush=True)
+    if fork_server is not None:
+        shared_loop().run(fork_server.aclose(), 60)
+
+
+async def _open_and_close(spec: ServerSpec, transport: Transport) -> None:
+    connection = await MCPConnection.open(spec, transport)
+    await connection.close()
 
 
 if __name__ == "__main__":

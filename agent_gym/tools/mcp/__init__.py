@@ -4,11 +4,14 @@
   :class:`~agent_gym.env.core.AgentEnv`; ``scope="episode"`` gives every episode a server of its
   own from a warm pool, ``scope="shared"`` one server for all (stateless servers only).
 * :mod:`agent_gym.tools.mcp.pool`: :class:`ServerPool` (warm, recycled connections) and :class:`Lease`.
+* :mod:`agent_gym.tools.mcp.fork_server` (``fork_server=True``): a Python stdio server's processes forked
+  from a preloaded one (:mod:`agent_gym.tools.mcp.zygote`) instead of started from scratch.
 * :mod:`agent_gym.tools.mcp.connection`: :class:`ServerSpec` and one client connection
   (``mcp`` 1.x and 2.x).
 * :mod:`agent_gym.tools.mcp.runtime`: the event-loop thread that bridges sync ``step`` calls to the
   async SDK.
 * :mod:`agent_gym.tools.mcp.servers.notes`: a key-value notes server shipped with agent_gym.
+* :mod:`agent_gym.tools.mcp.time_env`: an example env over the third-party ``mcp-server-time`` server.
 
 The reverse, an env's tools served over MCP, is ``agent-gym serve-env ID --mcp``
 (:mod:`agent_gym.serving.mcp_env_server`). Requires the ``mcp`` extra

@@ -25,7 +25,7 @@ import asyncio
 import contextlib
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +37,9 @@ __all__ = [
     "MCPConnectionError",
     "ServerReplyError",
     "ServerSpec",
+    "Transport",
     "TransportDrop",
+    "default_transport",
     "wire",
 ]
 
@@ -46,6 +48,11 @@ CONNECTION_CLOSED = -32000
 
 REQUEST_TIMEOUT = -32001
 """JSON-RPC error code of a request that timed out."""
+
+
+Transport = Callable[["ServerSpec", Any], Any]
+"""Makes a connection's transport (an async context manager yielding the read and write streams) from
+``(spec, errlog)``."""
 
 
 class MCPConnectionError(Exception):
@@ -84,6 +91,11 @@ class ServerSpec:
         headers: HTTP headers of every request to ``url`` (e.g. an ``Authorization``).
         startup_timeout: Seconds to start the server and finish the ``initialize`` handshake.
         stderr: Where a command's stderr goes: ``"inherit"`` (this process's) or ``"discard"``.
+        fork_server: Start a Python stdio server's processes by forking a preloaded one (see
+            :mod:`agent_gym.tools.mcp.fork_server`); the command must be ``python [options] script.py ...``
+            or ``python [options] -m module ...``.
+        preload: Modules the fork server imports once before forking (besides the ``mcp`` SDK and the
+            server's own code), e.g. a heavy library the server imports inside a function.
     """
 
     command: tuple[str, ...] | None = None
@@ -93,6 +105,8 @@ class ServerSpec:
     headers: tuple[tuple[str, str], ...] = ()
     startup_timeout: float = 60.0
     stderr: str = "discard"
+    fork_server: bool = False
+    preload: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if (self.command is None) == (self.url is None):
@@ -107,12 +121,21 @@ class ServerSpec:
             raise ValueError(f"stderr: expected 'inherit' or 'discard', got {self.stderr!r}")
         if not self.startup_timeout > 0:
             raise ValueError(f"startup_timeout: expected seconds > 0, got {self.startup_timeout!r}")
+        if not isinstance(self.fork_server, bool):
+            raise TypeError(f"fork_server: expected a bool, got {self.fork_server!r}")
+        if self.fork_server and self.command is None:
+            raise ValueError("fork_server: only for a stdio command (a Python server), not a URL")
+        if isinstance(self.preload, str) or not all(isinstance(m, str) and m for m in self.preload):
+            raise TypeError(f"preload: expected a sequence of module names, got {self.preload!r}")
+        object.__setattr__(self, "preload", tuple(self.preload))
 
     @classmethod
     def make(cls, command: Sequence[str] | None = None, url: str | None = None, *,
              env: Mapping[str, str] | None = None, headers: Mapping[str, str] | None = None, **options: Any
              ) -> ServerSpec:
         """A spec from plain arguments (mappings become sorted tuples, so that specs hash)."""
+        if not isinstance(options.get("preload", ""), str):
+            options["preload"] = tuple(options["preload"])
         return cls(command=None if command is None else tuple(command), url=url,
                    env=tuple(sorted((env or {}).items())), headers=tuple(sorted((headers or {}).items())), **options)
 
@@ -142,8 +165,13 @@ def _error_code(exc: BaseException) -> int | None:
     return code if isinstance(code, int) else None
 
 
-def _transport_context(spec: ServerSpec, errlog: Any) -> Any:
-    """The SDK's transport context manager for ``spec`` (yields the read and write streams first)."""
+def default_transport(spec: ServerSpec, errlog: Any) -> Any:
+    """The SDK's transport context manager for ``spec`` (yields the read and write streams first).
+
+    Args:
+        spec: The server: a stdio command is started as a subprocess, a URL is reached over streamable HTTP.
+        errlog: The file a stdio server's stderr goes to.
+    """
     if spec.command is not None:
         from mcp import StdioServerParameters, stdio_client
 
@@ -182,8 +210,9 @@ class MCPConnection:
         protocol_version: The protocol version the server chose.
     """
 
-    def __init__(self, spec: ServerSpec) -> None:
+    def __init__(self, spec: ServerSpec, transport: Transport | None = None) -> None:
         self.spec = spec
+        self._transport = transport or default_transport
         self.server_name = ""
         self.server_version = ""
         self.protocol_version = ""
@@ -197,13 +226,18 @@ class MCPConnection:
     # ------------------------------------------------------------------ life cycle
 
     @classmethod
-    async def open(cls, spec: ServerSpec) -> MCPConnection:
+    async def open(cls, spec: ServerSpec, transport: Transport | None = None) -> MCPConnection:
         """Start (or reach) the server and finish the handshake within ``spec.startup_timeout``.
+
+        Args:
+            spec: The server.
+            transport: Makes the connection's transport from ``(spec, errlog)`` (default:
+                :func:`default_transport`; a fork server's children for a ``fork_server`` spec).
 
         Raises:
             ConnectionLost: When the server cannot be started or reached, or the handshake fails.
         """
-        connection = cls(spec)
+        connection = cls(spec, transport)
         connection._ready = asyncio.get_running_loop().create_future()
         # read the outcome even when open() is cancelled (a closing pool), so that no error goes unretrieved
         connection._ready.add_done_callback(lambda f: f.cancelled() or f.exception())
@@ -229,7 +263,7 @@ class MCPConnection:
         try:
             self._errlog = open(os.devnull, "w") if self.spec.stderr == "discard" else sys.stderr  # noqa: SIM115
             async with contextlib.AsyncExitStack() as stack:
-                streams = await stack.enter_async_context(_transport_context(self.spec, self._errlog))
+                streams = await stack.enter_async_context(self._transport(self.spec, self._errlog))
                 session = await stack.enter_async_context(ClientSession(streams[0], streams[1]))
                 result = wire(await session.initialize())
                 info = result.get("serverInfo") or {}

@@ -170,6 +170,13 @@ class MCPTools(Sequence[MCPTool]):
         max_output_chars: Characters of a result kept (more is cut, an ``OUTPUT_LIMIT`` error).
         startup_timeout: Seconds to start a server and finish the handshake.
         stderr: ``"discard"`` (default) or ``"inherit"`` a stdio server's stderr.
+        fork_server: Start the stdio server's processes by forking one that imported the ``mcp`` SDK and
+            the server's code once (a fresh process per episode in milliseconds instead of an interpreter
+            start; see :mod:`agent_gym.tools.mcp.fork_server`). The command must be
+            ``python [options] script.py ...`` or ``python [options] -m module ...``, and the script must
+            start serving only under ``if __name__ == "__main__":``.
+        preload: With ``fork_server``: more modules to import once before forking (e.g. what the server
+            imports inside its functions).
 
     Raises:
         ValueError: For a bad argument, or ``include`` naming a tool the server does not list (when listed).
@@ -191,6 +198,8 @@ class MCPTools(Sequence[MCPTool]):
         max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
         startup_timeout: float = 60.0,
         stderr: str = "discard",
+        fork_server: bool = False,
+        preload: Iterable[str] = (),
     ) -> None:
         if scope not in SCOPES:
             raise ValueError(f"scope: expected one of {SCOPES}, got {scope!r}")
@@ -201,7 +210,8 @@ class MCPTools(Sequence[MCPTool]):
         if isinstance(max_output_chars, bool) or not isinstance(max_output_chars, int) or max_output_chars < 1:
             raise ValueError(f"max_output_chars: expected an int >= 1, got {max_output_chars!r}")
         self.spec = ServerSpec.make(command, url, env=env, headers=headers, cwd=cwd,
-                                    startup_timeout=startup_timeout, stderr=stderr)
+                                    startup_timeout=startup_timeout, stderr=stderr, fork_server=fork_server,
+                                    preload=preload)
         self.scope = scope
         self.warm = warm
         self.include = None if include is None else tuple(include)
@@ -210,7 +220,7 @@ class MCPTools(Sequence[MCPTool]):
         self.max_output_chars = max_output_chars
         self._tools: list[MCPTool] | None = None
         self._lock = threading.Lock()
-        server_pool(self.spec, scope, warm=warm)  # validates warm; the pool starts on first use
+        server_pool(self.spec, scope, warm=warm)  # validates warm and the fork server's command; starts on first use
 
     @property
     def pool(self) -> ServerPool:

@@ -23,8 +23,9 @@ import pytest
 
 import agent_gym.tools.mcp.connection as connection_module
 import agent_gym.tools.mcp.servers.notes as notes_module
+import agent_gym.tools.mcp.zygote as zygote_module
 from agent_gym.env.core import AgentEnv
-from agent_gym.tools.mcp import MCPTools
+from agent_gym.tools.mcp import MCPTools, ServerPool, ServerSpec
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -86,6 +87,22 @@ def test_this_client_against_a_server_on_sdk_1x():
 
 
 @needs_mcp1
+def test_a_fork_server_under_sdk_1x():
+    pool = ServerPool(ServerSpec.make([MCP1_PYTHON, notes_module.__file__], fork_server=True), warm=1)
+    try:
+        pids = set()
+        for text in ("a", "b"):  # the second server is forked after the first was released: it starts empty
+            lease = pool.acquire()
+            assert lease.call("list_notes", {}, timeout=60)["structuredContent"] == {"result": []}
+            lease.call("put_note", {"key": "k", "text": text}, timeout=60)
+            pids.add(lease.call("note_stats", {}, timeout=60)["structuredContent"]["pid"])
+            lease.release()
+        assert len(pids) == 2 and pool.fork_server.stats["plain_starts"] == 0
+    finally:
+        pool.close()
+
+
+@needs_mcp1
 def test_this_client_against_an_http_server_on_sdk_1x_one_store_per_session():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -119,7 +136,7 @@ def test_this_client_against_an_http_server_on_sdk_1x_one_store_per_session():
 
 
 def test_the_module_files_run_without_agent_gym():
-    for module in (connection_module, notes_module):
+    for module in (connection_module, notes_module, zygote_module):
         tree = ast.parse(Path(module.__file__).read_text())
         imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
         imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
