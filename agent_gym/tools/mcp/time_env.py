@@ -1,6 +1,7 @@
 """An example env whose tools come from a third-party MCP server package: ``mcp-server-time``.
 
-``mcp-server-time`` (installed with the ``mcp`` extra) is the reference time server of the MCP
+``mcp-server-time`` (``pip install mcp-server-time``; in the ``dev`` extra, not the ``mcp`` one,
+as it needs ``mcp`` 2.3 or later) is the reference time server of the MCP
 project, a Python stdio server that needs no network: ``get_current_time(timezone)`` and
 ``convert_time(source_timezone, time, target_timezone)``, answered with structured content. The
 env's tasks ask for a wall-clock time converted between two time zones without daylight saving
@@ -18,12 +19,14 @@ own server process forked from a preloaded one (the server runs as ``python -m m
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from agent_gym.env.core import AgentEnv
+from agent_gym.errors import AgentGymError
 from agent_gym.tools.mcp.tools import MCPTools
 
 __all__ = ["FIXED_OFFSET_ZONES", "time_conversion_env", "time_conversion_tasks", "time_server_command"]
@@ -45,7 +48,14 @@ _SYSTEM = ("You convert times between time zones with the tools you are given. C
 
 
 def time_server_command(local_timezone: str = "UTC") -> list[str]:
-    """The stdio command of ``mcp-server-time`` under this interpreter (``python -m mcp_server_time``)."""
+    """The stdio command of ``mcp-server-time`` under this interpreter (``python -m mcp_server_time``).
+
+    Raises:
+        AgentGymError: ``mcp-server-time`` is not installed (``pip install mcp-server-time``).
+    """
+    if importlib.util.find_spec("mcp_server_time") is None:
+        raise AgentGymError("the example time env needs the MCP server package mcp-server-time: "
+                            "pip install mcp-server-time (it requires mcp 2.3 or later)")
     return [sys.executable, "-m", "mcp_server_time", "--local-timezone", local_timezone]
 
 
