@@ -114,7 +114,8 @@ class BrowserWorker:
 
     Attributes:
         dead: Why the worker can no longer be used (None while it can).
-        contexts: The browser contexts open now (one per running episode).
+        contexts: The browser contexts open now (one per running episode, and those prepared in advance).
+        prepared: Those of :attr:`contexts` opened in advance for an episode that has not started yet.
     """
 
     def __init__(self, executable: str | None = None, *, launch_timeout: float = 60.0) -> None:
@@ -129,6 +130,7 @@ class BrowserWorker:
         self.pid = os.getpid()  # a forked child inherits this object, never its thread or its processes
         self.dead: str | None = None
         self.contexts: set[Any] = set()
+        self.prepared: set[Any] = set()
         self.driver_pid: int | None = None
         self._playwright: Any = None
         self.browser: Any = None
@@ -254,6 +256,7 @@ class BrowserWorker:
         self.mark_dead("closed")
         self.kill()
         self.contexts.clear()
+        self.prepared.clear()
         if not clean and self._playwright is not None:  # the driver is gone: let its connection and pipes close
             try:
                 self._run(self._playwright.stop(), timeout)
@@ -280,6 +283,7 @@ class BrowserWorker:
     async def close_context(self, context: Any) -> None:
         """Close a context made by :meth:`open_context` (forgotten first, so it is never counted twice)."""
         self.contexts.discard(context)
+        self.prepared.discard(context)
         await context.close()
 
     def __repr__(self) -> str:

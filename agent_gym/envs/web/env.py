@@ -234,15 +234,15 @@ class WebEnv(AgentEnv):
                         setup_arg=int(task["seed"]), snapshot_root="body", hide_selectors=HIDDEN,
                         viewport=MINIWOB_VIEWPORT)
 
-    def _next_task_guess(self) -> Mapping[str, Any] | None:
-        """The task the next reset most likely runs.
+    def _next_task_guess(self, current: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+        """The task the next reset most likely runs, after an episode on ``current``.
 
         The env's next draw when the last reset drew its task (right unless the next reset brings a seed or a
-        task), else the last episode's task (e.g. the next sample of the same task in a group).
+        task), else ``current`` (its page; e.g. the next sample of the same task in a group).
         """
         if self._drew_task and self._np_random is not None and self.tasks:
             return self.tasks[int(copy.deepcopy(self._np_random).integers(len(self.tasks)))]
-        return self.task
+        return current
 
     def _prepare(self, task: Mapping[str, Any] | None) -> None:
         """Start opening the context (and loading the page) of an episode on ``task`` in the background."""
@@ -294,6 +294,7 @@ class WebEnv(AgentEnv):
             self.session = session
             break
         self._close_ended()
+        self._prepare(self._next_task_guess(task))  # ready by the time this episode ends
         self.reset_counts["prepared" if self.prepared_reset else "cold"] += 1
         (self.pool or default_pool()).count_reset(prepared=self.prepared_reset)
         limit = self.max_snapshot_chars + 2000
@@ -358,11 +359,12 @@ class WebEnv(AgentEnv):
     def step(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         """One step (see :class:`~agent_gym.env.core.AgentEnv`).
 
-        When it ends the episode, the next episode's context starts being prepared in the background.
+        When it ends the episode and no context is prepared (the one started with the episode failed), the next
+        episode's context starts being prepared in the background.
         """
         result = super().step(action)
         if not self.episode_running:
-            self._prepare(self._next_task_guess())
+            self._prepare(self._next_task_guess(self.task))
         return result
 
     def close(self) -> None:

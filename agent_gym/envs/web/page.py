@@ -116,12 +116,19 @@ class PageSession:
         await self.load()
         return await self.start()
 
-    async def open_blank(self, worker: Any) -> None:
-        """Open a fresh context on ``worker`` with an empty page: filter and binding installed, nothing loaded."""
+    async def open_blank(self, worker: Any, *, prepared: bool = False) -> None:
+        """Open a fresh context on ``worker`` with an empty page: filter and binding installed, nothing loaded.
+
+        Args:
+            worker: The browser.
+            prepared: Opened in advance: counted in ``worker.prepared`` until an episode takes it.
+        """
         width, height = self.spec.viewport
         self.context = await worker.open_context(viewport={"width": width, "height": height},
                                                  service_workers="block", accept_downloads=False,
                                                  java_script_enabled=True)
+        if prepared:
+            worker.prepared.add(self.context)
         self.context.set_default_timeout(self.action_timeout_ms)
         await self.context.route("**/*", self._filter)
         await self.context.expose_binding(_REPORT_BINDING, self._report)

@@ -97,7 +97,8 @@ class BrowserPool:
         """What the pool holds now and did so far.
 
         Returns:
-            ``browsers`` (live workers), ``idle``, ``contexts`` (open now), ``processes`` (driver and browser
+            ``browsers`` (live workers), ``idle``, ``contexts`` (open now), ``prepared`` (those of them opened in
+            advance for an episode not started yet), ``processes`` (driver and browser
             processes alive), ``started`` and ``replaced`` (dead workers closed) so far, and the envs' episode starts
             so far: ``resets_prepared`` (on a context prepared in advance), ``resets_cold`` (on one opened at reset)
             and ``prepared_hit_rate`` (the share of the former).
@@ -107,6 +108,7 @@ class BrowserPool:
             idle = len(self._idle)
             resets = self.resets_prepared + self.resets_cold
         return {"browsers": len(live), "idle": idle, "contexts": sum(len(w.contexts) for w in live),
+                "prepared": sum(len(w.prepared) for w in live),
                 "processes": sum(len(w.browser_pids()) for w in live), "started": self.started,
                 "replaced": self.replaced, "resets_prepared": self.resets_prepared, "resets_cold": self.resets_cold,
                 "prepared_hit_rate": self.resets_prepared / resets if resets else 0.0}

@@ -29,7 +29,7 @@ __all__ = ["PagePreparer", "close_quietly"]
 
 
 async def _make_ready(session: PageSession, worker: BrowserWorker, load: bool) -> None:
-    await session.open_blank(worker)
+    await session.open_blank(worker, prepared=True)
     if load:
         await session.load()
         await session.warm()
@@ -123,6 +123,7 @@ class PagePreparer:
             worker.call(close_quietly, prepared.session, worker, timeout=timeout)
             return None
         prepared.session.spec = spec
+        worker.prepared.discard(prepared.session.context)
         return prepared.session
 
     def discard(self, *, timeout: float) -> None:

@@ -37,11 +37,13 @@ def pool():
     assert pool.stats()["processes"] == 0
 
 
-def _wait_for_contexts(env: WebEnv, count: int) -> int:
-    deadline = time.monotonic() + 30  # ended episodes' contexts close in the background
-    while env.worker is not None and len(env.worker.contexts) > count and time.monotonic() < deadline:
+def _episode_contexts(env: WebEnv) -> int:
+    """The env's open contexts that are not prepared ones, once the ended episodes' background closes are done."""
+    assert env.worker is not None
+    deadline = time.monotonic() + 30
+    while len(env.worker.contexts - env.worker.prepared) > 1 and time.monotonic() < deadline:
         time.sleep(0.05)
-    return len(env.worker.contexts) if env.worker is not None else 0
+    return len(env.worker.contexts - env.worker.prepared)
 
 
 def test_a_prepared_reset_sees_nothing_of_the_episode_before(pool):
@@ -49,11 +51,12 @@ def test_a_prepared_reset_sees_nothing_of_the_episode_before(pool):
     cold = WebEnv(pool=pool, prepare_next=False)
     try:
         env.reset(options={"task": task("click-test", 0)})
+        assert env._preparer.pending  # the next episode's context is being prepared while this one runs
         before = env.session
         env.worker.call(before.page.evaluate, LEAVE_TRACES)
-        _, _, terminated, _, _ = env.step(FINISH)  # the episode ends: the next context starts being prepared
-        assert terminated and env._preparer.pending
-        env.worker.call(before.page.evaluate, LEAVE_TRACES)  # and traces left after that too
+        _, _, terminated, _, _ = env.step(FINISH)
+        assert terminated
+        env.worker.call(before.page.evaluate, LEAVE_TRACES)  # traces left after the episode's end too
         obs, info = env.reset(options={"task": task("click-test", 5)})
         assert info["web"]["prepared"] is True and env.prepared_reset
         assert env.session is not before and env.session.context is not before.context
@@ -69,7 +72,7 @@ def test_a_prepared_reset_sees_nothing_of_the_episode_before(pool):
         _, info = play_oracle(env, {"task": task("click-test", 6)})
         assert env.prepared_reset and info["web"]["raw_reward"] == 1.0
         assert env.reset_stats["prepared"] >= 2 and 0 < env.reset_stats["hit_rate"] <= 1
-        assert _wait_for_contexts(env, 1) == 1  # the ended episodes' contexts are closed
+        assert _episode_contexts(env) == 1  # the ended episodes' contexts are closed
     finally:
         env.close()
         cold.close()
@@ -96,7 +99,8 @@ def test_a_miss_closes_the_prepared_context_and_loads_the_page(pool):
         env.step(FINISH)
         env.reset()
         assert env.prepared_reset
-        assert _wait_for_contexts(env, 1) == 1
+        env.worker.wait(env._preparer._next.future, timeout=60)
+        assert _episode_contexts(env) == 1 and len(env.worker.prepared) == 1
     finally:
         env.close()
     stats = pool.stats()
@@ -115,7 +119,7 @@ def test_prepared_contexts_are_closed_with_the_env(pool):
     worker = env.worker
     assert env._preparer.pending
     worker.wait(env._preparer._next.future, timeout=60)
-    assert len(worker.contexts) == 2  # the ended episode's and the prepared one
+    assert len(worker.contexts) == 2 and len(worker.prepared) == 1  # the ended episode's and the prepared one
     env.close()
     assert worker.contexts == set() and pool.stats()["contexts"] == 0
 
