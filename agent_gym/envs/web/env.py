@@ -48,6 +48,16 @@ class WebEnv(AgentEnv):
     ``click(ref)``, ``type(ref, text)``, ``select(ref, option)``, ``press(key)``, ``scroll(direction)``,
     ``goto(url)`` (the task's own pages only) and ``finish(answer)``.
 
+    The next episode's fresh context is opened in the background as soon as an episode starts (and
+    when the env is made), with the page the next episode most likely needs already loaded: the
+    env's next draw when resets draw their tasks, else the current episode's page (for a synthetic
+    site, whose instance gets its address at reset, only the context). A reset on that page starts
+    the task on it (a *hit*: the setup and the first snapshot, tens of milliseconds instead of
+    hundreds); any other closes it and opens its own (see :mod:`~agent_gym.envs.web.prepared`). A
+    prepared context is as fresh as one opened at reset: no agent action reached it before its
+    episode. ``info["web"]["prepared"]`` (reset), :attr:`reset_stats` and the pool's ``stats()``
+    count the hits.
+
     ## Action Space
     The next assistant message (``str`` or ``PolicyOutput``) with tool calls in the parser's
     format (hermes ``<tool_call>{"name": "click", "arguments": {"ref": "e7"}}</tool_call>`` by
@@ -71,7 +81,7 @@ class WebEnv(AgentEnv):
     the site's server-side checker on the state the agent left (1 when it is the goal, else 0),
     graded at the episode's end (``finish``, ``<answer>`` or ``max_steps``). ``info["web"]`` has
     ``raw_reward``, ``page_reason``, ``site_score`` (sites), ``answer`` and ``blocked_requests``
-    at the end. ``toolcall_reward`` shapes tool use as in
+    at the end (and ``prepared`` at reset). ``toolcall_reward`` shapes tool use as in
     :class:`~agent_gym.env.core.AgentEnv`.
 
     ## Episode End
@@ -95,6 +105,8 @@ class WebEnv(AgentEnv):
     * ``action_timeout``: seconds an action may wait for its element (default 3).
     * ``browser_timeout``: seconds any browser call may take before the browser counts as hung (default 30).
     * ``pool``: the :class:`~agent_gym.envs.web.pool.BrowserPool` (default: the process's shared one).
+    * ``prepare_next``: prepare the next episode's context in the background (default True; False: every reset
+      opens its context and loads its page, one context per env instead of two).
     * ``max_steps`` (default 10), ``tools_in_prompt``, ``system_prompt``, ``rewards``, ``parser``,
       ``tool_parser``, ``reasoning_parser``, ``tool_time_limit`` (callables only: the page tools run on the
       browser's own deadlines), ``max_tool_output_chars``, ``max_tool_calls_per_step``, ``render_mode``: see
