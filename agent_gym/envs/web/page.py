@@ -141,8 +141,12 @@ class PageSession:
         self.loaded = True
 
     async def warm(self) -> None:
-        """Have Playwright's own page script in place before the episode (it leaves the page and its refs alone)."""
-        await self.page.locator(self.spec.snapshot_root).first.is_visible()
+        """Get the snapshot machinery ready before the episode: Playwright's page script in place and run once.
+
+        The snapshot taken here is the plain one, which gives elements no refs, so the episode's first snapshot
+        numbers its refs as on a page that was never read (a test compares the two).
+        """
+        await self.page.locator(self.spec.snapshot_root).first.aria_snapshot(timeout=10000)
 
     async def start(self) -> str:
         """Run the setup script on the loaded page (for a MiniWoB++ page: start the seeded problem).
