@@ -219,7 +219,7 @@ class WebEnv(AgentEnv):
             return
         if worker.dead is None:
             self._preparer.discard(timeout=self.browser_timeout)
-            self._close_ended()
+            self._close_ended(worker)
             for future in self._closing:
                 try:
                     worker.wait(future, timeout=min(self.browser_timeout, 10.0))
@@ -305,7 +305,7 @@ class WebEnv(AgentEnv):
                 session.instruction = self.site.instruction
             self.session = session
             break
-        self._close_ended()
+        self._close_ended(self.worker)
         self._prepare(self._next_task_guess(task))  # ready by the time this episode ends
         self.reset_counts["prepared" if self.prepared_reset else "cold"] += 1
         (self.pool or default_pool()).count_reset(prepared=self.prepared_reset)
@@ -330,15 +330,15 @@ class WebEnv(AgentEnv):
                 self.worker.mark_dead("a context did not close")
             self._drop_worker()
 
-    def _close_ended(self) -> None:
-        """Start closing the released episodes' contexts in the background (a dead browser's go with it)."""
+    def _close_ended(self, worker: BrowserWorker | None) -> None:
+        """Start closing the released episodes' contexts on ``worker`` in the background (a dead one's go with it)."""
         ended, self._ended = self._ended, []
         self._closing = [future for future in self._closing if not future.done()]
-        if self.worker is None or self.worker.dead is not None:
+        if worker is None or worker.dead is not None:
             return
         for session in ended:
             try:
-                self._closing.append(self.worker.submit(close_quietly, session, self.worker))
+                self._closing.append(worker.submit(close_quietly, session, worker))
             except BrowserError:
                 return
 

@@ -120,8 +120,8 @@ def test_prepared_contexts_are_closed_with_the_env(pool):
     assert env._preparer.pending
     worker.wait(env._preparer._next.future, timeout=60)
     assert len(worker.contexts) == 2 and len(worker.prepared) == 1  # the ended episode's and the prepared one
-    env.close()
-    assert worker.contexts == set() and pool.stats()["contexts"] == 0
+    env.close()  # every context closed first, so the browser is kept for the next env
+    assert worker.contexts == set() and worker.dead is None and pool.stats()["contexts"] == 0
 
 
 def _browser_pids(env: WebEnv) -> list[int]:
