@@ -57,11 +57,11 @@ def play(env: WebEnv, task: dict[str, Any], resets: list[float] | None = None,
          steps: list[float] | None = None, think: float = 0.0,
          prepared: list[bool] | None = None) -> dict[str, Any]:
     started = time.perf_counter()
-    _, info = env.reset(options={"task": task})
+    env.reset(options={"task": task})
     if resets is not None:
         resets.append(time.perf_counter() - started)
     if prepared is not None:
-        prepared.append(info["web"]["prepared"])
+        prepared.append(env.prepared_reset)
     while True:
         action = env.oracle_action()
         time.sleep(think)
@@ -177,9 +177,9 @@ def reset_compare(n: int, pause: float = 0.5) -> dict[str, Any]:
                                 ("old", old_env, tasks["click-button"][i % 48])):
             time.sleep(pause)
             started = time.perf_counter()
-            _, info = env.reset(options={"task": task})
+            env.reset(options={"task": task})
             times[name].append(time.perf_counter() - started)
-            if i and info["web"]["prepared"] != (name == "hit"):
+            if i and env.prepared_reset != (name == "hit"):
                 wrong.append(name)
             env.step('<tool_call>{"name": "finish", "arguments": {}}</tool_call>')
         time.sleep(pause)

@@ -98,9 +98,8 @@ class StepInfo(TypedDict, total=False):
 
     # Web-v0
     web: dict[str, Any]
-    """Web-v0: ``prepared`` (reset: whether the episode started on a context prepared in advance); the page's
-    ``raw_reward`` and ``page_reason``, a site's ``site_score``, ``answer``, ``blocked_requests`` and ``browser_error``
-    (last step)."""
+    """The page's ``raw_reward`` and ``page_reason``, a site's ``site_score``, ``answer``, ``blocked_requests`` and
+    ``browser_error`` (last step; set by Web-v0)."""
     screenshot: dict[str, Any]
     """The viewport as an OpenAI ``image_url`` content part (reset and every step, with ``screenshots=True``;
     Web-v0)."""

@@ -55,8 +55,8 @@ class WebEnv(AgentEnv):
     the task on it (a *hit*: the setup and the first snapshot, tens of milliseconds instead of
     hundreds); any other closes it and opens its own (see :mod:`~agent_gym.envs.web.prepared`). A
     prepared context is as fresh as one opened at reset: no agent action reached it before its
-    episode. ``info["web"]["prepared"]`` (reset), :attr:`reset_stats` and the pool's ``stats()``
-    count the hits.
+    episode. :attr:`prepared_reset` (the current episode), :attr:`reset_stats` and the pool's
+    ``stats()`` count the hits (not the info: a reset's info depends on its seed alone).
 
     ## Action Space
     The next assistant message (``str`` or ``PolicyOutput``) with tool calls in the parser's
@@ -81,7 +81,7 @@ class WebEnv(AgentEnv):
     the site's server-side checker on the state the agent left (1 when it is the goal, else 0),
     graded at the episode's end (``finish``, ``<answer>`` or ``max_steps``). ``info["web"]`` has
     ``raw_reward``, ``page_reason``, ``site_score`` (sites), ``answer`` and ``blocked_requests``
-    at the end (and ``prepared`` at reset). ``toolcall_reward`` shapes tool use as in
+    at the end. ``toolcall_reward`` shapes tool use as in
     :class:`~agent_gym.env.core.AgentEnv`.
 
     ## Episode End
@@ -361,12 +361,10 @@ class WebEnv(AgentEnv):
               options: dict[str, Any] | None = None) -> tuple[Observation, dict[str, Any]]:
         """Start an episode (see :class:`~agent_gym.env.core.AgentEnv`).
 
-        ``info["web"]["prepared"]`` says whether it started on a prepared context.
+        :attr:`prepared_reset` then says whether it started on a prepared context.
         """
         self._drew_task = not options or (options.get("task") is None and options.get("task_index") is None)
-        obs, info = super().reset(seed=seed, options=options)
-        info["web"] = {"prepared": self.prepared_reset}
-        return obs, info
+        return super().reset(seed=seed, options=options)
 
     def step(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         """One step (see :class:`~agent_gym.env.core.AgentEnv`).
