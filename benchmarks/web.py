@@ -1,13 +1,22 @@
 """Web-v0 benchmark: oracles, latency, the pool against a fresh browser, leaks under faults, a model baseline.
 
-Run:  python benchmarks/web.py [--oracle N] [--latency N] [--leak N] [--baseline N] [--json OUT]
+Run:  python benchmarks/web.py [--oracle N] [--latency N] [--think S] [--resets N] [--leak N] [--baseline N]
+                               [--json OUT]
 
 --oracle N    the oracle on N instances of every solvable MiniWoB++ page and every synthetic site
               (success must be 100%), and an empty ``finish`` on each (success must be 0%).
---latency N   N oracle episodes per worker at n_parallel 1 and 16: reset and tool-step p50/p95, episodes/s,
-              peak PSS per browser (driver and browser processes); then N episodes with the pool (one browser
-              per env, kept) against a fresh browser per episode, side by side; and the reset of a kept
-              MiniWoB++ page (``core.startEpisodeReal()`` alone), what a reset costs without a fresh context.
+--latency N   N oracle episodes per worker at n_parallel 1 and 16, with prepared contexts and without
+              (``prepare_next=False``, every reset opens its context and loads its page): reset p50/p95 (all,
+              and those that started on a prepared context apart from those that did not), the hit rate,
+              tool-step p50/p95, episodes/s, peak PSS per browser (driver and browser processes); then N
+              episodes with the pool (one browser per env, kept) against a fresh browser per episode, side by
+              side; and the reset of a kept MiniWoB++ page (``core.startEpisodeReal()`` alone).
+--think S     seconds the oracle "thinks" before each action in --latency (a model's turn; 0: back to back,
+              so a reset may wait for the rest of its context's preparation).
+--resets N    in one process, interleaved (so the machine's load hits all alike): N resets that start on a
+              prepared context (same page as the episode before), N that miss it (another page), N on the
+              old path (``prepare_next=False``) and N kept-page starts; each reset after a 0.5 s pause, the
+              time a model's last turn takes at least.
 --leak N      N episodes through ``collect`` at n_parallel 16, 10% of them with a fault: browser killed before
               a step, browser killed before a reset, browser hung (SIGSTOP), episode cancelled by its timeout.
               Every episode must come back with a status; afterwards 0 contexts and 0 browser processes, and
@@ -45,13 +54,17 @@ def pct(values: list[float], q: float) -> float:
 
 
 def play(env: WebEnv, task: dict[str, Any], resets: list[float] | None = None,
-         steps: list[float] | None = None) -> dict[str, Any]:
+         steps: list[float] | None = None, think: float = 0.0,
+         prepared: list[bool] | None = None) -> dict[str, Any]:
     started = time.perf_counter()
     env.reset(options={"task": task})
     if resets is not None:
         resets.append(time.perf_counter() - started)
+    if prepared is not None:
+        prepared.append(env.prepared_reset)
     while True:
         action = env.oracle_action()
+        time.sleep(think)
         started = time.perf_counter()
         _, _, terminated, truncated, info = env.step(action)
         if steps is not None:
@@ -94,20 +107,22 @@ def _pss(pids: list[int]) -> int:
     return total
 
 
-def latency_point(n_parallel: int, episodes: int) -> dict[str, Any]:
+def latency_point(n_parallel: int, episodes: int, prepare: bool = True, think: float = 0.0) -> dict[str, Any]:
     pool = BrowserPool(max_idle=n_parallel)
-    envs = [WebEnv(pool=pool, max_steps=10) for _ in range(n_parallel)]
+    envs = [WebEnv(pool=pool, max_steps=10, prepare_next=prepare) for _ in range(n_parallel)]
     tasks = [t for t in miniwob_tasks("train") if t["page"] in ("click-button", "enter-text", "choose-list")]
     resets: list[float] = []
     steps: list[float] = []
+    hits: list[bool] = []
     peak: list[int] = []
     lock = threading.Lock()
 
     def worker(index: int) -> None:
         my_resets: list[float] = []
         my_steps: list[float] = []
+        my_hits: list[bool] = []
         for i in range(episodes):
-            play(envs[index], tasks[(index * episodes + i) % len(tasks)], my_resets, my_steps)
+            play(envs[index], tasks[(index * episodes + i) % len(tasks)], my_resets, my_steps, think, my_hits)
             if i % 5 == 0:
                 worker_pids = envs[index].worker.browser_pids() if envs[index].worker else []
                 with lock:
@@ -115,6 +130,7 @@ def latency_point(n_parallel: int, episodes: int) -> dict[str, Any]:
         with lock:
             resets.extend(my_resets)
             steps.extend(my_steps)
+            hits.extend(my_hits)
 
     started = time.perf_counter()
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(n_parallel)]
@@ -126,14 +142,61 @@ def latency_point(n_parallel: int, episodes: int) -> dict[str, Any]:
     for env in envs:
         env.close()
     pool.close()
-    row = {"n_parallel": n_parallel, "episodes": episodes * n_parallel, "reset_p50_ms": pct(resets, 0.5) * 1e3,
-           "reset_p95_ms": pct(resets, 0.95) * 1e3, "step_p50_ms": pct(steps, 0.5) * 1e3,
+    on_prepared = [r for r, hit in zip(resets, hits, strict=True) if hit]
+    opened = [r for r, hit in zip(resets, hits, strict=True) if not hit]
+    row = {"n_parallel": n_parallel, "prepare_next": prepare, "think_s": think, "episodes": episodes * n_parallel,
+           "reset_p50_ms": pct(resets, 0.5) * 1e3, "reset_p95_ms": pct(resets, 0.95) * 1e3,
+           "hit_rate": len(on_prepared) / len(resets), "hit_reset_p50_ms": pct(on_prepared, 0.5) * 1e3,
+           "hit_reset_p95_ms": pct(on_prepared, 0.95) * 1e3, "miss_reset_p50_ms": pct(opened, 0.5) * 1e3,
+           "miss_reset_p95_ms": pct(opened, 0.95) * 1e3, "step_p50_ms": pct(steps, 0.5) * 1e3,
            "step_p95_ms": pct(steps, 0.95) * 1e3, "episodes_per_s": episodes * n_parallel / wall,
            "peak_pss_per_browser_mb": max(peak) / 2**20 if peak else float("nan")}
-    print(f"n_parallel {n_parallel:>2}: reset p50 {row['reset_p50_ms']:.0f} ms p95 {row['reset_p95_ms']:.0f} ms, "
-          f"step p50 {row['step_p50_ms']:.0f} ms p95 {row['step_p95_ms']:.0f} ms, {row['episodes_per_s']:.2f} "
-          f"episodes/s, peak PSS per browser {row['peak_pss_per_browser_mb']:.0f} MiB")
+    print(f"n_parallel {n_parallel:>2} ({'prepared contexts' if prepare else 'old path'}, think {think:g} s): "
+          f"reset p50 {row['reset_p50_ms']:.0f} ms p95 {row['reset_p95_ms']:.0f} ms (hits {len(on_prepared)}/"
+          f"{len(resets)}: p50 {row['hit_reset_p50_ms']:.0f} p95 {row['hit_reset_p95_ms']:.0f} ms; others p50 "
+          f"{row['miss_reset_p50_ms']:.0f} p95 {row['miss_reset_p95_ms']:.0f} ms), step p50 {row['step_p50_ms']:.0f}"
+          f" ms p95 {row['step_p95_ms']:.0f} ms, {row['episodes_per_s']:.2f} episodes/s, peak PSS per browser "
+          f"{row['peak_pss_per_browser_mb']:.0f} MiB")
     return row
+
+
+def reset_compare(n: int, pause: float = 0.5) -> dict[str, Any]:
+    """Prepared hits, misses, the old path and kept-page starts, interleaved in one process."""
+    pool = BrowserPool()
+    hit_env, miss_env = WebEnv(pool=pool), WebEnv(pool=pool)
+    old_env = WebEnv(pool=pool, prepare_next=False)
+    pages = ("click-button", "enter-text")
+    tasks = {page: [t for t in miniwob_tasks("train") if t["page"] == page] for page in pages}
+    kept = WebEnv(pool=pool, prepare_next=False)
+    kept.reset(options={"task": tasks["click-button"][0]})
+    times: dict[str, list[float]] = {"hit": [], "miss": [], "old": [], "kept_page": []}
+    wrong: list[str] = []
+    for i in range(n):
+        for name, env, task in (("hit", hit_env, tasks["click-button"][i % 48]),
+                                ("miss", miss_env, tasks[pages[i % 2]][i % 48]),
+                                ("old", old_env, tasks["click-button"][i % 48])):
+            time.sleep(pause)
+            started = time.perf_counter()
+            env.reset(options={"task": task})
+            times[name].append(time.perf_counter() - started)
+            if i and env.prepared_reset != (name == "hit"):
+                wrong.append(name)
+            env.step('<tool_call>{"name": "finish", "arguments": {}}</tool_call>')
+        time.sleep(pause)
+        started = time.perf_counter()
+        kept.worker.call(kept.session.page.evaluate,
+                         "(s) => { Math.seedrandom(String(s)); core.startEpisodeReal(); }", i)
+        times["kept_page"].append(time.perf_counter() - started)
+    for env in (hit_env, miss_env, old_env, kept):
+        env.close()
+    pool.close()
+    result = {name: {"p50_ms": pct(values[1:], 0.5) * 1e3, "p95_ms": pct(values[1:], 0.95) * 1e3,
+                     "n": len(values) - 1} for name, values in times.items()}
+    result["unexpected"] = wrong
+    print(f"resets in one process ({n - 1} each, {pause:g} s before each): " + "; ".join(
+        f"{name} p50 {row['p50_ms']:.1f} ms p95 {row['p95_ms']:.1f} ms" for name, row in result.items()
+        if name != "unexpected") + f"; unexpected hit/miss: {wrong or 'none'}")
+    return result
 
 
 def pool_vs_fresh(episodes: int) -> dict[str, Any]:
@@ -273,6 +336,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--oracle", type=int, default=0)
     parser.add_argument("--latency", type=int, default=0)
+    parser.add_argument("--think", type=float, default=0.0)
+    parser.add_argument("--resets", type=int, default=0)
     parser.add_argument("--leak", type=int, default=0)
     parser.add_argument("--baseline", type=int, default=0)
     parser.add_argument("--json", default=None)
@@ -281,10 +346,15 @@ def main() -> None:
     if args.oracle:
         out["oracle"] = oracle(args.oracle)
     if args.latency:
-        out["latency"] = [latency_point(1, args.latency), latency_point(16, max(1, args.latency // 4))]
+        out["latency"] = [latency_point(n_parallel, episodes, prepare, args.think)
+                          for n_parallel, episodes in ((1, args.latency), (16, max(1, args.latency // 4)))
+                          for prepare in (True, False)]
         out["pool_vs_fresh"] = pool_vs_fresh(max(4, args.latency // 2))
         out["kept_page_reset"] = kept_page_reset(50)
-        out["latency_medians"] = {"reset_p50_ms": statistics.median(r["reset_p50_ms"] for r in out["latency"])}
+        out["latency_medians"] = {"reset_p50_ms": statistics.median(
+            r["reset_p50_ms"] for r in out["latency"] if r["prepare_next"])}
+    if args.resets:
+        out["resets"] = reset_compare(args.resets)
     if args.leak:
         out["leak"] = leak(args.leak)
     if args.baseline:

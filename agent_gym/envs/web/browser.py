@@ -114,7 +114,8 @@ class BrowserWorker:
 
     Attributes:
         dead: Why the worker can no longer be used (None while it can).
-        contexts: The browser contexts open now (one per running episode).
+        contexts: The browser contexts open now (one per running episode, and those prepared in advance).
+        prepared: Those of :attr:`contexts` opened in advance for an episode that has not started yet.
     """
 
     def __init__(self, executable: str | None = None, *, launch_timeout: float = 60.0) -> None:
@@ -129,6 +130,7 @@ class BrowserWorker:
         self.pid = os.getpid()  # a forked child inherits this object, never its thread or its processes
         self.dead: str | None = None
         self.contexts: set[Any] = set()
+        self.prepared: set[Any] = set()
         self.driver_pid: int | None = None
         self._playwright: Any = None
         self.browser: Any = None
@@ -144,7 +146,7 @@ class BrowserWorker:
             self.browser = self._run(self._playwright.chromium.launch(
                 executable_path=path, args=list(BROWSER_ARGS), headless=True, timeout=launch_timeout * 1000),
                 launch_timeout)
-            self.browser.on("disconnected", lambda _: self._mark_dead("the browser process went away"))
+            self.browser.on("disconnected", lambda _: self.mark_dead("the browser process went away"))
         except BaseException:
             self.close()
             raise
@@ -166,16 +168,39 @@ class BrowserWorker:
             BrowserHung: Past ``timeout`` seconds (the worker is then dead).
             BrowserCrashed: When the worker is dead or the browser went away during the call.
         """
+        return self.wait(self.submit(fn, *args), timeout=timeout)
+
+    def submit(self, fn: Callable[..., Awaitable[T]], *args: Any) -> concurrent.futures.Future[T]:
+        """Start ``fn(*args)`` on the browser's loop without waiting for it (a call in the background).
+
+        Its outcome is read with :meth:`wait`, which applies :meth:`call`'s deadline and failure rules.
+
+        Raises:
+            BrowserCrashed: When the worker is dead.
+        """
         if self.dead is not None:
             raise BrowserCrashed(self.dead)
+        return asyncio.run_coroutine_threadsafe(fn(*args), self._loop)  # type: ignore[arg-type]
+
+    def wait(self, future: concurrent.futures.Future[T], *, timeout: float = 30.0) -> T:
+        """The result of a call started with :meth:`submit`, waiting at most ``timeout`` seconds.
+
+        Raises:
+            BrowserHung: Past ``timeout`` seconds (the call is cancelled and the worker is then dead).
+            BrowserCrashed: When the browser went away during the call.
+        """
         try:
-            return self._run(fn(*args), timeout)
+            try:
+                return future.result(timeout)
+            except concurrent.futures.TimeoutError:
+                future.cancel()
+                raise BrowserHung(f"the browser did not answer within {timeout:g}s") from None
         except BrowserHung as exc:
-            self._mark_dead(str(exc))
+            self.mark_dead(str(exc))
             raise
         except Exception as exc:
             if self._gone(exc):
-                self._mark_dead(f"the browser went away: {str(exc).splitlines()[0][:200]}")
+                self.mark_dead(f"the browser went away: {str(exc).splitlines()[0][:200]}")
                 raise BrowserCrashed(self.dead or "the browser went away") from None
             raise
 
@@ -187,7 +212,8 @@ class BrowserWorker:
         return any(word in text for word in ("has been closed", "Connection closed", "Browser closed",
                                              "Target crashed", "Target closed", "driver", "Page crashed"))
 
-    def _mark_dead(self, reason: str) -> None:
+    def mark_dead(self, reason: str) -> None:
+        """Take the worker out of use (the first reason stays): it is killed and replaced when given back."""
         if self.dead is None:
             self.dead = reason
 
@@ -218,7 +244,7 @@ class BrowserWorker:
             return
         self._closed = True
         if self.pid != os.getpid():  # a copy in a forked child: the browser and the thread are the parent's
-            self._mark_dead("inherited from the parent process")
+            self.mark_dead("inherited from the parent process")
             return
         clean = False
         if self.dead is None and self._playwright is not None:
@@ -226,10 +252,11 @@ class BrowserWorker:
                 self._run(self._shutdown(), timeout)
                 clean = True
             except Exception:  # noqa: BLE001 - a browser that cannot close cleanly is killed below
-                self._mark_dead("the browser did not close cleanly")
-        self._mark_dead("closed")
+                self.mark_dead("the browser did not close cleanly")
+        self.mark_dead("closed")
         self.kill()
         self.contexts.clear()
+        self.prepared.clear()
         if not clean and self._playwright is not None:  # the driver is gone: let its connection and pipes close
             try:
                 self._run(self._playwright.stop(), timeout)
@@ -256,6 +283,7 @@ class BrowserWorker:
     async def close_context(self, context: Any) -> None:
         """Close a context made by :meth:`open_context` (forgotten first, so it is never counted twice)."""
         self.contexts.discard(context)
+        self.prepared.discard(context)
         await context.close()
 
     def __repr__(self) -> str:

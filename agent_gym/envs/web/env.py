@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -14,14 +15,18 @@ from agent_gym.envs.web.browser import BrowserError, BrowserHung, BrowserWorker
 from agent_gym.envs.web.miniwob import HIDDEN, ORACLES, SETUP_SCRIPT, miniwob_root, miniwob_tasks, parse_snapshot
 from agent_gym.envs.web.page import PageSession, PageSpec
 from agent_gym.envs.web.pool import BrowserPool, default_pool
+from agent_gym.envs.web.prepared import PagePreparer, close_quietly
 from agent_gym.envs.web.server import static_server
 from agent_gym.envs.web.site_server import site_server
 from agent_gym.envs.web.sites import SITES, site_tasks, split_url
 from agent_gym.parsers import ResponseParser
 from agent_gym.tools import DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_TIME_LIMIT, Tool, as_tool
-from agent_gym.types import EpisodeStatus
+from agent_gym.types import Action, EpisodeStatus, Observation
 
 __all__ = ["WebEnv", "image_part"]
+
+MINIWOB_VIEWPORT = (400, 300)
+SITE_VIEWPORT = (800, 600)
 
 
 def image_part(png: bytes) -> dict[str, Any]:
@@ -42,6 +47,16 @@ class WebEnv(AgentEnv):
     shop with search and cart, a settings area) whose state lives on their server. The model calls
     ``click(ref)``, ``type(ref, text)``, ``select(ref, option)``, ``press(key)``, ``scroll(direction)``,
     ``goto(url)`` (the task's own pages only) and ``finish(answer)``.
+
+    The next episode's fresh context is opened in the background as soon as an episode starts (and
+    when the env is made), with the page the next episode most likely needs already loaded: the
+    env's next draw when resets draw their tasks, else the current episode's page (for a synthetic
+    site, whose instance gets its address at reset, only the context). A reset on that page starts
+    the task on it (a *hit*: the setup and the first snapshot, tens of milliseconds instead of
+    hundreds); any other closes it and opens its own (see :mod:`~agent_gym.envs.web.prepared`). A
+    prepared context is as fresh as one opened at reset: no agent action reached it before its
+    episode. :attr:`prepared_reset` (the current episode), :attr:`reset_stats` and the pool's
+    ``stats()`` count the hits (not the info: a reset's info depends on its seed alone).
 
     ## Action Space
     The next assistant message (``str`` or ``PolicyOutput``) with tool calls in the parser's
@@ -90,6 +105,8 @@ class WebEnv(AgentEnv):
     * ``action_timeout``: seconds an action may wait for its element (default 3).
     * ``browser_timeout``: seconds any browser call may take before the browser counts as hung (default 30).
     * ``pool``: the :class:`~agent_gym.envs.web.pool.BrowserPool` (default: the process's shared one).
+    * ``prepare_next``: prepare the next episode's context in the background (default True; False: every reset
+      opens its context and loads its page, one context per env instead of two).
     * ``max_steps`` (default 10), ``tools_in_prompt``, ``system_prompt``, ``rewards``, ``parser``,
       ``tool_parser``, ``reasoning_parser``, ``tool_time_limit`` (callables only: the page tools run on the
       browser's own deadlines), ``max_tool_output_chars``, ``max_tool_calls_per_step``, ``render_mode``: see
@@ -112,7 +129,8 @@ class WebEnv(AgentEnv):
                  split: str = "train", pages: str | tuple[str, ...] = "solvable", sites: bool = True,
                  screenshots: bool = False,
                  max_snapshot_chars: int = 6000, max_type_chars: int = 2000, action_timeout: float = 3.0,
-                 browser_timeout: float = 30.0, pool: BrowserPool | None = None, max_steps: int = 10,
+                 browser_timeout: float = 30.0, pool: BrowserPool | None = None, prepare_next: bool = True,
+                 max_steps: int = 10,
                  tools_in_prompt: bool = False, system_prompt: str | None = None,
                  rewards: RewardConfig | Mapping[str, float] | None = None, parser: ResponseParser | str | None = None,
                  tool_parser: str | None = None, reasoning_parser: str | None = None,
@@ -135,6 +153,15 @@ class WebEnv(AgentEnv):
         self.action_timeout = action_timeout
         self.browser_timeout = browser_timeout
         self.pool = pool
+        self.prepare_next = prepare_next
+        self.reset_counts = {"prepared": 0, "cold": 0}
+        """Resets so far that started on a prepared context (``prepared``) and that opened their own (``cold``)."""
+        self.prepared_reset = False
+        """Whether the current episode started on a prepared context."""
+        self._preparer = PagePreparer()
+        self._ended: list[PageSession] = []  # released episodes' contexts, closed once the next episode started
+        self._closing: list[Any] = []  # those closes under way (futures)
+        self._drew_task = False
         self.worker: BrowserWorker | None = None
         self.session: PageSession | None = None
         self.browser_failure: tuple[str, str] | None = None
@@ -146,6 +173,7 @@ class WebEnv(AgentEnv):
                          max_tool_output_chars=max_tool_output_chars, max_tool_calls_per_step=max_tool_calls_per_step,
                          render_mode=render_mode)
         self.worker = (self.pool or default_pool()).lease()  # the env's browser, started with it
+        self._prepare(self.tasks[0] if self.tasks else None)
 
     # ------------------------------------------------------------------ tasks
 
@@ -182,9 +210,24 @@ class WebEnv(AgentEnv):
         return self.worker.call(fn, *args, timeout=self.browser_timeout if timeout is None else timeout)
 
     def _drop_worker(self) -> None:
+        """Give the env's browser back to the pool, its prepared and closing contexts closed first.
+
+        A dead browser's contexts go with it (the pool kills it).
+        """
         worker, self.worker = self.worker, None
-        if worker is not None:
-            (self.pool or default_pool()).give_back(worker)
+        if worker is None:
+            return
+        if worker.dead is None:
+            self._preparer.discard(timeout=self.browser_timeout)
+            self._close_ended(worker)
+            for future in self._closing:
+                try:
+                    worker.wait(future, timeout=min(self.browser_timeout, 10.0))
+                except BrowserError:
+                    break
+        self._preparer.forget()
+        self._ended, self._closing = [], []
+        (self.pool or default_pool()).give_back(worker)
 
     def _page_spec(self, task: Mapping[str, Any]) -> PageSpec:
         if task.get("source") == "site":
@@ -192,44 +235,90 @@ class WebEnv(AgentEnv):
             sites = site_server()
             self.site_prefix = sites.register(self.site)
             return PageSpec(origin=sites.origin, start_path=self.site_prefix, allowed_paths=(self.site_prefix,),
-                            setup_script="() => ''", viewport=(800, 600))
+                            setup_script="() => ''", viewport=SITE_VIEWPORT)
+        return self._miniwob_spec(task)
+
+    def _miniwob_spec(self, task: Mapping[str, Any]) -> PageSpec:
         server = static_server(miniwob_root())
         page = str(task["page"])
         return PageSpec(origin=server.origin, start_path=f"/miniwob/{page}.html",
                         allowed_paths=(f"/miniwob/{page}.html", "/core/", "/common/"), setup_script=SETUP_SCRIPT,
                         setup_arg=int(task["seed"]), snapshot_root="body", hide_selectors=HIDDEN,
-                        viewport=(400, 300))
+                        viewport=MINIWOB_VIEWPORT)
+
+    def _next_task_guess(self, current: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+        """The task the next reset most likely runs, after an episode on ``current``.
+
+        The env's next draw when the last reset drew its task (right unless the next reset brings a seed or a
+        task), else ``current`` (its page; e.g. the next sample of the same task in a group).
+        """
+        if self._drew_task and self._np_random is not None and self.tasks:
+            return self.tasks[int(copy.deepcopy(self._np_random).integers(len(self.tasks)))]
+        return current
+
+    def _prepare(self, task: Mapping[str, Any] | None) -> None:
+        """Start opening the context (and loading the page) of an episode on ``task`` in the background."""
+        if not self.prepare_next or task is None or self.worker is None or self.worker.dead is not None:
+            return
+        if task.get("source") == "site":  # a site instance's address is made at reset: the context only
+            spec = PageSpec(origin="", start_path="", allowed_paths=(), setup_script="() => ''",
+                            viewport=SITE_VIEWPORT)
+            self._preparer.prepare(self.worker, spec, action_timeout_ms=self.action_timeout * 1000, load=False)
+        else:
+            self._preparer.prepare(self.worker, self._miniwob_spec(task), action_timeout_ms=self.action_timeout * 1000,
+                                   load=True)
 
     def episode_tools(self, task: dict[str, Any]) -> Sequence[Tool | Callable[..., Any]]:
-        """Open the episode's context and page (on a new browser if the env's died) and return the tools."""
+        """Start the episode and return its tools.
+
+        The episode starts on the prepared context when it fits (see :mod:`~agent_gym.envs.web.prepared`),
+        else on a context opened now (on a new browser if the env's died).
+        """
         self.browser_failure = None
         self._finish_answer = None
         self.site, self.site_prefix = None, ""
         spec = self._page_spec(task)
+        timeout_ms = self.action_timeout * 1000
         for attempt in range(2):
             if self.worker is not None and self.worker.dead is not None:
                 self._drop_worker()
             if self.worker is None:
                 self.worker = (self.pool or default_pool()).lease()
-            session = PageSession(spec, action_timeout_ms=self.action_timeout * 1000)
+            session: PageSession | None = None
             try:
-                self._call(session.open, self.worker)
-                self._page_text = self._call(session.snapshot, self.max_snapshot_chars)
+                session = self._preparer.take(self.worker, spec, action_timeout_ms=timeout_ms,
+                                              timeout=self.browser_timeout)
+                self.prepared_reset = session is not None
+                if session is None:
+                    session = PageSession(spec, action_timeout_ms=timeout_ms)
+                self._page_text = self._call(session.begin, self.worker, self.max_snapshot_chars)
             except BrowserError:
                 self._drop_worker()
                 if attempt:
                     raise
                 continue
             except BaseException:
-                self._close_session(session)
+                if session is not None:
+                    self._close_session(session)
                 raise
             if self.site is not None:
                 session.instruction = self.site.instruction
             self.session = session
             break
+        self._close_ended(self.worker)
+        self._prepare(self._next_task_guess(task))  # ready by the time this episode ends
+        self.reset_counts["prepared" if self.prepared_reset else "cold"] += 1
+        (self.pool or default_pool()).count_reset(prepared=self.prepared_reset)
         limit = self.max_snapshot_chars + 2000
         return [as_tool(getattr(self, name), time_limit=None, max_output_chars=limit)
                 for name in ("click", "type", "select", "press", "scroll", "goto", "finish")]
+
+    @property
+    def reset_stats(self) -> dict[str, Any]:
+        """``resets`` so far, those on a ``prepared`` context and ``cold`` ones, and ``hit_rate`` (prepared/resets)."""
+        resets = self.reset_counts["prepared"] + self.reset_counts["cold"]
+        return {"resets": resets, **self.reset_counts,
+                "hit_rate": self.reset_counts["prepared"] / resets if resets else 0.0}
 
     def _close_session(self, session: PageSession) -> None:
         if self.worker is None:
@@ -237,30 +326,67 @@ class WebEnv(AgentEnv):
         try:
             self._call(session.close, self.worker, timeout=min(self.browser_timeout, 10.0))
         except Exception:  # noqa: BLE001 - a context that cannot close: its browser is replaced
-            if self.worker is not None and self.worker.dead is None:
-                self.worker.dead = "a context did not close"
+            if self.worker is not None:
+                self.worker.mark_dead("a context did not close")
             self._drop_worker()
 
+    def _close_ended(self, worker: BrowserWorker | None) -> None:
+        """Start closing the released episodes' contexts on ``worker`` in the background (a dead one's go with it)."""
+        ended, self._ended = self._ended, []
+        self._closing = [future for future in self._closing if not future.done()]
+        if worker is None or worker.dead is not None:
+            return
+        for session in ended:
+            try:
+                self._closing.append(worker.submit(close_quietly, session, worker))
+            except BrowserError:
+                return
+
     def release_episode(self) -> None:
-        """Close the episode's context and its site; a browser that failed is killed and given up."""
+        """Release the episode's context and its site; a browser that failed is given up.
+
+        The context is closed in the background once the next episode started (or the env closes), so that
+        closing it does not compete with the next reset.
+        """
         session, self.session = self.session, None
         if session is not None:
-            self._close_session(session)
+            self._ended.append(session)
         if self.site_prefix:
             site_server().unregister(self.site_prefix)
         self.site, self.site_prefix = None, ""
         if self.worker is not None and self.worker.dead is not None:
             self._drop_worker()
 
+    def reset(self, *, seed: int | None = None,
+              options: dict[str, Any] | None = None) -> tuple[Observation, dict[str, Any]]:
+        """Start an episode (see :class:`~agent_gym.env.core.AgentEnv`).
+
+        :attr:`prepared_reset` then says whether it started on a prepared context.
+        """
+        self._drew_task = not options or (options.get("task") is None and options.get("task_index") is None)
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
+        """One step (see :class:`~agent_gym.env.core.AgentEnv`).
+
+        When it ends the episode and no context is prepared (the one started with the episode failed), the next
+        episode's context starts being prepared in the background.
+        """
+        result = super().step(action)
+        if not self.episode_running:
+            self._prepare(self._next_task_guess(self.task))
+        return result
+
     def close(self) -> None:
-        """Close the episode's context and give the browser back to the pool."""
+        """Close the episode's context and the prepared one, and give the browser back to the pool."""
         super().close()
         self._drop_worker()
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         # processes cannot be copied: a copy needs a reset
-        state.update(worker=None, session=None, pool=None, site=None, site_prefix="")
+        state.update(worker=None, session=None, pool=None, site=None, site_prefix="", _preparer=PagePreparer(),
+                     _ended=[], _closing=[])
         return state
 
     # ------------------------------------------------------------------ tools

@@ -78,6 +78,7 @@ class PageSession:
         reports: ``(raw_reward, reason)`` of each end of episode the page reported, in order.
         blocked: Requests refused by the filter (their URLs, first 20).
         instruction: What the setup script returned.
+        loaded: Whether the start page is loaded (the task may start).
     """
 
     spec: PageSpec
@@ -86,6 +87,7 @@ class PageSession:
     blocked: list[str] = field(default_factory=list)
     blocked_count: int = 0
     instruction: str = ""
+    loaded: bool = False
     context: Any = None
     page: Any = None
 
@@ -110,24 +112,76 @@ class PageSession:
         Returns:
             The task's instruction (what the setup script returned).
         """
+        await self.open_blank(worker)
+        await self.load()
+        return await self.start()
+
+    async def open_blank(self, worker: Any, *, prepared: bool = False) -> None:
+        """Open a fresh context on ``worker`` with an empty page: filter and binding installed, nothing loaded.
+
+        Args:
+            worker: The browser.
+            prepared: Opened in advance: counted in ``worker.prepared`` until an episode takes it.
+        """
         width, height = self.spec.viewport
         self.context = await worker.open_context(viewport={"width": width, "height": height},
                                                  service_workers="block", accept_downloads=False,
                                                  java_script_enabled=True)
+        if prepared:
+            worker.prepared.add(self.context)
         self.context.set_default_timeout(self.action_timeout_ms)
         await self.context.route("**/*", self._filter)
         await self.context.expose_binding(_REPORT_BINDING, self._report)
         self.page = await self.context.new_page()
-        await self.page.goto(self.spec.origin + self.spec.start_path, wait_until="load", timeout=30000)
-        return await self._prepare()
 
-    async def _prepare(self) -> str:
+    async def load(self) -> None:
+        """Load the start page and hide what the spec hides; the task itself starts with :meth:`start`."""
+        await self.page.goto(self.spec.origin + self.spec.start_path, wait_until="load", timeout=30000)
+        await self._hide()
+        self.loaded = True
+
+    async def warm(self) -> None:
+        """Get the snapshot machinery ready before the episode: Playwright's page script in place and run once.
+
+        The snapshot taken here is the plain one, which gives elements no refs, so the episode's first snapshot
+        numbers its refs as on a page that was never read (a test compares the two).
+        """
+        await self.page.locator(self.spec.snapshot_root).first.aria_snapshot(timeout=10000)
+
+    async def start(self) -> str:
+        """Run the setup script on the loaded page (for a MiniWoB++ page: start the seeded problem).
+
+        Returns:
+            The task's instruction (what the setup script returned).
+        """
+        self.instruction = str(await self.page.evaluate(self.spec.setup_script, self.spec.setup_arg) or "")
+        return self.instruction
+
+    async def begin(self, worker: Any, max_chars: int) -> str:
+        """Start the episode: open the context and load the page where not done yet, run the setup, read the page.
+
+        A session made ready in advance (:mod:`~agent_gym.envs.web.prepared`) only runs the setup and reads the
+        page; a new one opens, loads, sets up and reads, in the order :meth:`open` does.
+
+        Returns:
+            The first snapshot (see :meth:`snapshot`); the instruction is in :attr:`instruction`.
+        """
+        if self.context is None:
+            await self.open_blank(worker)
+        if not self.loaded:
+            await self.load()
+        await self.start()
+        return await self.snapshot(max_chars)
+
+    async def _set_up(self) -> str:
         """Hide what the spec hides and run the setup script on the page just loaded; returns the instruction."""
+        await self._hide()
+        return await self.start()
+
+    async def _hide(self) -> None:
         if self.spec.hide_selectors:
             rule = ", ".join(self.spec.hide_selectors) + " { display: none !important; }"
             await self.page.add_style_tag(content=rule)
-        self.instruction = str(await self.page.evaluate(self.spec.setup_script, self.spec.setup_arg) or "")
-        return self.instruction
 
     async def close(self, worker: Any) -> None:
         """Close the episode's context (its page with it)."""
@@ -257,4 +311,4 @@ class PageSession:
             raise ActionError(f"{url[:120]!r} is not one of this task's pages: goto opens only addresses under "
                               f"{self.spec.origin}{self.spec.allowed_paths[0]}")
         await self._act(self.page.goto(full, wait_until="load", timeout=30000))
-        await self._prepare()
+        await self._set_up()

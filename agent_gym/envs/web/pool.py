@@ -40,6 +40,8 @@ class BrowserPool:
         self.launch_timeout = launch_timeout
         self.started = 0
         self.replaced = 0
+        self.resets_prepared = 0
+        self.resets_cold = 0
         self._lock = threading.Lock()
         self._idle: list[BrowserWorker] = []
         self._live: set[BrowserWorker] = set()
@@ -83,19 +85,33 @@ class BrowserPool:
                 self.replaced += 1
         worker.close()
 
+    def count_reset(self, *, prepared: bool) -> None:
+        """Count an episode start of an env on this pool: on a context prepared in advance, or on one it opened."""
+        with self._lock:
+            if prepared:
+                self.resets_prepared += 1
+            else:
+                self.resets_cold += 1
+
     def stats(self) -> dict[str, Any]:
         """What the pool holds now and did so far.
 
         Returns:
-            ``browsers`` (live workers), ``idle``, ``contexts`` (open now), ``processes`` (driver and browser
-            processes alive), ``started`` and ``replaced`` (dead workers closed) so far.
+            ``browsers`` (live workers), ``idle``, ``contexts`` (open now), ``prepared`` (those of them opened in
+            advance for an episode not started yet), ``processes`` (driver and browser
+            processes alive), ``started`` and ``replaced`` (dead workers closed) so far, and the envs' episode starts
+            so far: ``resets_prepared`` (on a context prepared in advance), ``resets_cold`` (on one opened at reset)
+            and ``prepared_hit_rate`` (the share of the former).
         """
         with self._lock:
             live = list(self._live)
             idle = len(self._idle)
+            resets = self.resets_prepared + self.resets_cold
         return {"browsers": len(live), "idle": idle, "contexts": sum(len(w.contexts) for w in live),
+                "prepared": sum(len(w.prepared) for w in live),
                 "processes": sum(len(w.browser_pids()) for w in live), "started": self.started,
-                "replaced": self.replaced}
+                "replaced": self.replaced, "resets_prepared": self.resets_prepared, "resets_cold": self.resets_cold,
+                "prepared_hit_rate": self.resets_prepared / resets if resets else 0.0}
 
     def close(self) -> None:
         """Close every worker this pool made (leased ones too: their episodes fail ENV_ERROR); safe twice."""

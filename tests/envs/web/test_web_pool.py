@@ -157,7 +157,11 @@ def test_faulty_and_cancelled_episodes_all_return_and_leave_no_browser():
             run = asyncio.ensure_future(collect_async(lambda: WebEnv(pool=pool, max_steps=3), policy,
                                                       tasks=tasks[:4], n_parallel=4, progress=False))
             await asyncio.wait_for(policy.stalled.wait(), 120)
-            assert pool.stats()["contexts"] == 4  # four episodes open, each in its own context
+            deadline = time.monotonic() + 60  # each env also opens its next episode's context in the background
+            while pool.stats()["prepared"] < 4 and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+            stats = pool.stats()  # four episodes open, each in its own context, and four prepared ones
+            assert stats["contexts"] == 8 and stats["prepared"] == 4
             run.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await run
@@ -166,7 +170,7 @@ def test_faulty_and_cancelled_episodes_all_return_and_leave_no_browser():
         assert _wait_for_no_contexts(pool)["contexts"] == 0
     finally:
         pool.close()
-    assert pool.stats() == {**pool.stats(), "browsers": 0, "contexts": 0, "processes": 0}
+    assert pool.stats() == {**pool.stats(), "browsers": 0, "contexts": 0, "prepared": 0, "processes": 0}
     deadline = time.monotonic() + 10
     while [p for p in browser_processes() if p.pid not in others] and time.monotonic() < deadline:
         time.sleep(0.2)

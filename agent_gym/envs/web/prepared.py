@@ -1,0 +1,152 @@
+"""The next episode's context, opened while the last one ends: :class:`PagePreparer`.
+
+An episode's fresh context and its task page take a few hundred milliseconds to open and load;
+starting the task on a page already loaded (for MiniWoB++, the page's own episode start) takes a
+few. So when an episode ends, and when an env is made, a :class:`PagePreparer` opens the next
+episode's context in the background on the env's browser, exactly as a reset would (fresh, with
+the same request filter and report binding), and loads in it the page the next episode most
+likely needs. The next reset takes it when it fits (a *hit*: the same page and context options)
+and only starts the task on it; otherwise (a *miss*) it closes the prepared context and opens its
+own. A prepared context is never shown to an episode before its reset, no agent action ever
+reached it, and it is a context like any other: tracked in
+:attr:`~agent_gym.envs.web.browser.BrowserWorker.contexts`, closed by :meth:`PagePreparer.discard`
+when the env closes, and killed with its browser when that crashes or hangs.
+
+Two kinds: ``loaded`` (a MiniWoB++ page: loaded, its score display hidden, Playwright's page script
+in place) and blank (a synthetic site: each episode's site instance gets an address of its own at
+reset, so only the context and an empty page can be ready).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from dataclasses import dataclass, replace
+
+from agent_gym.envs.web.browser import BrowserError, BrowserWorker
+from agent_gym.envs.web.page import PageSession, PageSpec
+
+__all__ = ["PagePreparer", "close_quietly"]
+
+
+async def _make_ready(session: PageSession, worker: BrowserWorker, load: bool) -> None:
+    await session.open_blank(worker, prepared=True)
+    if load:
+        await session.load()
+        await session.warm()
+
+
+async def close_quietly(session: PageSession, worker: BrowserWorker) -> None:
+    """Close ``session``'s context; one that does not close takes its browser out of use (it is then replaced)."""
+    try:
+        await session.close(worker)
+    except Exception:  # noqa: BLE001 - a context that cannot close: its browser is killed and replaced
+        worker.mark_dead("a context did not close")
+
+
+@dataclass
+class _Prepared:
+    worker: BrowserWorker
+    session: PageSession
+    future: concurrent.futures.Future[None]
+    loaded: bool
+
+    def fits(self, spec: PageSpec, action_timeout_ms: float) -> bool:
+        if self.session.action_timeout_ms != action_timeout_ms:
+            return False
+        if self.loaded:  # the same page and options; only the setup's argument (the instance seed) may differ
+            return replace(self.session.spec, setup_arg=None) == replace(spec, setup_arg=None)
+        return self.session.spec.viewport == spec.viewport
+
+
+class PagePreparer:
+    """At most one prepared context (with its page) for an env's next episode.
+
+    Attributes:
+        prepared: Contexts prepared so far.
+    """
+
+    def __init__(self) -> None:
+        self.prepared = 0
+        self._next: _Prepared | None = None
+
+    @property
+    def pending(self) -> bool:
+        """Whether a prepared context is waiting for a reset."""
+        return self._next is not None
+
+    def prepare(self, worker: BrowserWorker, spec: PageSpec, *, action_timeout_ms: float, load: bool) -> None:
+        """Start opening a context on ``worker`` (and loading ``spec``'s start page when ``load``) in the background.
+
+        A no-op when one is prepared already or the worker is dead.
+
+        Args:
+            worker: The env's browser.
+            spec: The page (``load``) or only the context options (viewport) of the expected next episode.
+            action_timeout_ms: The context's default timeout for actions.
+            load: Load the start page (and get it ready to start) or leave an empty page.
+        """
+        if self._next is not None or worker.dead is not None:
+            return
+        session = PageSession(spec, action_timeout_ms=action_timeout_ms)
+        try:
+            future = worker.submit(_make_ready, session, worker, load)
+        except BrowserError:
+            return
+        self._next = _Prepared(worker, session, future, load)
+        self.prepared += 1
+
+    def take(self, worker: BrowserWorker, spec: PageSpec, *, action_timeout_ms: float,
+             timeout: float) -> PageSession | None:
+        """The prepared session, now for ``spec``, when it fits; otherwise None (the prepared context is closed).
+
+        Args:
+            worker: The env's browser now.
+            spec: The episode's page.
+            action_timeout_ms: The episode's action timeout.
+            timeout: Seconds to wait for a preparation still under way (or a close).
+
+        Raises:
+            BrowserError: When the browser crashed or hung meanwhile (the worker is then dead).
+        """
+        prepared = self._next
+        if prepared is None:
+            return None
+        if prepared.worker is not worker or not prepared.fits(spec, action_timeout_ms):
+            self.discard(timeout=timeout)
+            return None
+        self._next = None
+        try:
+            worker.wait(prepared.future, timeout=timeout)
+        except BrowserError:
+            raise
+        except Exception:  # noqa: BLE001 - the page did not load: a miss, its context closed, the reset loads anew
+            worker.call(close_quietly, prepared.session, worker, timeout=timeout)
+            return None
+        prepared.session.spec = spec
+        worker.prepared.discard(prepared.session.context)
+        return prepared.session
+
+    def discard(self, *, timeout: float) -> None:
+        """Close the prepared context, if any (waiting for its preparation to finish first); safe twice.
+
+        A context on a dead browser is left to the browser's end (it is killed with it); one that does
+        not close takes its browser out of use.
+        """
+        prepared, self._next = self._next, None
+        if prepared is None or prepared.worker.dead is not None:
+            return
+        worker = prepared.worker
+        try:
+            try:
+                worker.wait(prepared.future, timeout=timeout)
+            except BrowserError:
+                return
+            except Exception:  # noqa: BLE001 - a page that did not load: its context (if any) is closed below
+                pass
+            worker.call(close_quietly, prepared.session, worker, timeout=timeout)
+        except BrowserError:
+            return
+
+    def forget(self) -> None:
+        """Drop the prepared context without closing it: for a browser that is being killed (it goes with it)."""
+        self._next = None
