@@ -97,6 +97,7 @@ class _Loaded:
 
 
 _MODELS: dict[str, _Loaded] = {}
+_PROMPT_ROOM = 768  # tokens of the context kept for the template, question and reference
 _LOAD_LOCK = threading.Lock()
 _RUN_LOCK = threading.Lock()
 
@@ -142,8 +143,9 @@ class ProbabilityJudge:
             model, :func:`~agent_gym.models.tiny.default_model_path`).
         templates: Prompts and verdict words.
         anchored: Score relative to the reference answer's own probability (default True).
-        max_answer_chars: Characters of each answer shown to the judge; a longer answer is cut with a
-            marker (the rest of a rubric still reads the whole answer).
+        max_answer_chars: Characters of each answer shown to the judge; a longer answer (or one of more
+            tokens than the model's context leaves for it) is cut with a marker (the rest of a rubric still
+            reads the whole answer).
         cache: A :class:`~agent_gym.judges.cache.VerdictCache`, True for a new one, False for none.
         name: Names the judge in reports and the cache key.
     """
@@ -229,10 +231,19 @@ class ProbabilityJudge:
 
     # ------------------------------------------------------------------ internals
 
-    def _shown(self, answer: str) -> str:
-        if len(answer) <= self.max_answer_chars:
-            return answer
-        return f"{answer[: self.max_answer_chars]}\n[answer cut: {len(answer) - self.max_answer_chars} more characters]"
+    def _shown(self, answer: str, share: int = 1) -> str:
+        """``answer`` as the judge sees it: cut at ``max_answer_chars`` characters and at a token budget (a
+        ``share`` of the context left after ``_PROMPT_ROOM`` tokens), with a marker, so that no answer a
+        policy writes makes the prompt too long for the judge."""
+        loaded = _load(self.path)
+        text = answer[: self.max_answer_chars]
+        ids = list(loaded.tokenizer.encode(text, add_special_tokens=False))
+        budget = max(32, (loaded.max_tokens - _PROMPT_ROOM) // share)
+        if len(ids) > budget:
+            text = str(loaded.tokenizer.decode(ids[:budget]))
+        if len(text) < len(answer):
+            text += f"\n[answer cut: {len(answer) - len(text)} more characters]"
+        return text
 
     async def _belief(self, question: str, reference: str, answer: str, log: JudgeLog | None) -> float:
         t = self.templates
@@ -245,8 +256,8 @@ class ProbabilityJudge:
     async def _preference(self, question: str, reference: str, answer_a: str, answer_b: str,
                           log: JudgeLog | None) -> str:
         t = self.templates
-        user = t.pairwise.format(question=question, reference=reference, answer_a=self._shown(answer_a),
-                                 answer_b=self._shown(answer_b))
+        user = t.pairwise.format(question=question, reference=reference, answer_a=self._shown(answer_a, 2),
+                                 answer_b=self._shown(answer_b, 2))
         messages: list[Message] = [{"role": "system", "content": t.system}, {"role": "user", "content": user}]
         key = ("pairwise-probability", question, reference, answer_a, answer_b)
         probs = await self._cached(key, log, lambda: self._verdict("pairwise", messages, t.a_b, log))
