@@ -123,7 +123,8 @@ def _load(path: str) -> _Loaded:
             model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
             tokenizer = AutoTokenizer.from_pretrained(path)
         except Exception as exc:  # any failure to load is the judge being unavailable, never a score
-            raise JudgeError("down", f"the judge model at {path} did not load: {type(exc).__name__}: {exc}"[:600]) from exc
+            reason = f"the judge model at {path} did not load: {type(exc).__name__}: {exc}"
+            raise JudgeError("down", reason[:600]) from exc
         limit = int(getattr(model.config, "max_position_embeddings", 0) or 2048)
         _MODELS[path] = _Loaded(model, tokenizer, limit)
         return _MODELS[path]
@@ -232,9 +233,11 @@ class ProbabilityJudge:
     # ------------------------------------------------------------------ internals
 
     def _shown(self, answer: str, share: int = 1) -> str:
-        """``answer`` as the judge sees it: cut at ``max_answer_chars`` characters and at a token budget (a
-        ``share`` of the context left after ``_PROMPT_ROOM`` tokens), with a marker, so that no answer a
-        policy writes makes the prompt too long for the judge."""
+        """``answer`` as the judge sees it, cut with a marker where it is too long.
+
+        Cut at ``max_answer_chars`` characters and at a token budget (a ``share`` of the context left
+        after ``_PROMPT_ROOM`` tokens), so that no answer a policy writes makes the prompt too long.
+        """
         loaded = _load(self.path)
         text = answer[: self.max_answer_chars]
         ids = list(loaded.tokenizer.encode(text, add_special_tokens=False))

@@ -1,4 +1,4 @@
-"""``RAGExplainEnv`` (``agent_gym/RAGExplain-v0``): explain an entity of the RAG world in free text, graded by a rubric with a judge."""
+"""``RAGExplainEnv`` (``agent_gym/RAGExplain-v0``): explain an entity of the RAG world in free text, rubric-judged."""
 
 from __future__ import annotations
 
@@ -261,8 +261,9 @@ class RAGExplainEnv(RAGEnv):
         task = self.task
         if status != EpisodeStatus.ENV_DONE or answer is None or task is None:
             return Grade.ungraded()
+        messages = tuple({"role": str(m["role"]), "content": str(m["content"])} for m in self.messages)
         episode = JudgedEpisode(question=str(task["question"]), reference=str(task["ground_truth"]), answer=answer,
-                                task=task, messages=tuple(self.messages))
+                                task=task, messages=messages)
         (score,) = self.rubric.score([episode])
         info["rubric"] = score.info()
         if score.failure is not None or score.outcome is None:
