@@ -7,10 +7,13 @@ after it (the sum of the word's token log-probabilities, the words scored togeth
 forward pass). A verdict therefore always exists; there is nothing to parse.
 
 * **Pointwise** (:meth:`ProbabilityJudge.ascore`): ``p(answer)`` = P("yes") / (P("yes") + P("no")) after
-  "is the candidate answer correct?". With ``anchored=True`` (the default) the score is
-  ``min(1, p(answer) / p(reference))``: the judge's belief in the answer relative to its belief in the
-  reference answer itself, so the reference always scores 1 and a weak judge's overall bias towards
-  "yes" or "no" cancels out. ``anchored=False`` returns ``p(answer)``.
+  "is the candidate answer correct?". With ``anchored=True`` (the default) the score is calibrated
+  between two anchors the judge is also asked about, the reference answer itself (1) and the empty
+  answer (0): ``(p(answer) - p("")) / (p(reference) - p(""))``, clipped to [0, 1]. The reference always
+  scores 1, the empty answer 0, and a weak judge's overall lean towards "yes" or "no" cancels out. Where
+  the judge rates the empty answer at least as high as the reference (it cannot tell them apart on
+  that task), an answer scores 1 when ``p(answer) >= p(reference)``, else 0. The two anchors cost two
+  forward passes per task (cached), each further answer one. ``anchored=False`` returns ``p(answer)``.
 * **Pairwise** (:meth:`ProbabilityJudge.acompare`): P("A") against P("B") after "which answer agrees
   better with the reference?", asked in both orders, as :class:`~agent_gym.judges.llm.PairVerdict`.
 
@@ -40,7 +43,8 @@ from agent_gym.judges.llm import JudgeCall, JudgeLog, PairVerdict
 from agent_gym.types import Message
 from agent_gym.utils.runtime import LoopThread
 
-__all__ = ["EMBEDDED_TEMPLATES", "ProbabilityJudge", "ProbabilityTemplates", "embedded_judge", "loaded_judge_model"]
+__all__ = ["EMBEDDED_TEMPLATES", "ProbabilityJudge", "ProbabilityTemplates", "anchored_score", "embedded_judge",
+           "loaded_judge_model"]
 
 T = TypeVar("T")
 
@@ -143,7 +147,7 @@ class ProbabilityJudge:
         model_path: Directory of a ``transformers`` causal LM with its tokenizer (default: the embedded
             model, :func:`~agent_gym.models.tiny.default_model_path`).
         templates: Prompts and verdict words.
-        anchored: Score relative to the reference answer's own probability (default True).
+        anchored: Score between the reference answer (1) and the empty answer (0) (default True).
         max_answer_chars: Characters of each answer shown to the judge; a longer answer (or one of more
             tokens than the model's context leaves for it) is cut with a marker (the rest of a rubric still
             reads the whole answer).
@@ -190,7 +194,8 @@ class ProbabilityJudge:
         if not self.anchored:
             return p_answer
         p_reference = await self._belief(question, reference, reference, log)
-        return 1.0 if p_answer >= p_reference else p_answer / p_reference
+        p_empty = await self._belief(question, reference, "", log)
+        return anchored_score(p_answer, p_reference, p_empty)
 
     async def acompare(self, question: str, reference: str, answer_a: str, answer_b: str,
                        log: JudgeLog | None = None) -> PairVerdict:
@@ -319,6 +324,13 @@ class ProbabilityJudge:
         return weights[0] / total, weights[1] / total
 
 
+def anchored_score(p_answer: float, p_reference: float, p_empty: float) -> float:
+    """The answer's score between the anchors: the reference's belief is 1, the empty answer's 0 (see module doc)."""
+    if p_reference <= p_empty:
+        return 1.0 if p_answer >= p_reference else 0.0
+    return min(1.0, max(0.0, (p_answer - p_empty) / (p_reference - p_empty)))
+
+
 def _prompt_ids(tokenizer: Any, messages: Sequence[Message], prefill: str) -> list[int]:
     if getattr(tokenizer, "chat_template", None):
         text = tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
@@ -354,7 +366,7 @@ def embedded_judge(*, anchored: bool = True, cache: VerdictCache | bool = True) 
     Offline and in-process: nothing to serve, the model (about 7 MB) loads on the first verdict.
 
     Args:
-        anchored: Score relative to the reference answer (see the module doc).
+        anchored: Score between the reference and the empty answer (see the module doc).
         cache: The verdict cache (True: a new one).
     """
     return ProbabilityJudge(None, templates=EMBEDDED_TEMPLATES, anchored=anchored, cache=cache, name="embedded-judge")

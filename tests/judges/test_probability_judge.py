@@ -12,7 +12,7 @@ from transformers import AutoTokenizer
 from agent_gym.cli import main
 from agent_gym.errors import JudgeError
 from agent_gym.judges import JudgeCriterion, JudgeLog, Rubric, RuleCriterion
-from agent_gym.judges.probability import EMBEDDED_TEMPLATES, ProbabilityJudge, embedded_judge
+from agent_gym.judges.probability import EMBEDDED_TEMPLATES, ProbabilityJudge, anchored_score, embedded_judge
 from agent_gym.judges.rubric import JudgedEpisode
 from agent_gym.judges.specs import default_judge
 from agent_gym.models.tiny import default_model_path
@@ -45,12 +45,16 @@ def test_a_verdict_is_one_recorded_token_exact_forward_pass(judge):
     assert raw.score(QUESTION, REFERENCE, "It is in Grathia.", log) == p and log.cache_hits == 1  # cached
 
 
-def test_anchored_scores_are_relative_to_the_reference(judge):
+def test_anchored_scores_lie_between_the_reference_and_the_empty_answer(judge):
     assert judge.score(QUESTION, REFERENCE, REFERENCE) == 1.0
     raw = ProbabilityJudge(None, templates=EMBEDDED_TEMPLATES, anchored=False)
+    p_reference, p_empty = raw.score(QUESTION, REFERENCE, REFERENCE), raw.score(QUESTION, REFERENCE, "")
     for answer in ("", "I don't know", "Grathia, on the Dryrk River."):
-        expected = min(1.0, raw.score(QUESTION, REFERENCE, answer) / raw.score(QUESTION, REFERENCE, REFERENCE))
+        expected = anchored_score(raw.score(QUESTION, REFERENCE, answer), p_reference, p_empty)
         assert judge.score(QUESTION, REFERENCE, answer) == pytest.approx(expected)
+    assert anchored_score(0.3, 0.5, 0.1) == pytest.approx(0.5) and anchored_score(0.05, 0.5, 0.1) == 0.0
+    assert anchored_score(0.9, 0.5, 0.1) == 1.0 and anchored_score(0.0, 0.5, 0.1) == 0.0
+    assert anchored_score(0.5, 0.4, 0.6) == 1.0 and anchored_score(0.3, 0.4, 0.6) == 0.0  # cannot tell them apart
 
 
 def test_pairwise_verdicts_are_asked_in_both_orders(judge):
@@ -92,9 +96,9 @@ def test_required_criterion_zeroes_the_outcome():
 def test_embedded_is_a_judge_spec_and_judge_check_runs_it_offline(capsys):
     assert isinstance(default_judge("embedded"), ProbabilityJudge)
     assert isinstance(default_judge(["embedded"]), ProbabilityJudge)
-    code = main(["judge-check", "embedded", "--env", "agent_gym/RAGExplain-v0", "--tasks", "2", "--json"])
+    code = main(["judge-check", "embedded", "--env", "agent_gym/RAGExplain-v0", "--tasks", "1", "--json"])
     result = json.loads(capsys.readouterr().out)
     assert code == (0 if result["ok"] else 1)
-    assert result["failures"] == {} and result["agreement"]["judged"] == result["agreement"]["answers"] == 4
-    assert result["master_keys"]["judged"] == 10 and result["position"]["judged"] == 2
+    assert result["failures"] == {} and result["agreement"]["judged"] == result["agreement"]["answers"] == 2
+    assert result["master_keys"]["judged"] == 5 and result["position"]["judged"] == 1
     assert result["agreement"]["kappa"] is None or math.isfinite(result["agreement"]["kappa"])

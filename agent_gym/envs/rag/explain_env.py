@@ -91,7 +91,7 @@ class RAGExplainEnv(RAGEnv):
     budget into ``toolcall_reward``): the share of the gold documents the episode opened. The default
     judge is the embedded model run in this process
     (:class:`~agent_gym.judges.probability.ProbabilityJudge`: its probability of "yes" after a judge
-    prompt, relative to its probability for the reference answer, so the reference scores 1); it needs
+    prompt, calibrated between the reference answer (1) and the empty answer (0)); it needs
     no server and loads on the first judged answer. ``judge="HOST:PORT"`` asks an
     :class:`~agent_gym.judges.llm.LLMJudge` at an OpenAI-compatible server instead. The answering step's
     ``info["rubric"]`` has each criterion's score, the outcome, the shaping and the judge's calls.
