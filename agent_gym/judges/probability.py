@@ -10,7 +10,7 @@ forward pass). A verdict therefore always exists; there is nothing to parse.
   "is the candidate answer correct?". With ``anchored=True`` (the default) the score is calibrated
   between two anchors the judge is also asked about, the reference answer itself (1) and the empty
   answer (0): ``(p(answer) - p("")) / (p(reference) - p(""))``, clipped to [0, 1]. The reference always
-  scores 1, the empty answer 0, and a weak judge's overall lean towards "yes" or "no" cancels out. Where
+  scores 1, an empty (or blank) answer 0, and a weak judge's overall lean towards "yes" or "no" cancels out. Where
   the judge rates the empty answer at least as high as the reference (it cannot tell them apart on
   that task), an answer scores 1 when ``p(answer) >= p(reference)``, else 0. The two anchors cost two
   forward passes per task (cached), each further answer one. ``anchored=False`` returns ``p(answer)``.
@@ -193,6 +193,10 @@ class ProbabilityJudge:
         p_answer = await self._belief(question, reference, answer, log)
         if not self.anchored:
             return p_answer
+        if answer == reference:
+            return 1.0  # an anchor scores what it anchors
+        if not answer.strip():
+            return 0.0
         p_reference = await self._belief(question, reference, reference, log)
         p_empty = await self._belief(question, reference, "", log)
         return anchored_score(p_answer, p_reference, p_empty)

@@ -49,9 +49,10 @@ def test_anchored_scores_lie_between_the_reference_and_the_empty_answer(judge):
     assert judge.score(QUESTION, REFERENCE, REFERENCE) == 1.0
     raw = ProbabilityJudge(None, templates=EMBEDDED_TEMPLATES, anchored=False)
     p_reference, p_empty = raw.score(QUESTION, REFERENCE, REFERENCE), raw.score(QUESTION, REFERENCE, "")
-    for answer in ("", "I don't know", "Grathia, on the Dryrk River."):
+    for answer in ("I don't know", "Grathia, on the Dryrk River.", ":"):
         expected = anchored_score(raw.score(QUESTION, REFERENCE, answer), p_reference, p_empty)
         assert judge.score(QUESTION, REFERENCE, answer) == pytest.approx(expected)
+    assert judge.score(QUESTION, REFERENCE, "") == judge.score(QUESTION, REFERENCE, " \n") == 0.0
     assert anchored_score(0.3, 0.5, 0.1) == pytest.approx(0.5) and anchored_score(0.05, 0.5, 0.1) == 0.0
     assert anchored_score(0.9, 0.5, 0.1) == 1.0 and anchored_score(0.0, 0.5, 0.1) == 0.0
     assert anchored_score(0.5, 0.4, 0.6) == 1.0 and anchored_score(0.3, 0.4, 0.6) == 0.0  # cannot tell them apart
