@@ -85,15 +85,6 @@ def test_a_model_that_does_not_load_is_a_judge_error_never_a_score(tmp_path):
         ProbabilityJudge(templates=EMBEDDED_TEMPLATES.__class__(yes_no=("yes", "yes")))
 
 
-def test_required_criterion_zeroes_the_outcome():
-    rubric = Rubric([RuleCriterion("facts", lambda e: float("Grathia" in e.answer), 2.0, required=True),
-                     RuleCriterion("style", lambda e: 1.0)])
-    scores = rubric.score([JudgedEpisode(QUESTION, REFERENCE, "Grathia"), JudgedEpisode(QUESTION, REFERENCE, "x")])
-    assert [s.outcome for s in scores] == [1.0, 0.0] and scores[1].scores == {"facts": 0.0, "style": 1.0}
-    with pytest.raises(Exception, match="outcome criterion"):
-        RuleCriterion("shaping", lambda e: 1.0, outcome=False, required=True)
-
-
 def test_embedded_is_a_judge_spec_and_judge_check_runs_it_offline(capsys):
     assert isinstance(default_judge("embedded"), ProbabilityJudge)
     assert isinstance(default_judge(["embedded"]), ProbabilityJudge)
