@@ -22,7 +22,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "places, and the pass rate of answers with no content ('', ':', 'Thought process:', the question echoed, "
         "\"I don't know\"), which must be 0. Exits 1 when a master key passed.",
     )
-    parser.add_argument("judge", metavar="JUDGE", nargs="+", help="the judge's server(s), HOST:PORT or URL")
+    parser.add_argument("judge", metavar="JUDGE", nargs="+",
+                        help="the judge's server(s), HOST:PORT or URL, or 'embedded': the embedded model judged "
+                        "in-process by its verdict probabilities (no server)")
     add_judge_arguments(parser)
     parser.add_argument("--env", default="agent_gym/ToolUse-v0", metavar="ID",
                         help="the env whose tasks and rule grader are used (default agent_gym/ToolUse-v0)")

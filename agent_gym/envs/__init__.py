@@ -52,6 +52,12 @@ ENV_INFOS: tuple[EnvInfo, ...] = (
                     "(640 tasks; deterministic with the default local BM25 index, not with a retrieval server).",
     ),
     EnvInfo(
+        id="agent_gym/RAGExplain-v0",
+        entry_point="agent_gym.envs.rag.explain_env:RAGExplainEnv",
+        description="Free-text explanations of RAG-v0's fictional world (240 tasks, train/test splits) graded by a "
+                    "rubric: stated facts (a rule) and a judge (the embedded model in-process, or a server).",
+    ),
+    EnvInfo(
         id="agent_gym/Conversation-v0",
         entry_point="agent_gym.envs.conversation.env:ConversationEnv",
         description="Multi-turn user conversations over stateful tools (file system, shop, calendar; 180 tasks), "

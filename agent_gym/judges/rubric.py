@@ -10,7 +10,10 @@ A rubric scores a *group* of episodes (the samples of one task; a group of one i
 Each criterion is **outcome** (the default: what solving the task pays, ``res_reward``) or **shaping**
 (``outcome=False``: added on top, never part of ``res_reward``), so filters and advantages can read the
 outcome alone. The outcome is the weighted mean of the outcome criteria, in [0, 1]; the shaping is the
-weighted sum of the shaping criteria (its weights are its magnitudes). A criterion that cannot score an
+weighted sum of the shaping criteria (its weights are its magnitudes). An outcome criterion may be
+**required** (``required=True``): an episode it scores 0 gets outcome 0 whatever the others gave (a hard
+requirement, e.g. that the answer states at least one fact asked for, so that no judge can pay an empty
+answer). A criterion that cannot score an
 episode (its judge failed: :class:`~agent_gym.errors.JudgeError`) leaves that episode with no score at
 all: :attr:`RubricScore.failure` is set, and the episode must end ``JUDGE_ERROR``, never with a zero.
 """
@@ -23,14 +26,14 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from agent_gym.errors import ConfigError, JudgeError
 from agent_gym.judges.llm import JudgeLog, LLMJudge
 from agent_gym.utils.runtime import run_sync
 
-__all__ = ["Criterion", "JudgeCriterion", "JudgedEpisode", "RankingCriterion", "Rubric", "RubricScore",
-           "RuleCriterion"]
+__all__ = ["Criterion", "JudgeCriterion", "JudgedEpisode", "PointwiseJudge", "RankingCriterion", "Rubric",
+           "RubricScore", "RuleCriterion"]
 
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 
@@ -77,6 +80,19 @@ class JudgedEpisode:
         return cls.from_messages(task, messages or list(trajectory.chat_completions))
 
 
+@runtime_checkable
+class PointwiseJudge(Protocol):
+    """What a :class:`JudgeCriterion` asks: a score in [0, 1] of an answer against the reference.
+
+    :class:`~agent_gym.judges.llm.LLMJudge` (a server) and
+    :class:`~agent_gym.judges.probability.ProbabilityJudge` (a local model's verdict probabilities) are two.
+    """
+
+    async def ascore(self, question: str, reference: str, answer: str, log: JudgeLog | None = None) -> float:
+        """The score, or raise :class:`~agent_gym.errors.JudgeError`."""
+        ...
+
+
 class Criterion(abc.ABC):
     """One weighted part of a :class:`Rubric` (subclasses say how it scores).
 
@@ -84,16 +100,19 @@ class Criterion(abc.ABC):
         name: Its key in the recorded scores.
         weight: Its weight (>= 0).
         outcome: Part of the outcome (``res_reward``; the default) or shaping.
+        required: An outcome criterion whose score 0 makes the episode's outcome 0 (see the module doc).
     """
 
     group_relative = False
 
-    def __init__(self, name: str, weight: float = 1.0, *, outcome: bool = True) -> None:
+    def __init__(self, name: str, weight: float = 1.0, *, outcome: bool = True, required: bool = False) -> None:
         if not isinstance(name, str) or not name:
             raise TypeError(f"name: expected a non-empty str, got {name!r}")
         if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight < 0:
             raise ConfigError(f"{name}.weight: expected a finite number >= 0, got {weight!r}")
-        self.name, self.weight, self.outcome = name, float(weight), bool(outcome)
+        if required and not outcome:
+            raise ConfigError(f"{name}: a required criterion must be an outcome criterion (outcome=True)")
+        self.name, self.weight, self.outcome, self.required = name, float(weight), bool(outcome), bool(required)
 
     @abc.abstractmethod
     async def ascore_group(self, episodes: Sequence[JudgedEpisode], logs: Sequence[JudgeLog]) -> list[Any]:
@@ -113,11 +132,12 @@ class RuleCriterion(Criterion):
         fn: The rule.
         weight: Its weight.
         outcome: Outcome or shaping.
+        required: Its score 0 makes the outcome 0.
     """
 
     def __init__(self, name: str, fn: Callable[[JudgedEpisode], float], weight: float = 1.0, *,
-                 outcome: bool = True) -> None:
-        super().__init__(name, weight, outcome=outcome)
+                 outcome: bool = True, required: bool = False) -> None:
+        super().__init__(name, weight, outcome=outcome, required=required)
         if not callable(fn):
             raise TypeError(f"{name}: expected a callable rule, got {type(fn).__name__}")
         self.fn = fn
@@ -132,17 +152,19 @@ class RuleCriterion(Criterion):
 
 
 class JudgeCriterion(Criterion):
-    """An LLM judge's pointwise score of each episode's final answer against the reference.
+    """A judge's pointwise score of each episode's final answer against the reference.
 
     Args:
         name: Its key.
-        judge: The judge.
+        judge: The judge: an :class:`~agent_gym.judges.llm.LLMJudge` or any :class:`PointwiseJudge`.
         weight: Its weight.
         outcome: Outcome or shaping.
     """
 
-    def __init__(self, name: str, judge: LLMJudge, weight: float = 1.0, *, outcome: bool = True) -> None:
+    def __init__(self, name: str, judge: PointwiseJudge, weight: float = 1.0, *, outcome: bool = True) -> None:
         super().__init__(name, weight, outcome=outcome)
+        if not callable(getattr(judge, "ascore", None)):
+            raise TypeError(f"{name}: expected a judge with ascore(), got {type(judge).__name__}")
         self.judge = judge
 
     async def ascore_group(self, episodes: Sequence[JudgedEpisode], logs: Sequence[JudgeLog]) -> list[Any]:
@@ -284,5 +306,7 @@ class Rubric:
         outcome_criteria = [c for c in self.criteria if c.outcome]
         total = sum(c.weight for c in outcome_criteria)
         outcome = (sum(c.weight * scores[c.name] for c in outcome_criteria) / total) if total > 0 else None
+        if outcome is not None and any(c.required and scores[c.name] <= 0.0 for c in outcome_criteria):
+            outcome = 0.0
         shaping = float(sum(c.weight * scores[c.name] for c in self.criteria if not c.outcome))
         return RubricScore(scores=scores, outcome=outcome, shaping=shaping, failure=None, log=log)

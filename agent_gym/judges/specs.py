@@ -13,7 +13,10 @@ from agent_gym.errors import ConfigError
 from agent_gym.judges.llm import LLMJudge
 from agent_gym.judges.rubric import JudgedEpisode, Rubric, RuleCriterion
 
-__all__ = ["default_judge", "env_rule", "import_rubric", "rule_grader"]
+__all__ = ["EMBEDDED", "default_judge", "env_rule", "import_rubric", "rule_grader"]
+
+EMBEDDED = "embedded"
+"""The judge spec naming the embedded model, judged in-process by its verdict probabilities."""
 
 
 def rule_grader(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[Any, Any]:
@@ -75,8 +78,18 @@ def import_rubric(spec: str) -> Rubric:
 
 
 def default_judge(servers: Sequence[str] | str, *, tokenizer: Any = None, model: str | None = None,
-                  max_tokens: int = 256, timeout: float = 60.0, max_retries: int = 2) -> LLMJudge:
-    """An :class:`LLMJudge` at ``servers``; a tokenizer given as a path is loaded (token-exact calls)."""
+                  max_tokens: int = 256, timeout: float = 60.0, max_retries: int = 2) -> Any:
+    """An :class:`LLMJudge` at ``servers``; a tokenizer given as a path is loaded (token-exact calls).
+
+    ``servers`` = ``"embedded"`` (alone) gives the embedded model's in-process
+    :class:`~agent_gym.judges.probability.ProbabilityJudge` instead (offline, no server; the other
+    arguments do not apply to it).
+    """
+    names = [servers] if isinstance(servers, str) else list(servers)
+    if names == [EMBEDDED]:
+        from agent_gym.judges.probability import embedded_judge
+
+        return embedded_judge()
     if isinstance(tokenizer, str):
         from transformers import AutoTokenizer
 

@@ -149,3 +149,12 @@ def test_requests_that_join_a_failing_call_are_cache_hits_not_calls():
     episodes = [_episode(f"r{i}", "Lyon") for i in range(8)]
     report = judge_trajectories(episodes, Rubric([JudgeCriterion("correct", judge)]))
     assert report.failed == 8 and report.usage["calls"] == 2 and report.usage["cache_hits"] == 7
+
+
+def test_required_criterion_zeroes_the_outcome():
+    rubric = Rubric([RuleCriterion("facts", lambda e: float("Grathia" in e.answer), 2.0, required=True),
+                     RuleCriterion("style", lambda e: 1.0)])
+    scores = rubric.score([JudgedEpisode("q", "r", "Grathia"), JudgedEpisode("q", "r", "x")])
+    assert [s.outcome for s in scores] == [1.0, 0.0] and scores[1].scores == {"facts": 0.0, "style": 1.0}
+    with pytest.raises(ConfigError, match="outcome criterion"):
+        RuleCriterion("shaping", lambda e: 1.0, outcome=False, required=True)
