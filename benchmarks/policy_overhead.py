@@ -32,7 +32,7 @@ from server_process import start_reference_server
 
 from agent_gym.models import build_tiny_model, load_qwen_tokenizer
 from agent_gym.policy import ChatTokenBuilder, SamplingParams, VLLMPolicy
-from agent_gym.policy.chat_tokens import as_id_list
+from agent_gym.policy.chat_messages import as_id_list
 
 TOOLS = [
     {

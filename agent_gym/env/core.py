@@ -298,6 +298,14 @@ class AgentEnv(ToolCalling, gym.Env[Observation, Action]):
         """
         return 1.0 if normalize_text(answer) == normalize_text(str(task["ground_truth"])) else 0.0
 
+    def pay_shaping(self, amount: float) -> float:
+        """Pay ``amount`` of shaping reward from the episode's budget; return what was paid (within its caps).
+
+        What a step's ``toolcall_reward`` goes through; a subclass adds shaping it computes elsewhere
+        (e.g. a rubric's shaping part in :meth:`grade_episode`) with it, so every shaping stays bounded.
+        """
+        return self._shaping.pay(amount)
+
     def grade_episode(self, status: EpisodeStatus, reason: str, info: dict[str, Any]) -> Grade | float | None:
         """Grade the episode once it ended, whatever ended it; the default grades nothing.
 
@@ -473,7 +481,7 @@ class AgentEnv(ToolCalling, gym.Env[Observation, Action]):
             self.add_message("assistant", text)
             self.last_parsed = self.parser.parse(text)
             self.handle_message(self.last_parsed, info)
-        info["toolcall_reward"] = self._shaping.pay(info["toolcall_reward"])
+        info["toolcall_reward"] = self.pay_shaping(info["toolcall_reward"])
         if self._ending is None and self._turns >= self.max_steps:
             self.end_episode(EpisodeStatus.MAX_STEPS, "max_steps")
         terminated = truncated = False

@@ -32,11 +32,11 @@ from typing import Any
 import orjson
 
 from agent_gym.parsers import ChatFamily, ToolCallParser, canonical_tool_parser, detect_parsers, get_family, make_parser
-from agent_gym.policy.chat_messages import as_id_list, normalize_messages, template_supports_tools, tool_set_key
+from agent_gym.policy.chat_messages import normalize_messages, template_supports_tools, tool_set_key
 from agent_gym.policy.family_turns import FamilySuffix
 from agent_gym.policy.piece_encoder import PieceEncoder
 
-__all__ = ["ChatTokenBuilder", "PromptPlan", "as_id_list", "normalize_messages", "template_supports_tools"]
+__all__ = ["ChatTokenBuilder", "PromptPlan"]
 
 _BASE_USER = "Say hello."
 _BASE_ASSISTANT = "Hello there, friend."

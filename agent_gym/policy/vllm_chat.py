@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 
 from agent_gym.errors import ConfigError, PromptTooLong
 from agent_gym.parsers import ChatFamily, get_family, make_parser
-from agent_gym.policy.chat_tokens import normalize_messages
+from agent_gym.policy.chat_messages import normalize_messages
 from agent_gym.policy.openai_chat import (
     TOKEN_LIMIT_FIELDS,
     AnswerRecord,

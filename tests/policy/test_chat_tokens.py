@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agent_gym.policy.chat_tokens import ChatTokenBuilder, as_id_list, template_supports_tools
+from agent_gym.policy.chat_messages import as_id_list, template_supports_tools
+from agent_gym.policy.chat_tokens import ChatTokenBuilder
 
 TOOLS = [
     {

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_gym.policy.chat_tokens import ChatTokenBuilder, as_id_list
+from agent_gym.policy.chat_messages import as_id_list
+from agent_gym.policy.chat_tokens import ChatTokenBuilder
 from agent_gym.policy.piece_encoder import PieceEncoder
 
 TOOLS = [

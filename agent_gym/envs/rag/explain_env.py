@@ -269,7 +269,7 @@ class RAGExplainEnv(RAGEnv):
         if score.failure is not None or score.outcome is None:
             info["error"] = f"judge failed: {score.failure}"
             return Grade.judge_failure("judge_error")
-        info["toolcall_reward"] += self._shaping.pay(score.shaping)
+        info["toolcall_reward"] += self.pay_shaping(score.shaping)
         return Grade.scored(score.outcome)
 
     def release_episode(self) -> None:

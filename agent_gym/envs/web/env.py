@@ -252,8 +252,8 @@ class WebEnv(AgentEnv):
         The env's next draw when the last reset drew its task (right unless the next reset brings a seed or a
         task), else ``current`` (its page; e.g. the next sample of the same task in a group).
         """
-        if self._drew_task and self._np_random is not None and self.tasks:
-            return self.tasks[int(copy.deepcopy(self._np_random).integers(len(self.tasks)))]
+        if self._drew_task and self.tasks:  # a drawn task: the generator exists (the reset drew with it)
+            return self.tasks[int(copy.deepcopy(self.np_random).integers(len(self.tasks)))]
         return current
 
     def _prepare(self, task: Mapping[str, Any] | None) -> None:
