@@ -12,9 +12,9 @@ import asyncio
 import hashlib
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-__all__ = ["VerdictCache", "content_key"]
+__all__ = ["HitCounter", "VerdictCache", "content_key", "verdict_once"]
 
 T = TypeVar("T")
 
@@ -90,3 +90,30 @@ class VerdictCache:
         finally:
             if self._pending.get(key) is future:
                 del self._pending[key]
+
+
+class HitCounter(Protocol):
+    """Where a judge call's cache hits are counted (a judge's per-episode log)."""
+
+    cache_hits: int
+
+
+async def verdict_once(cache: VerdictCache | None, key: str, compute: Callable[[], Awaitable[T]],
+                       log: HitCounter | None = None) -> T:
+    """``compute()``'s verdict, through ``cache`` when there is one (a hit counted in ``log``).
+
+    Args:
+        cache: The judge's cache, or None to compute every time.
+        key: A :func:`content_key` of the judge's fingerprint and the judged content.
+        compute: Makes the verdict.
+        log: Counts the hits, when given.
+    """
+    if cache is None:
+        return await compute()
+
+    def counted() -> None:
+        if log is not None:
+            log.cache_hits += 1
+
+    value, _ = await cache.get_or_compute(key, compute, counted)
+    return value

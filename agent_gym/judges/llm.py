@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from agent_gym.errors import AgentGymError, JudgeError, PromptTooLong
-from agent_gym.judges.cache import VerdictCache, content_key
+from agent_gym.judges.cache import VerdictCache, content_key, verdict_once
 from agent_gym.judges.templates import JudgeTemplates, pairwise_messages, pointwise_messages, ranking_messages
 from agent_gym.judges.verdicts import DEFAULT_SCALE, parse_preference, parse_score, parse_scores
 from agent_gym.types import FinishReason, Message, PolicyOutput, Segment
@@ -284,15 +284,9 @@ class LLMJudge:
         return await self._cached(key, log, lambda: self._ask(
             "ranking", messages, lambda text: parse_scores(text, count, self.scale), log))
 
-    async def _cached(self, key: tuple[Any, ...], log: JudgeLog | None, compute: Callable[[], Awaitable[T]]) -> T:
-        if self.cache is None:
-            return await compute()
-        def counted() -> None:
-            if log is not None:
-                log.cache_hits += 1
-
-        value, _ = await self.cache.get_or_compute(content_key(self.fingerprint(), *key), compute, counted)
-        return value
+    async def _cached(self, key: tuple[Any, ...], log: JudgeLog | None,
+                      compute: Callable[[], Awaitable[T]]) -> T:
+        return await verdict_once(self.cache, content_key(self.fingerprint(), *key), compute, log)
 
     async def _ask(self, kind: str, messages: list[Message], parse: Callable[[str], T], log: JudgeLog | None) -> T:
         """Send ``messages``, read the reply with ``parse``; one bounded retry after a reply that broke the schema."""

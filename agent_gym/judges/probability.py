@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from agent_gym.errors import JudgeError
-from agent_gym.judges.cache import VerdictCache, content_key
+from agent_gym.judges.cache import VerdictCache, content_key, verdict_once
 from agent_gym.judges.llm import JudgeCall, JudgeLog, PairVerdict
 from agent_gym.types import Message
 from agent_gym.utils.runtime import LoopThread
@@ -277,15 +277,7 @@ class ProbabilityJudge:
 
     async def _cached(self, key: tuple[Any, ...], log: JudgeLog | None,
                       compute: Callable[[], Awaitable[T]]) -> T:
-        if self.cache is None:
-            return await compute()
-
-        def counted() -> None:
-            if log is not None:
-                log.cache_hits += 1
-
-        value, _ = await self.cache.get_or_compute(content_key(self.fingerprint(), *key), compute, counted)
-        return value
+        return await verdict_once(self.cache, content_key(self.fingerprint(), *key), compute, log)
 
     async def _verdict(self, kind: str, messages: list[Message], words: tuple[str, str],
                        log: JudgeLog | None) -> tuple[float, float]:
