@@ -4,8 +4,8 @@ Run as a script (``python tests/rollout/ray_cluster_run.py --episodes 240``) by
 ``tests/rollout/test_ray_cluster.py``: a ``ray.cluster_utils.Cluster`` cannot share a process with
 another Ray instance. A head node without CPUs and ``--nodes`` worker nodes of one CPU and one
 ``env_worker`` each; one shard per worker node (the shards need ``env_worker``); once half of the
-episodes are back, the node of the first shard is removed (its raylet and workers killed). Prints one
-JSON line and exits 0 when every episode came back exactly once and ran to its end, else 1.
+episodes are back, the node of the first shard is removed (its raylet and the shard's worker
+killed). Prints one JSON line and exits 0 when every episode came back exactly once and ran to its end, else 1.
 """
 
 from __future__ import annotations
@@ -13,7 +13,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import json
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -50,6 +53,11 @@ async def _collect(cluster: Cluster, episodes: int, per_shard: int, nodes: int) 
             node = next(n for n in cluster.list_all_nodes() if n.node_id == victim)
             killed.update(node_id=victim, at=len(seen))
             cluster.remove_node(node, allow_graceful=False)  # kill it (its shard's episodes are in flight)
+            # the shard's worker notices its raylet's death only after a while and the head after
+            # its health checks: on a fast machine the shard could finish its episodes first, so
+            # its process dies with the node here, as it would on a real machine that went away
+            with contextlib.suppress(ProcessLookupError, TypeError):
+                os.kill(runner.shards[0].where.get("pid"), signal.SIGKILL)
 
     started = time.perf_counter()
     try:
