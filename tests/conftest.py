@@ -101,10 +101,12 @@ def _options_to_argv(options: dict[str, Any]) -> list[str]:
 def _spawn(log_dir: Path, options: dict[str, Any]) -> ServerProcess:
     port = _free_port()
     log_path = log_dir / f"server-{port}.log"
+    flags = dict(options)
+    env = {**os.environ, **flags.pop("env", {})}
     argv = [sys.executable, "-m", "agent_gym.reference_server", "--host", "127.0.0.1", "--port", str(port)]
-    argv += _options_to_argv(options)
+    argv += _options_to_argv(flags)
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
     return ServerProcess(f"127.0.0.1:{port}", proc, log_path)
 
 
@@ -123,7 +125,8 @@ def _wait_healthy(server: ServerProcess) -> bool:
 def launch_servers(log_dir: Path, *option_sets: dict[str, Any]) -> list[ServerProcess]:
     """Start one ``python -m agent_gym.reference_server`` per option dict, concurrently, and wait for ``/health``.
 
-    Each gets a free localhost port (retried if another process grabbed it first).
+    Each gets a free localhost port (retried if another process grabbed it first). An option dict's
+    ``env`` entry (a mapping) is added to that server's environment instead of becoming a flag.
 
     Raises:
         RuntimeError: A server exited or did not become healthy in time (its log is included).
@@ -285,7 +288,10 @@ VLLM_FLEET: dict[str, dict[str, Any]] = {
 }
 """The real vLLM servers the suite shares, started once (in the background as soon as a test needs them)."""
 
-_vllm_state: dict[str, Any] = {"servers": None, "reason": None}
+SPARE_VLLM: dict[str, Any] = {"flags": [], "dev_mode": True}
+"""A third real vLLM server, started once the shared pair is ready, for a test that kills it (``vllm_spare``)."""
+
+_vllm_state: dict[str, Any] = {"servers": None, "reason": None, "spare": None}
 
 
 def _launch_vllm_fleet(log_dir: Path) -> None:
@@ -307,6 +313,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     engine keeps a quarter of a core busy)."""
     needing = [item for item in session.items if item.get_closest_marker("vllm")]
     _vllm_state["start_module"] = needing[0].module if needing else None
+    _vllm_state["spare_wanted"] = any(item.get_closest_marker("vllm_spare") for item in needing)
     _vllm_state["last_item"] = needing[-1] if needing else None
     _vllm_state["log_dir"] = Path(session.config._tmp_path_factory.getbasetemp()) / "vllm-logs"  # type: ignore[attr-defined]
 
@@ -325,8 +332,10 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 def _stop_vllm_fleet() -> None:
-    for server in (_vllm_state["servers"] or {}).values():
-        server.stop()
+    for server in [*(_vllm_state["servers"] or {}).values(), _vllm_state["spare"]]:
+        if server is not None:
+            server.stop()
+    _vllm_state["spare"] = None
     if _vllm_state["servers"]:
         _vllm_state["servers"] = None
         _vllm_state["reason"] = "the real vLLM servers were stopped after the last test that needed them"
@@ -352,7 +361,28 @@ def vllm_fleet(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     servers = _vllm_state["servers"]
     for server in servers.values():
         server.wait_ready()
+    if _vllm_state.get("spare_wanted") and _vllm_state["spare"] is None:
+        # started now, not with the pair: its start-up (mostly CPU) then overlaps tests, not the pair's
+        from vllm_engine import start_engine, vllm_model_dir
+
+        _vllm_state["spare"] = start_engine(vllm_model_dir(), tmp_path_factory.getbasetemp() / "vllm-logs",
+                                            **SPARE_VLLM)
     return servers
+
+
+@pytest.fixture(scope="session")
+def vllm_spare(vllm_fleet: dict[str, Any]) -> Any:
+    """A third real vLLM server (dev mode, no extra flags), ready, for one test that may kill it.
+
+    It starts in the background once the shared pair is ready when a collected ``vllm`` test is marked
+    ``vllm_spare``, so its start-up overlaps the tests that run before; otherwise it starts here.
+    """
+    if _vllm_state["spare"] is None:
+        from vllm_engine import start_engine, vllm_model_dir
+
+        _vllm_state["spare"] = start_engine(vllm_model_dir(), vllm_fleet["plain"].log_path.parent, **SPARE_VLLM)
+    _vllm_state["spare"].wait_ready()
+    return _vllm_state["spare"]
 
 
 @pytest.fixture(scope="session")

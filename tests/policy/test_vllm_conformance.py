@@ -64,15 +64,10 @@ def servers(request: pytest.FixtureRequest) -> Servers:
     if request.param == "vllm":
         fleet = request.getfixturevalue("vllm_fleet")
         return Servers("vllm", fleet["plain"].address, fleet["tools"].address, model)
-    start_servers = request.getfixturevalue("start_servers")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("VLLM_SERVER_DEV_MODE", "1")
-    try:
-        (plain,) = start_servers({"model": str(model), "max_model_len": 2048})
-    finally:
-        mp.undo()
-    (tools,) = start_servers({"model": str(model), "max_model_len": 2048, "enable_auto_tool_choice": True,
-                              "tool_call_parser": "hermes", "logprobs_mode": "processed_logprobs"})
+    plain, tools = request.getfixturevalue("start_servers")(
+        {"model": str(model), "max_model_len": 2048, "env": {"VLLM_SERVER_DEV_MODE": "1"}},
+        {"model": str(model), "max_model_len": 2048, "enable_auto_tool_choice": True,
+         "tool_call_parser": "hermes", "logprobs_mode": "processed_logprobs"})
     return Servers("reference", str(plain), str(tools), model)
 
 
@@ -391,13 +386,10 @@ def test_the_cli_rollout_finds_the_tokenizer_of_the_served_model(servers, tmp_pa
 
 # ---------------------------------------------------------------- two servers, one killed
 
-def test_two_servers_with_affinity_and_one_killed_keep_every_episode_exact(servers, tokenizer, scorer, tmp_path,
-                                                                          request):
+@pytest.mark.vllm_spare
+def test_two_servers_with_affinity_and_one_killed_keep_every_episode_exact(servers, tokenizer, scorer, request):
     if servers.kind == "vllm":
-        from vllm_engine import start_engine
-
-        victim = start_engine(servers.model_dir, tmp_path / "victim-logs")
-        victim.wait_ready()
+        victim = request.getfixturevalue("vllm_spare")  # started in the background while earlier tests ran
         address, kill = victim.address, victim.kill
     else:
         victim = request.getfixturevalue("start_server")(model=str(servers.model_dir), max_model_len=2048)
