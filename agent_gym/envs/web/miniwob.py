@@ -20,6 +20,7 @@ from typing import Any
 
 __all__ = [
     "ORACLES",
+    "RESTART_CLOCK_SCRIPT",
     "SETUP_SCRIPT",
     "SOLVABLE_PAGES",
     "SnapshotNode",
@@ -46,6 +47,17 @@ SETUP_SCRIPT = """(seed) => {
   return query ? query.innerText : '';
 }"""
 """Run on a loaded MiniWoB++ page before the agent acts: returns the instruction (``#query``)."""
+
+RESTART_CLOCK_SCRIPT = """() => {
+  if (core.EP_TIMER === null) { return; }
+  clearTimeout(core.EP_TIMER);
+  core.ept0 = new Date().getTime();
+  core.countdownTimer(core.EPISODE_MAX_TIME);
+  core.EP_TIMER = setTimeout(function () { core.endEpisode(-1, false, 'timed out'); }, core.EPISODE_MAX_TIME);
+}"""
+"""Run when an episode takes a page whose problem was started ahead of it: the clock part of
+:js:`core.startEpisodeReal()` again (start time, countdown, end-of-episode timer), so the episode's time
+counts from its reset; a page that already ended its episode is left alone."""
 
 HIDDEN = ("#reward-display", "#sync-task-cover")
 """MiniWoB++'s score display and start cover: hidden, so the snapshot shows the task only."""
