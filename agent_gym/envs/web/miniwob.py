@@ -13,6 +13,7 @@ before the agent acts (:mod:`agent_gym.envs.web.page`).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -63,8 +64,9 @@ HIDDEN = ("#reward-display", "#sync-task-cover")
 """MiniWoB++'s score display and start cover: hidden, so the snapshot shows the task only."""
 
 
+@functools.cache
 def miniwob_root() -> Path:
-    """The folder of the ``miniwob`` package's pages (``core/``, ``common/``, ``miniwob/``).
+    """The folder of the ``miniwob`` package's pages (``core/``, ``common/``, ``miniwob/``), found once per process.
 
     Raises:
         MissingExtraError: Without the ``miniwob`` package.
