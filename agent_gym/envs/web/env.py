@@ -65,10 +65,11 @@ class WebEnv(AgentEnv):
     prepared context is as fresh as one opened at reset: no agent action reached it before its
     episode. When resets draw their tasks without a seed (``reset()``), the next one's task is known
     exactly (the env's generator's next draw), so the preparation also starts that task and reads its
-    first snapshot: such a reset (a *started* hit) sends no command to the browser and waits for none,
-    except the page's clock restart, sent without waiting. A reset with a seed, with a task, or of
-    another task than predicted never takes a started page (it is closed; the reset opens its own
-    context); its observation is the one a reset that opened its own context would show.
+    first snapshot: such a reset (a *started* hit) waits for no browser call (the page's clock restart,
+    like the close of the ended context and the next preparation, is sent in the background). A reset
+    with a seed, with a task, or of another task than predicted never takes a started page (it is
+    closed; the reset opens its own context); its observation is the one a reset that opened its own
+    context would show.
     :attr:`prepared_reset` and :attr:`started_reset` (the current episode), :attr:`reset_stats` and the
     pool's ``stats()`` count the hits (not the info: a reset's info depends on its seed alone).
 
