@@ -13,10 +13,11 @@ Run:  python benchmarks/web.py [--oracle N] [--latency N] [--think S] [--resets 
               side; and the reset of a kept MiniWoB++ page (``core.startEpisodeReal()`` alone).
 --think S     seconds the oracle "thinks" before each action in --latency (a model's turn; 0: back to back,
               so a reset may wait for the rest of its context's preparation).
---resets N    in one process, interleaved (so the machine's load hits all alike): N resets that start on a
-              prepared context (same page as the episode before), N that miss it (another page), N on the
-              old path (``prepare_next=False``) and N kept-page starts; each reset after a 0.5 s pause, the
-              time a model's last turn takes at least.
+--resets N    in one process, interleaved (so the machine's load hits all alike): N resets whose task was
+              started ahead (``reset()`` drawing from the env's tasks, the draw predicted: no round trip),
+              N that start on a prepared context (same page as the episode before, given as the task), N
+              that miss it (another page), N on the old path (``prepare_next=False``) and N kept-page
+              starts; each reset after a 0.5 s pause, the time a model's last turn takes at least.
 --leak N      N episodes through ``collect`` at n_parallel 16, 10% of them with a fault: browser killed before
               a step, browser killed before a reset, browser hung (SIGSTOP), episode cancelled by its timeout.
               Every episode must come back with a status; afterwards 0 contexts and 0 browser processes, and
@@ -161,17 +162,26 @@ def latency_point(n_parallel: int, episodes: int, prepare: bool = True, think: f
 
 
 def reset_compare(n: int, pause: float = 0.5) -> dict[str, Any]:
-    """Prepared hits, misses, the old path and kept-page starts, interleaved in one process."""
+    """Started hits, prepared hits, misses, the old path and kept-page starts, interleaved in one process."""
     pool = BrowserPool()
-    hit_env, miss_env = WebEnv(pool=pool), WebEnv(pool=pool)
-    old_env = WebEnv(pool=pool, prepare_next=False)
     pages = ("click-button", "enter-text")
     tasks = {page: [t for t in miniwob_tasks("train") if t["page"] == page] for page in pages}
+    started_env = WebEnv(tasks["click-button"], pool=pool)
+    started_env.reset(seed=0)
+    hit_env, miss_env = WebEnv(pool=pool), WebEnv(pool=pool)
+    old_env = WebEnv(pool=pool, prepare_next=False)
     kept = WebEnv(pool=pool, prepare_next=False)
     kept.reset(options={"task": tasks["click-button"][0]})
-    times: dict[str, list[float]] = {"hit": [], "miss": [], "old": [], "kept_page": []}
+    times: dict[str, list[float]] = {"started": [], "hit": [], "miss": [], "old": [], "kept_page": []}
     wrong: list[str] = []
     for i in range(n):
+        started_env.step('<tool_call>{"name": "finish", "arguments": {}}</tool_call>')
+        time.sleep(pause)
+        started = time.perf_counter()
+        started_env.reset()  # the env's next draw, started ahead
+        times["started"].append(time.perf_counter() - started)
+        if i and not started_env.started_reset:
+            wrong.append("started")
         for name, env, task in (("hit", hit_env, tasks["click-button"][i % 48]),
                                 ("miss", miss_env, tasks[pages[i % 2]][i % 48]),
                                 ("old", old_env, tasks["click-button"][i % 48])):
@@ -179,7 +189,7 @@ def reset_compare(n: int, pause: float = 0.5) -> dict[str, Any]:
             started = time.perf_counter()
             env.reset(options={"task": task})
             times[name].append(time.perf_counter() - started)
-            if i and env.prepared_reset != (name == "hit"):
+            if i and (env.prepared_reset != (name == "hit") or env.started_reset):
                 wrong.append(name)
             env.step('<tool_call>{"name": "finish", "arguments": {}}</tool_call>')
         time.sleep(pause)
@@ -187,7 +197,7 @@ def reset_compare(n: int, pause: float = 0.5) -> dict[str, Any]:
         kept.worker.call(kept.session.page.evaluate,
                          "(s) => { Math.seedrandom(String(s)); core.startEpisodeReal(); }", i)
         times["kept_page"].append(time.perf_counter() - started)
-    for env in (hit_env, miss_env, old_env, kept):
+    for env in (started_env, hit_env, miss_env, old_env, kept):
         env.close()
     pool.close()
     result = {name: {"p50_ms": pct(values[1:], 0.5) * 1e3, "p95_ms": pct(values[1:], 0.95) * 1e3,

@@ -12,8 +12,16 @@ from agent_gym.env.core import AgentEnv
 from agent_gym.env.grade import Grade
 from agent_gym.env.rewards import RewardConfig
 from agent_gym.envs.web.browser import BrowserError, BrowserHung, BrowserWorker
-from agent_gym.envs.web.miniwob import HIDDEN, ORACLES, SETUP_SCRIPT, miniwob_root, miniwob_tasks, parse_snapshot
-from agent_gym.envs.web.page import PageSession, PageSpec
+from agent_gym.envs.web.miniwob import (
+    HIDDEN,
+    ORACLES,
+    RESTART_CLOCK_SCRIPT,
+    SETUP_SCRIPT,
+    miniwob_root,
+    miniwob_tasks,
+    parse_snapshot,
+)
+from agent_gym.envs.web.page import PageSession, PageSpec, cut_snapshot
 from agent_gym.envs.web.pool import BrowserPool, default_pool
 from agent_gym.envs.web.prepared import PagePreparer, close_quietly
 from agent_gym.envs.web.server import static_server
@@ -55,8 +63,15 @@ class WebEnv(AgentEnv):
     the task on it (a *hit*: the setup and the first snapshot, tens of milliseconds instead of
     hundreds); any other closes it and opens its own (see :mod:`~agent_gym.envs.web.prepared`). A
     prepared context is as fresh as one opened at reset: no agent action reached it before its
-    episode. :attr:`prepared_reset` (the current episode), :attr:`reset_stats` and the pool's
-    ``stats()`` count the hits (not the info: a reset's info depends on its seed alone).
+    episode. When resets draw their tasks without a seed (``reset()``), the next one's task is known
+    exactly (the env's generator's next draw), so the preparation also starts that task and reads its
+    first snapshot: such a reset (a *started* hit) waits for no browser call (the page's clock restart,
+    like the close of the ended context and the next preparation, is sent in the background). A reset
+    with a seed, with a task, or of another task than predicted never takes a started page (it is
+    closed; the reset opens its own context); its observation is the one a reset that opened its own
+    context would show.
+    :attr:`prepared_reset` and :attr:`started_reset` (the current episode), :attr:`reset_stats` and the
+    pool's ``stats()`` count the hits (not the info: a reset's info depends on its seed alone).
 
     ## Action Space
     The next assistant message (``str`` or ``PolicyOutput``) with tool calls in the parser's
@@ -154,14 +169,18 @@ class WebEnv(AgentEnv):
         self.browser_timeout = browser_timeout
         self.pool = pool
         self.prepare_next = prepare_next
-        self.reset_counts = {"prepared": 0, "cold": 0}
-        """Resets so far that started on a prepared context (``prepared``) and that opened their own (``cold``)."""
+        self.reset_counts = {"prepared": 0, "cold": 0, "started": 0}
+        """Resets so far that started on a prepared context (``prepared``), those of them whose task was started
+        ahead (``started``), and those that opened their own context (``cold``)."""
         self.prepared_reset = False
         """Whether the current episode started on a prepared context."""
+        self.started_reset = False
+        """Whether the current episode's task was started ahead, with its first snapshot (a started hit)."""
         self._preparer = PagePreparer()
         self._ended: list[PageSession] = []  # released episodes' contexts, closed once the next episode started
         self._closing: list[Any] = []  # those closes under way (futures)
         self._drew_task = False
+        self._unseeded_draw = False  # the current reset drew its task without a seed
         self.worker: BrowserWorker | None = None
         self.session: PageSession | None = None
         self.browser_failure: tuple[str, str] | None = None
@@ -244,6 +263,7 @@ class WebEnv(AgentEnv):
         return PageSpec(origin=server.origin, start_path=f"/miniwob/{page}.html",
                         allowed_paths=(f"/miniwob/{page}.html", "/core/", "/common/"), setup_script=SETUP_SCRIPT,
                         setup_arg=int(task["seed"]), snapshot_root="body", hide_selectors=HIDDEN,
+                        restart_script=RESTART_CLOCK_SCRIPT,
                         viewport=MINIWOB_VIEWPORT)
 
     def _next_task_guess(self, current: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
@@ -256,8 +276,19 @@ class WebEnv(AgentEnv):
             return self.tasks[int(copy.deepcopy(self.np_random).integers(len(self.tasks)))]
         return current
 
-    def _prepare(self, task: Mapping[str, Any] | None) -> None:
-        """Start opening the context (and loading the page) of an episode on ``task`` in the background."""
+    def _prepare_next(self, current: Mapping[str, Any] | None) -> None:
+        """Start preparing the episode after one on ``current`` (see :meth:`_next_task_guess`).
+
+        After a reset that drew its task without a seed, the next reset is expected to do the same: its task is
+        then the generator's next draw exactly, and the preparation starts it too.
+        """
+        self._prepare(self._next_task_guess(current), start=self._unseeded_draw)
+
+    def _prepare(self, task: Mapping[str, Any] | None, start: bool = False) -> None:
+        """Start opening the context of an episode on ``task`` in the background.
+
+        Its page is loaded too (a MiniWoB++ task) and, with ``start``, its task started and its first snapshot read.
+        """
         if not self.prepare_next or task is None or self.worker is None or self.worker.dead is not None:
             return
         if task.get("source") == "site":  # a site instance's address is made at reset: the context only
@@ -266,7 +297,7 @@ class WebEnv(AgentEnv):
             self._preparer.prepare(self.worker, spec, action_timeout_ms=self.action_timeout * 1000, load=False)
         else:
             self._preparer.prepare(self.worker, self._miniwob_spec(task), action_timeout_ms=self.action_timeout * 1000,
-                                   load=True)
+                                   load=True, start=start)
 
     def episode_tools(self, task: dict[str, Any]) -> Sequence[Tool | Callable[..., Any]]:
         """Start the episode and return its tools.
@@ -287,11 +318,15 @@ class WebEnv(AgentEnv):
             session: PageSession | None = None
             try:
                 session = self._preparer.take(self.worker, spec, action_timeout_ms=timeout_ms,
-                                              timeout=self.browser_timeout)
+                                              timeout=self.browser_timeout, started_ok=self._unseeded_draw)
                 self.prepared_reset = session is not None
+                self.started_reset = session is not None and session.first_snapshot is not None
                 if session is None:
                     session = PageSession(spec, action_timeout_ms=timeout_ms)
-                self._page_text = self._call(session.begin, self.worker, self.max_snapshot_chars)
+                if session.first_snapshot is not None:  # started ahead: nothing to ask the browser
+                    self._page_text = cut_snapshot(session.first_snapshot, self.max_snapshot_chars)
+                else:
+                    self._page_text = self._call(session.begin, self.worker, self.max_snapshot_chars)
             except BrowserError:
                 self._drop_worker()
                 if attempt:
@@ -306,16 +341,20 @@ class WebEnv(AgentEnv):
             self.session = session
             break
         self._close_ended(self.worker)
-        self._prepare(self._next_task_guess(task))  # ready by the time this episode ends
+        self._prepare_next(task)  # ready by the time this episode ends
         self.reset_counts["prepared" if self.prepared_reset else "cold"] += 1
-        (self.pool or default_pool()).count_reset(prepared=self.prepared_reset)
+        self.reset_counts["started"] += self.started_reset
+        (self.pool or default_pool()).count_reset(prepared=self.prepared_reset, started=self.started_reset)
         limit = self.max_snapshot_chars + 2000
         return [as_tool(getattr(self, name), time_limit=None, max_output_chars=limit)
                 for name in ("click", "type", "select", "press", "scroll", "goto", "finish")]
 
     @property
     def reset_stats(self) -> dict[str, Any]:
-        """``resets`` so far, those on a ``prepared`` context and ``cold`` ones, and ``hit_rate`` (prepared/resets)."""
+        """Reset counts: ``resets``, ``prepared``, ``started`` (of the prepared: task started ahead), ``cold``.
+
+        ``hit_rate`` is prepared/resets.
+        """
         resets = self.reset_counts["prepared"] + self.reset_counts["cold"]
         return {"resets": resets, **self.reset_counts,
                 "hit_rate": self.reset_counts["prepared"] / resets if resets else 0.0}
@@ -361,9 +400,11 @@ class WebEnv(AgentEnv):
               options: dict[str, Any] | None = None) -> tuple[Observation, dict[str, Any]]:
         """Start an episode (see :class:`~agent_gym.env.core.AgentEnv`).
 
-        :attr:`prepared_reset` then says whether it started on a prepared context.
+        :attr:`prepared_reset` then says whether it started on a prepared context, :attr:`started_reset` whether
+        its task was started ahead (only a reset without a seed that draws its task takes such a page).
         """
         self._drew_task = not options or (options.get("task") is None and options.get("task_index") is None)
+        self._unseeded_draw = self._drew_task and seed is None
         return super().reset(seed=seed, options=options)
 
     def step(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
@@ -374,7 +415,7 @@ class WebEnv(AgentEnv):
         """
         result = super().step(action)
         if not self.episode_running:
-            self._prepare(self._next_task_guess(self.task))
+            self._prepare_next(self.task)
         return result
 
     def close(self) -> None:

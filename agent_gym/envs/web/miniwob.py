@@ -13,6 +13,7 @@ before the agent acts (:mod:`agent_gym.envs.web.page`).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 
 __all__ = [
     "ORACLES",
+    "RESTART_CLOCK_SCRIPT",
     "SETUP_SCRIPT",
     "SOLVABLE_PAGES",
     "SnapshotNode",
@@ -47,12 +49,24 @@ SETUP_SCRIPT = """(seed) => {
 }"""
 """Run on a loaded MiniWoB++ page before the agent acts: returns the instruction (``#query``)."""
 
+RESTART_CLOCK_SCRIPT = """() => {
+  if (core.EP_TIMER === null) { return; }
+  clearTimeout(core.EP_TIMER);
+  core.ept0 = new Date().getTime();
+  core.countdownTimer(core.EPISODE_MAX_TIME);
+  core.EP_TIMER = setTimeout(function () { core.endEpisode(-1, false, 'timed out'); }, core.EPISODE_MAX_TIME);
+}"""
+"""Run when an episode takes a page whose problem was started ahead of it: the clock part of
+:js:`core.startEpisodeReal()` again (start time, countdown, end-of-episode timer), so the episode's time
+counts from its reset; a page that already ended its episode is left alone."""
+
 HIDDEN = ("#reward-display", "#sync-task-cover")
 """MiniWoB++'s score display and start cover: hidden, so the snapshot shows the task only."""
 
 
+@functools.cache
 def miniwob_root() -> Path:
-    """The folder of the ``miniwob`` package's pages (``core/``, ``common/``, ``miniwob/``).
+    """The folder of the ``miniwob`` package's pages (``core/``, ``common/``, ``miniwob/``), found once per process.
 
     Raises:
         MissingExtraError: Without the ``miniwob`` package.

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["ActionError", "PageSession", "PageSpec", "SCROLL_DIRECTIONS"]
+__all__ = ["ActionError", "PageSession", "PageSpec", "SCROLL_DIRECTIONS", "cut_snapshot"]
 
 SCROLL_DIRECTIONS = {"up": (0, -300), "down": (0, 300), "left": (-300, 0), "right": (300, 0)}
 """Pixels one ``scroll(direction)`` moves the page."""
@@ -36,6 +36,13 @@ _VISIBLE_POINT = """(e) => {
   }
   return null;
 }"""
+
+
+def cut_snapshot(text: str, max_chars: int) -> str:
+    """``text`` (a snapshot) cut to ``max_chars`` characters, with a line saying so when it was cut."""
+    if len(text) > max_chars:
+        return text[:max_chars] + f"\n[snapshot cut at {max_chars} characters]"
+    return text
 
 
 class ActionError(Exception):
@@ -56,6 +63,9 @@ class PageSpec:
         snapshot_root: CSS selector of the part of the page the snapshot shows.
         hide_selectors: Elements hidden from the page (e.g. a score display).
         viewport: The page's size in pixels.
+        restart_script: A function expression run on a page whose task was started ahead of its episode
+            (:meth:`PageSession.start_ahead`) when the episode takes it: it restarts the task's clock, so the
+            episode has the time a task started at reset has ("": the task has no clock).
     """
 
     origin: str
@@ -66,6 +76,7 @@ class PageSpec:
     snapshot_root: str = "body"
     hide_selectors: tuple[str, ...] = ()
     viewport: tuple[int, int] = (400, 400)
+    restart_script: str = ""
 
 
 @dataclass
@@ -79,6 +90,8 @@ class PageSession:
         blocked: Requests refused by the filter (their URLs, first 20).
         instruction: What the setup script returned.
         loaded: Whether the start page is loaded (the task may start).
+        first_snapshot: The whole first snapshot, read when the task was started ahead of its episode
+            (:meth:`start_ahead`); None otherwise.
     """
 
     spec: PageSpec
@@ -88,6 +101,7 @@ class PageSession:
     blocked_count: int = 0
     instruction: str = ""
     loaded: bool = False
+    first_snapshot: str | None = None
     context: Any = None
     page: Any = None
 
@@ -157,6 +171,21 @@ class PageSession:
         self.instruction = str(await self.page.evaluate(self.spec.setup_script, self.spec.setup_arg) or "")
         return self.instruction
 
+    async def start_ahead(self) -> None:
+        """Start the task (:meth:`start`) and read the first snapshot (whole, in :attr:`first_snapshot`) now.
+
+        For a page prepared for an episode whose task and setup argument are known in advance: the episode
+        then takes the instruction and the first snapshot as they are, and :meth:`restart_clock` gives it the
+        task's whole time.
+        """
+        await self.start()
+        self.first_snapshot = await self._read()
+
+    async def restart_clock(self) -> None:
+        """Run the spec's ``restart_script`` (see :class:`PageSpec`) on the page, if it has one."""
+        if self.spec.restart_script:
+            await self.page.evaluate(self.spec.restart_script)
+
     async def begin(self, worker: Any, max_chars: int) -> str:
         """Start the episode: open the context and load the page where not done yet, run the setup, read the page.
 
@@ -216,10 +245,11 @@ class PageSession:
     # ------------------------------------------------------------------ reading
 
     async def snapshot(self, max_chars: int) -> str:
-        """The accessibility snapshot of the page (with element refs), cut to ``max_chars``."""
-        text = await self.page.locator(self.spec.snapshot_root).first.aria_snapshot(mode="ai", timeout=10000)
-        if len(text) > max_chars:
-            text = text[:max_chars] + f"\n[snapshot cut at {max_chars} characters]"
+        """The accessibility snapshot of the page (with element refs), cut to ``max_chars`` (:func:`cut_snapshot`)."""
+        return cut_snapshot(await self._read(), max_chars)
+
+    async def _read(self) -> str:
+        text: str = await self.page.locator(self.spec.snapshot_root).first.aria_snapshot(mode="ai", timeout=10000)
         return text
 
     async def screenshot(self) -> bytes:

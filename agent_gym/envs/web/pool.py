@@ -42,6 +42,7 @@ class BrowserPool:
         self.replaced = 0
         self.resets_prepared = 0
         self.resets_cold = 0
+        self.resets_started = 0
         self._lock = threading.Lock()
         self._idle: list[BrowserWorker] = []
         self._live: set[BrowserWorker] = set()
@@ -85,9 +86,15 @@ class BrowserPool:
                 self.replaced += 1
         worker.close()
 
-    def count_reset(self, *, prepared: bool) -> None:
-        """Count an episode start of an env on this pool: on a context prepared in advance, or on one it opened."""
+    def count_reset(self, *, prepared: bool, started: bool = False) -> None:
+        """Count an episode start of an env on this pool: on a context prepared in advance, or on one it opened.
+
+        Args:
+            prepared: On a context prepared in advance.
+            started: Also with the task started ahead (a prepared one).
+        """
         with self._lock:
+            self.resets_started += started
             if prepared:
                 self.resets_prepared += 1
             else:
@@ -100,8 +107,9 @@ class BrowserPool:
             ``browsers`` (live workers), ``idle``, ``contexts`` (open now), ``prepared`` (those of them opened in
             advance for an episode not started yet), ``processes`` (driver and browser
             processes alive), ``started`` and ``replaced`` (dead workers closed) so far, and the envs' episode starts
-            so far: ``resets_prepared`` (on a context prepared in advance), ``resets_cold`` (on one opened at reset)
-            and ``prepared_hit_rate`` (the share of the former).
+            so far: ``resets_prepared`` (on a context prepared in advance), ``resets_started`` (those of them whose
+            task was started ahead), ``resets_cold`` (on one opened at reset) and ``prepared_hit_rate`` (the share
+            of the prepared ones).
         """
         with self._lock:
             live = list(self._live)
@@ -110,7 +118,8 @@ class BrowserPool:
         return {"browsers": len(live), "idle": idle, "contexts": sum(len(w.contexts) for w in live),
                 "prepared": sum(len(w.prepared) for w in live),
                 "processes": sum(len(w.browser_pids()) for w in live), "started": self.started,
-                "replaced": self.replaced, "resets_prepared": self.resets_prepared, "resets_cold": self.resets_cold,
+                "replaced": self.replaced, "resets_prepared": self.resets_prepared,
+                "resets_started": self.resets_started, "resets_cold": self.resets_cold,
                 "prepared_hit_rate": self.resets_prepared / resets if resets else 0.0}
 
     def close(self) -> None:

@@ -12,9 +12,21 @@ reached it, and it is a context like any other: tracked in
 :attr:`~agent_gym.envs.web.browser.BrowserWorker.contexts`, closed by :meth:`PagePreparer.discard`
 when the env closes, and killed with its browser when that crashes or hangs.
 
-Two kinds: ``loaded`` (a MiniWoB++ page: loaded, its score display hidden, Playwright's page script
-in place) and blank (a synthetic site: each episode's site instance gets an address of its own at
-reset, so only the context and an empty page can be ready).
+Three kinds: ``loaded`` (a MiniWoB++ page: loaded, its score display hidden, Playwright's page script
+in place), *started* (loaded, and the task already started with its setup argument and its first
+snapshot read: for a next episode whose task and argument are known in advance, see below) and blank
+(a synthetic site: each episode's site instance gets an address of its own at reset, so only the
+context and an empty page can be ready).
+
+A started page serves only a reset that asks for exactly that start (the same page spec, setup
+argument included) and says it may take one (``started_ok``: the env allows it only for a reset
+that draws its task with the env's own generator and no seed, the draw the preparation predicted).
+Such a reset costs no round trip to the browser: it takes the instruction and the first snapshot
+as they are and sends the page's clock restart (the spec's ``restart_script``) without waiting for
+it; the driver delivers a page's commands in order, so it runs before anything the episode then
+does on the page. A started page that does not serve its reset (another task or argument, a seeded
+reset, a page that ended its task by itself) is closed, and the reset opens its own context: a
+problem once started is never started again on the same page.
 """
 
 from __future__ import annotations
@@ -28,11 +40,13 @@ from agent_gym.envs.web.page import PageSession, PageSpec
 __all__ = ["PagePreparer", "close_quietly"]
 
 
-async def _make_ready(session: PageSession, worker: BrowserWorker, load: bool) -> None:
+async def _make_ready(session: PageSession, worker: BrowserWorker, load: bool, start: bool) -> None:
     await session.open_blank(worker, prepared=True)
     if load:
         await session.load()
         await session.warm()
+        if start:
+            await session.start_ahead()
 
 
 async def close_quietly(session: PageSession, worker: BrowserWorker) -> None:
@@ -49,10 +63,13 @@ class _Prepared:
     session: PageSession
     future: concurrent.futures.Future[None]
     loaded: bool
+    started: bool
 
-    def fits(self, spec: PageSpec, action_timeout_ms: float) -> bool:
+    def fits(self, spec: PageSpec, action_timeout_ms: float, started_ok: bool) -> bool:
         if self.session.action_timeout_ms != action_timeout_ms:
             return False
+        if self.started:  # exactly this start, for a reset that may take it
+            return started_ok and self.session.spec == spec
         if self.loaded:  # the same page and options; only the setup's argument (the instance seed) may differ
             return replace(self.session.spec, setup_arg=None) == replace(spec, setup_arg=None)
         return self.session.spec.viewport == spec.viewport
@@ -63,10 +80,12 @@ class PagePreparer:
 
     Attributes:
         prepared: Contexts prepared so far.
+        started: Those of them whose task was started ahead (see the module's description).
     """
 
     def __init__(self) -> None:
         self.prepared = 0
+        self.started = 0
         self._next: _Prepared | None = None
 
     @property
@@ -74,7 +93,8 @@ class PagePreparer:
         """Whether a prepared context is waiting for a reset."""
         return self._next is not None
 
-    def prepare(self, worker: BrowserWorker, spec: PageSpec, *, action_timeout_ms: float, load: bool) -> None:
+    def prepare(self, worker: BrowserWorker, spec: PageSpec, *, action_timeout_ms: float, load: bool,
+                start: bool = False) -> None:
         """Start opening a context on ``worker`` (and loading ``spec``'s start page when ``load``) in the background.
 
         A no-op when one is prepared already or the worker is dead.
@@ -84,26 +104,34 @@ class PagePreparer:
             spec: The page (``load``) or only the context options (viewport) of the expected next episode.
             action_timeout_ms: The context's default timeout for actions.
             load: Load the start page (and get it ready to start) or leave an empty page.
+            start: Also start the task with ``spec.setup_arg`` and read its first snapshot (with ``load`` only):
+                for a next episode known exactly.
         """
         if self._next is not None or worker.dead is not None:
             return
+        start = start and load
         session = PageSession(spec, action_timeout_ms=action_timeout_ms)
         try:
-            future = worker.submit(_make_ready, session, worker, load)
+            future = worker.submit(_make_ready, session, worker, load, start)
         except BrowserError:
             return
-        self._next = _Prepared(worker, session, future, load)
+        self._next = _Prepared(worker, session, future, load, start)
         self.prepared += 1
+        self.started += start
 
-    def take(self, worker: BrowserWorker, spec: PageSpec, *, action_timeout_ms: float,
-             timeout: float) -> PageSession | None:
+    def take(self, worker: BrowserWorker, spec: PageSpec, *, action_timeout_ms: float, timeout: float,
+             started_ok: bool = False) -> PageSession | None:
         """The prepared session, now for ``spec``, when it fits; otherwise None (the prepared context is closed).
+
+        A session whose task was started ahead (its :attr:`~PageSession.first_snapshot` set) is returned only
+        for exactly its spec and with ``started_ok``; its clock restart is then sent to the page, not waited for.
 
         Args:
             worker: The env's browser now.
             spec: The episode's page.
             action_timeout_ms: The episode's action timeout.
             timeout: Seconds to wait for a preparation still under way (or a close).
+            started_ok: The reset may take a task started ahead (it draws its task as the preparation predicted).
 
         Raises:
             BrowserError: When the browser crashed or hung meanwhile (the worker is then dead).
@@ -111,20 +139,26 @@ class PagePreparer:
         prepared = self._next
         if prepared is None:
             return None
-        if prepared.worker is not worker or not prepared.fits(spec, action_timeout_ms):
+        if prepared.worker is not worker or not prepared.fits(spec, action_timeout_ms, started_ok):
             self.discard(timeout=timeout)
             return None
         self._next = None
+        session = prepared.session
         try:
             worker.wait(prepared.future, timeout=timeout)
         except BrowserError:
             raise
         except Exception:  # noqa: BLE001 - the page did not load: a miss, its context closed, the reset loads anew
-            worker.call(close_quietly, prepared.session, worker, timeout=timeout)
+            worker.call(close_quietly, session, worker, timeout=timeout)
             return None
-        prepared.session.spec = spec
-        worker.prepared.discard(prepared.session.context)
-        return prepared.session
+        if prepared.started and session.reports:  # the page ended its task by itself before the episode
+            worker.call(close_quietly, session, worker, timeout=timeout)
+            return None
+        session.spec = spec
+        worker.prepared.discard(session.context)
+        if prepared.started:
+            worker.submit(session.restart_clock)  # runs before the episode's first command on the page
+        return session
 
     def discard(self, *, timeout: float) -> None:
         """Close the prepared context, if any (waiting for its preparation to finish first); safe twice.
