@@ -24,8 +24,8 @@ server (or with ``create_app(..., dev_mode=True)``):
   turns hold every sampled id exactly once. The hashes (:func:`ids_hash`) identify the whole prompt
   and the prompt followed by the answer's ids: a turn continued after an abort sends a prompt whose
   ``prompt_hash`` is the aborted answer's ``continuation_hash``.
-  ``GET /debug/stats`` answers ``stats`` (pauses, aborted, frozen, reloads) and ``in_flight``:
-  the ids drawn so far by each sample running now.
+  ``GET /debug/stats`` answers ``stats`` (pauses, aborted, frozen, reloads; ``held``: samples
+  waiting for a resume now) and ``in_flight``: the ids drawn so far by each sample running now.
 
 Answers say which weights sampled them where vLLM's do: a ``/inference/v1/generate`` choice
 carries ``weight_versions``, contiguous spans ``[{"version", "start", "end"}]`` over its output
@@ -140,7 +140,7 @@ class PausableBackend:
         self._flights: set[_Flight] = set()
         self._idle = asyncio.Event()
         self._idle.set()
-        self.stats = {"aborted": 0, "frozen": 0, "pauses": 0, "reloads": 0}
+        self.stats = {"aborted": 0, "frozen": 0, "pauses": 0, "reloads": 0, "held": 0}
         #: The last samples answered (see the module docs), oldest first.
         self.answers: deque[dict[str, Any]] = deque(maxlen=RECORDED_SAMPLES)
 
@@ -172,8 +172,13 @@ class PausableBackend:
         tops: list[list[tuple[int, float]]] = []
         versions: list[int] = []
         while True:
-            while self.paused:
-                await self._resumed.wait()
+            if self.paused:
+                self.stats["held"] += 1
+                try:
+                    while self.paused:
+                        await self._resumed.wait()
+                finally:
+                    self.stats["held"] -= 1
             left = req.max_tokens - len(ids)
             flight = _Flight(req.on_token, index)
             part = dataclasses.replace(

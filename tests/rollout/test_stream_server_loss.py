@@ -154,17 +154,27 @@ def test_a_streamed_turn_aborted_on_a_server_that_dies_continues_on_another(dev_
 
     def pause_and_kill():
         assert httpx.post(f"http://{slow}/pause", params={"mode": "abort"}, timeout=60).status_code == 200
+        # the kill waits for the continuation the client sends after reading the aborted answer (held by the
+        # paused server): killed earlier, the answer's last chunk could die in the server's send buffer and the
+        # stream would break after deltas were handed on (a turn ended with an error, not a continuation)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if httpx.get(f"http://{slow}/debug/stats", timeout=60).json()["stats"]["held"] >= 1:
+                break
+            time.sleep(0.02)
         slow.kill()
 
     async def main():
-        events, out = [], None
+        events, out, killer = [], None, None
         async for event in policy.astream([{"role": "user", "content": "hi"}], session_id="failover"):
             if event.output is not None:
                 out = event.output
                 break
             events.append(event)
-            if len(events) == 1:
-                await asyncio.to_thread(pause_and_kill)
+            if len(events) == 1:  # the stream is read on while the server is paused, then killed
+                killer = asyncio.ensure_future(asyncio.to_thread(pause_and_kill))
+        assert killer is not None
+        await killer
         await policy.aclose()
         return events, out
 
