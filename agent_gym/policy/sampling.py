@@ -26,6 +26,7 @@ string is cut (:func:`cut_at_stop_string`). The text is never re-tokenized into 
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -379,11 +380,42 @@ def turn_text(
     """
     ids = list(token_ids)
     if stop_id and ids:
-        return str(tokenizer.decode(ids[:-1], skip_special_tokens=False))
-    text = str(tokenizer.decode(ids, skip_special_tokens=False))
+        return _decode(tokenizer, ids[:-1])
+    text = _decode(tokenizer, ids)
     if stops and ids:
-        before = str(tokenizer.decode(ids[:-1], skip_special_tokens=False))
+        before = _decode(tokenizer, ids[:-1])
         cut = cut_at_stop_string(before, text, stops)
         if cut is not None:
             return cut[0]
     return text
+
+
+_PLAIN_DECODE: dict[type, bool] = {}
+"""Per tokenizer class: whether its ``decode`` of a list of ids is transformers' own (see :func:`_decode`)."""
+
+
+def _plain_decode(cls: type) -> bool:
+    """Whether ``cls`` decodes with transformers' generic fast-tokenizer ``decode`` and ``_decode``."""
+    fast = getattr(sys.modules.get("transformers.tokenization_utils_tokenizers"), "TokenizersBackend", None)
+    base = getattr(sys.modules.get("transformers.tokenization_utils_base"), "PreTrainedTokenizerBase", None)
+    if fast is None or base is None or not issubclass(cls, fast):
+        return False
+    return getattr(cls, "decode", None) is base.decode and getattr(cls, "_decode", None) is getattr(fast, "_decode", 0)
+
+
+def _decode(tokenizer: Any, ids: list[int]) -> str:
+    """``tokenizer.decode(ids, skip_special_tokens=False)``, straight from the backend where that is all it does.
+
+    A transformers fast tokenizer decodes a list of ids by handing it to its ``tokenizers``
+    backend, then cleans up spaces if ``clean_up_tokenization_spaces`` is set; before that it
+    walks the list to convert it and dispatches, which costs several times the decode. For a
+    class that keeps transformers' own ``decode`` and ``_decode`` and a tokenizer without the
+    clean-up, the backend's text is the tokenizer's; any other tokenizer is asked as usual.
+    """
+    cls = type(tokenizer)
+    plain = _PLAIN_DECODE.get(cls)
+    if plain is None:
+        plain = _PLAIN_DECODE[cls] = _plain_decode(cls)
+    if plain and not tokenizer.clean_up_tokenization_spaces:
+        return str(tokenizer.backend_tokenizer.decode(ids, skip_special_tokens=False))
+    return str(tokenizer.decode(ids, skip_special_tokens=False))
