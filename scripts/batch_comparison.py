@@ -14,7 +14,10 @@ iterations, wall and sampling seconds, informative groups trained on (carried gr
 never trained on left out), per 1000 sampled tokens and per update, the groups carried and their largest
 staleness, the median update seconds, informative groups per wall-second and per sampling-second, the mean
 reward and success over the second half of the budget and at the last iteration; the ratio
-of the filtered run's informative groups per wall-second to the unfiltered run's) and
+of the filtered run's informative groups per wall-second to the unfiltered run's; and that ratio with every
+update of both runs costed at the median update seconds of the two runs together, ``update_matched_ratio``:
+an update is the same work on both sides, so this one does not move when the machine's load changes between
+the runs' updates) and
 ``comparison.png`` (mean reward against sampled tokens; informative groups against wall seconds).
 
 Run::
@@ -156,11 +159,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     records = {name: equal_tokens(record, reached) for name, record in records.items()}
     figures = {name: summarize(record) for name, record in records.items()}
     base = figures["unfiltered"]["informative_groups_per_wall_s"]
+    update_s = statistics.median(r["iteration_s"] - r["sampling_s"] for record in records.values()
+                                 for r in record["iterations"])
+    matched = {name: f["informative_groups"] / (f["sampling_s"] + f["iterations"] * update_s)
+               for name, f in figures.items()}
     comparison = {"command": "python scripts/batch_comparison.py " + " ".join(argv if argv is not None
                                                                                else sys.argv[1:]),
                   "runs": figures,
                   "informative_per_wall_s_ratio": figures["filtered"]["informative_groups_per_wall_s"] / base
-                  if base else None}
+                  if base else None,
+                  "pooled_median_update_s": update_s,
+                  "update_matched_ratio": matched["filtered"] / matched["unfiltered"] if matched["unfiltered"] else None}
     (out / "comparison.json").write_text(json.dumps(comparison, indent=2) + "\n")
     plot(records, out / "comparison.png")
     print(json.dumps(comparison, indent=2))
