@@ -3,16 +3,21 @@ r"""The GRPO demo with and without dynamic sampling at equal sampled tokens: inf
 Runs :func:`train_grpo_demo.run` twice, back to back, with the same seed, tasks and ``--token-budget``:
 ``unfiltered`` (each iteration trains on ``--tasks`` uniformly drawn groups, informative or not) and
 ``filtered`` (``--dynamic-sampling``: groups whose answers all agree are dropped and more are sampled
-until ``--tasks`` informative groups are in; ``--early-cancel P`` and ``--curriculum`` as in the demo).
+until ``--tasks`` informative groups are in; ``--early-cancel P``, ``--curriculum`` and ``--carry-over N``
+(with ``--max-staleness``) as in the demo).
 Each run stops after the iteration that brings its sampled tokens (dropped and cancelled episodes
 included) to the budget; each iteration's records are written as it ends, and the comparison cuts both runs
 after the first iteration that reached the tokens both reached (``--only NAME`` runs one of them,
 ``--compare-only`` compares the records already written). Written under ``--out``: ``unfiltered/`` and
 ``filtered/`` (each run's ``rewards.json`` and plot), ``comparison.json`` (per run: sampled tokens,
-iterations, wall and sampling seconds, informative groups trained on, per 1000 sampled tokens and per
-update, the median update seconds, informative groups per wall-second and per sampling-second, the mean
+iterations, wall and sampling seconds, informative groups trained on (carried groups included, surplus groups
+never trained on left out), per 1000 sampled tokens and per update, the groups carried and their largest
+staleness, the median update seconds, informative groups per wall-second and per sampling-second, the mean
 reward and success over the second half of the budget and at the last iteration; the ratio
-of the filtered run's informative groups per wall-second to the unfiltered run's) and
+of the filtered run's informative groups per wall-second to the unfiltered run's; and that ratio with every
+update of both runs costed at the median update seconds of the two runs together, ``update_matched_ratio``:
+an update is the same work on both sides, so this one does not move when the machine's load changes between
+the runs' updates) and
 ``comparison.png`` (mean reward against sampled tokens; informative groups against wall seconds).
 
 Run::
@@ -71,6 +76,8 @@ def summarize(record: dict[str, Any]) -> dict[str, Any]:
         "groups_sampled": (rows[-1].get("filter") or {}).get("groups") or sum(r["groups"] for r in rows),
         "informative_groups_per_1k_tokens": 1000 * informative / tokens if tokens else 0.0,
         "informative_groups_per_update": informative / len(rows) if rows else 0.0,
+        "carried_groups": sum(r.get("carried_groups", 0) for r in rows),
+        "max_carried_staleness": max((s for r in rows for s in r.get("carried_staleness", ())), default=0),
         "median_update_s": statistics.median(r["iteration_s"] - r["sampling_s"] for r in rows) if rows else None,
         "informative_groups_per_wall_s": informative / wall if wall else 0.0,
         "informative_groups_per_sampling_s": informative / sampling if sampling else 0.0,
@@ -128,6 +135,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--iterations", type=int, default=200, help="cap on iterations (default 200)")
     parser.add_argument("--early-cancel", type=float, default=None, metavar="P")
     parser.add_argument("--curriculum", action="store_true", help="the filtered run also draws by pass rate")
+    parser.add_argument("--carry-over", type=int, default=0, metavar="N",
+                        help="the filtered run carries up to N surplus informative groups into the next update")
+    parser.add_argument("--max-staleness", type=int, default=None,
+                        help="most updates a carried group may lag (default 1)")
     parser.add_argument("--out", default="scripts/results/grpo_batches")
     parser.add_argument("--only", choices=RUNS, default=None, help="run only this one (the other's record is read)")
     parser.add_argument("--compare-only", action="store_true",
@@ -138,7 +149,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               "group_size": args.group_size, "lr": args.lr, "pool_size": args.pool, "seed": args.seed,
               "token_budget": args.token_budget}
     options = {"unfiltered": {}, "filtered": {"dynamic_sampling": True, "early_cancel": args.early_cancel,
-                                              "curriculum": args.curriculum}}
+                                              "curriculum": args.curriculum, "carry_over": args.carry_over,
+                                              "max_staleness": args.max_staleness}}
     ran = {name: run(**common, **options[name], out=out / name) for name in RUNS
            if not args.compare_only and args.only in (None, name)}
     records = {name: ran[name] if name in ran else json.loads((out / name / "rewards.json").read_text())
@@ -147,11 +159,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     records = {name: equal_tokens(record, reached) for name, record in records.items()}
     figures = {name: summarize(record) for name, record in records.items()}
     base = figures["unfiltered"]["informative_groups_per_wall_s"]
+    update_s = statistics.median(r["iteration_s"] - r["sampling_s"] for record in records.values()
+                                 for r in record["iterations"])
+    matched = {name: f["informative_groups"] / (f["sampling_s"] + f["iterations"] * update_s)
+               for name, f in figures.items()}
     comparison = {"command": "python scripts/batch_comparison.py " + " ".join(argv if argv is not None
                                                                                else sys.argv[1:]),
                   "runs": figures,
                   "informative_per_wall_s_ratio": figures["filtered"]["informative_groups_per_wall_s"] / base
-                  if base else None}
+                  if base else None,
+                  "pooled_median_update_s": update_s,
+                  "update_matched_ratio": matched["filtered"] / matched["unfiltered"] if matched["unfiltered"] else None}
     (out / "comparison.json").write_text(json.dumps(comparison, indent=2) + "\n")
     plot(records, out / "comparison.png")
     print(json.dumps(comparison, indent=2))

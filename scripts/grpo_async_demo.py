@@ -385,7 +385,8 @@ def add_async_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--concurrency", type=int, default=0,
                        help="episodes in flight (default: --tasks x --group-size)")
     group.add_argument("--max-staleness", type=int, default=None,
-                       help="most versions a sample may lag (default: unbounded)")
+                       help="most versions a sample may lag (--async: default unbounded; with --carry-over: the "
+                            "most updates a carried group may lag, default 1)")
     group.add_argument("--pause-mode", choices=("abort", "wait", "keep"), default="abort",
                        help="how the server pauses for a weight reload (default abort)")
     group.add_argument("--compare", nargs="+", metavar="[NAME=]RUN_JSON", default=None,

@@ -158,6 +158,10 @@ def add_batch_arguments(parser: Any) -> None:
     group.add_argument("--early-cancel", type=float, default=None, metavar="P",
                        help="with --dynamic-sampling: cancel a group's unfinished siblings once the finished ones "
                             "agree and the task's tracked pass rate puts another outcome below P (e.g. 0.05)")
+    group.add_argument("--carry-over", type=int, default=0, metavar="N",
+                       help="with --dynamic-sampling: carry up to N informative groups found beyond an iteration's "
+                            "batch into the next one instead of dropping them (default 0: dropped); a carried group "
+                            "older than --max-staleness updates (default 1 here) is dropped and counted")
     group.add_argument("--token-budget", type=int, default=None, metavar="N",
                        help="stop after the iteration that brings the sampled tokens to N (--iterations stays the "
                             "cap): runs compared at equal sampled tokens")
@@ -167,12 +171,15 @@ def add_batch_arguments(parser: Any) -> None:
 
 def batch_options(pool: Sequence[dict[str, Any]], *, dynamic_sampling: bool = False, curriculum: bool = False,
                   too_easy: float = 0.9, too_hard: float = 0.1, seed: int = 0,
-                  early_cancel: float | None = None) -> tuple[Any, Any]:
+                  early_cancel: float | None = None, carry_over: int = 0,
+                  max_staleness: int | None = None) -> tuple[Any, Any]:
     """The demo's task sampler and filter (None, None without either option).
 
     With either option the tasks are drawn from ``pool`` by a sampler (uniformly without
     ``curriculum``): a dropped group's replacement is a fresh draw, not the same task again.
-    ``early_cancel`` (with ``dynamic_sampling``) is the filter's early-cancel threshold.
+    ``early_cancel`` (with ``dynamic_sampling``) is the filter's early-cancel threshold;
+    ``carry_over`` its carry-over buffer (groups), whose groups may lag ``max_staleness`` updates
+    (None: the filter's default, 1).
     """
     from agent_gym.rollout import Curriculum, DynamicSampling, EnvSource, TaskSampler
 
@@ -182,16 +189,29 @@ def batch_options(pool: Sequence[dict[str, Any]], *, dynamic_sampling: bool = Fa
         sampler = TaskSampler([EnvSource("agent_gym/ToolUse-v0", list(pool))], curriculum=bands, seed=seed)
     if early_cancel is not None and not dynamic_sampling:
         raise ValueError("early_cancel: needs dynamic_sampling (it drops the cancelled groups)")
-    return sampler, DynamicSampling(early_cancel=early_cancel) if dynamic_sampling else None
+    if carry_over and not dynamic_sampling:
+        raise ValueError("carry_over: needs dynamic_sampling (it carries the filter's surplus groups)")
+    if not dynamic_sampling:
+        return sampler, None
+    staleness = {} if max_staleness is None else {"carry_max_staleness": max_staleness}
+    return sampler, DynamicSampling(early_cancel=early_cancel, carry_over=carry_over, **staleness)
 
 
 def batch_record(seen: Sequence[Any], batch: Sequence[Any], seconds: float, dynamic: Any,
                  sampler: Any) -> dict[str, Any]:
     """Figures of one iteration's batch.
 
+    Args:
+        seen: Every episode sampled in the iteration (dropped and surplus groups too).
+        batch: The episodes trained on (carried groups included).
+        seconds: The iteration's sampling seconds.
+        dynamic: The filter, or None.
+        sampler: The task sampler, or None.
+
     Returns:
         Episodes and tokens sampled (``seen``), groups and informative groups (outcomes differ) in ``batch`` and
-        informative groups per second of sampling, the filter's counters and the curriculum's bands.
+        informative groups per second of sampling, the filter's counters, the groups carried into the batch
+        (with their staleness) and the curriculum's bands.
     """
     from agent_gym.rollout.dynamic_sampling import judge_group
 
@@ -205,6 +225,9 @@ def batch_record(seen: Sequence[Any], batch: Sequence[Any], seconds: float, dyna
                            "informative_groups_per_s": informative / seconds if seconds > 0 else 0.0}
     if dynamic is not None:
         row["filter"] = dynamic.stats.as_dict()
+        row["carried_groups"] = len(dynamic.last_carried)
+        row["carried_staleness"] = [g.staleness for g in dynamic.last_carried]
+        row["carry_held"] = dynamic.carried_held
     if sampler is not None and sampler.curriculum is not None:
         figures = sampler.metrics()["agent_gym/ToolUse-v0"]
         row["bands"] = {k: int(v) for k, v in figures.items() if k.startswith("tasks_")}

@@ -23,10 +23,13 @@ Each iteration:
 
 ``--dynamic-sampling`` drops groups whose answers all agree (zero outcome variance: nothing to
 learn under GRPO) and samples more until ``--tasks`` informative groups are in; ``--curriculum``
-draws each group's task by its tracked pass rate (too easy and too hard tasks less often). The
-iteration records then carry the episodes and tokens sampled, the informative groups (outcomes differ) in the
-batch and per second of sampling (also without the options, for comparison) and the filter's counters (cumulative),
-and ``--out/sampler_state.json`` holds the sampler's state.
+draws each group's task by its tracked pass rate (too easy and too hard tasks less often);
+``--carry-over N`` (with ``--dynamic-sampling``) carries up to N informative groups found beyond an
+iteration's batch into the next iteration instead of dropping them (at most ``--max-staleness``
+updates late, default 1; older ones are dropped and counted). The
+iteration records then carry the episodes and tokens sampled, the informative groups (outcomes differ) trained
+on and per second of sampling (also without the options, for comparison), the filter's counters (cumulative) and
+the groups carried into the batch with their staleness, and ``--out/sampler_state.json`` holds the sampler's state.
 
 The mean reward per iteration (over every sampled episode, dropped groups included) is printed,
 written to ``--out/rewards.json`` and plotted to
@@ -91,13 +94,17 @@ def run(
     too_hard: float = 0.1,
     early_cancel: float | None = None,
     token_budget: int | None = None,
+    carry_over: int = 0,
+    max_staleness: int | None = None,
 ) -> dict[str, Any]:
     """Run the demo and return its record (rewards per iteration, ratio check, loss, timings).
 
     ``dynamic_sampling`` and ``curriculum`` (with its ``too_easy``/``too_hard`` pass rates) choose
     what goes into each batch (see the module docstring); ``early_cancel`` is the filter's
-    early-cancel threshold; with ``token_budget`` the run stops after the iteration that brings
-    the sampled tokens to it (``iterations`` stays the cap).
+    early-cancel threshold and ``carry_over`` its carry-over buffer (informative groups found beyond
+    an iteration's batch train in the next one, at most ``max_staleness`` updates late; None: 1);
+    with ``token_budget`` the run stops after the iteration that brings the sampled tokens to it
+    (``iterations`` stays the cap).
 
     Raises:
         RuntimeError: If the first update's importance ratio is not 1 within 1e-3.
@@ -131,10 +138,12 @@ def run(
                          f"got {tasks_per_iteration}")
     rng = random.Random(seed)
     sampler, dynamic = batch_options(pool, dynamic_sampling=dynamic_sampling, curriculum=curriculum,
-                                     too_easy=too_easy, too_hard=too_hard, seed=seed, early_cancel=early_cancel)
+                                     too_easy=too_easy, too_hard=too_hard, seed=seed, early_cancel=early_cancel,
+                                     carry_over=carry_over, max_staleness=max_staleness)
     record: dict[str, Any] = {"family": family, "reward": reward, "iterations": [], "first_ratio_error": None,
                               "dynamic_sampling": dynamic_sampling, "curriculum": curriculum,
-                              "early_cancel": early_cancel, "token_budget": token_budget}
+                              "early_cancel": early_cancel, "token_budget": token_budget,
+                              "carry_over": carry_over, "max_staleness": max_staleness}
     started = time.perf_counter()
     sampled_tokens = 0
     try:
@@ -170,7 +179,7 @@ def run(
             row = {"iteration": it, "mean_reward": mean_reward, "success": success, "loss": stats["loss"],
                    "max_ratio_error": stats["max_ratio_error"], "episodes": len(trajectories),
                    "nonzero_advantages": sum(1 for a in advantages if abs(a) > 1e-6),
-                   **batch_record(seen, trajectories, batch_s, dynamic, sampler)}
+                   **batch_record(seen, usable, batch_s, dynamic, sampler)}
             sampled_tokens += row["sampled_tokens"]
             row["cumulative_tokens"] = sampled_tokens
             row["sampling_s"] = batch_s
@@ -318,6 +327,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--env solver-judge trains synchronously: it takes neither --async nor --compare")
     if args.early_cancel is not None and not args.dynamic_sampling:
         parser.error("--early-cancel needs --dynamic-sampling")
+    if args.carry_over and not args.dynamic_sampling:
+        parser.error("--carry-over needs --dynamic-sampling")
+    if args.carry_over and (args.run_async or args.env != "tool-use"):
+        parser.error("--carry-over is an option of the synchronous tool-use demo (a stream has no surplus groups)")
     if (args.early_cancel is not None or args.token_budget is not None) and (args.run_async or args.env != "tool-use"):
         parser.error("--early-cancel and --token-budget are options of the synchronous tool-use demo")
     if args.env == "solver-judge" and (args.dynamic_sampling or args.curriculum):
@@ -344,7 +357,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     run(family=args.family, iterations=args.iterations, tasks_per_iteration=args.tasks, group_size=args.group_size,
         lr=args.lr, reward=args.reward, pool_size=args.pool, seed=args.seed, out=args.out, model_path=args.model,
         dynamic_sampling=args.dynamic_sampling, curriculum=args.curriculum, too_easy=args.too_easy,
-        too_hard=args.too_hard, early_cancel=args.early_cancel, token_budget=args.token_budget)
+        too_hard=args.too_hard, early_cancel=args.early_cancel, token_budget=args.token_budget,
+        carry_over=args.carry_over, max_staleness=args.max_staleness)
     return 0
 
 

@@ -19,6 +19,8 @@ those above it):
   (infrastructure failures have none);
 * :mod:`~agent_gym.rollout.sampler`: :class:`~agent_gym.rollout.sampler.TaskSampler`, env mixtures
   with weights and a pass-rate curriculum (:class:`~agent_gym.rollout.sampler.Curriculum`);
+* :mod:`~agent_gym.rollout.carry_over`: :class:`~agent_gym.rollout.carry_over.CarryOver`, surplus informative
+  groups carried into the next batch with their weight versions;
 * :mod:`~agent_gym.rollout.dynamic_sampling`: :class:`~agent_gym.rollout.dynamic_sampling.DynamicSampling`,
   dropping groups without outcome variance;
 * :mod:`~agent_gym.rollout.planning`: :class:`~agent_gym.rollout.planning.EpisodeSpec`,

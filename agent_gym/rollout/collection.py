@@ -143,7 +143,8 @@ async def _collect_grouped(env: Any, policy: Any, opts: RolloutOptions, tasks: S
         return []
     warn_if_truncated(policy)
     kwargs: dict[str, Any] = {"groups": groups, "samples_per_task": opts.samples_per_task, "seed": opts.seed,
-                              "tasks": tasks, "sampler": sampler, "dynamic_sampling": dynamic_sampling}
+                              "tasks": tasks, "sampler": sampler, "dynamic_sampling": dynamic_sampling,
+                              "version": getattr(policy, "weight_version", None)}
     if opts.backend == "ray":
         if isinstance(env, str):
             parser = env_parser_for(policy, opts.env_kwargs, opts.tool_parser, opts.reasoning_parser)

@@ -21,6 +21,17 @@ stream, or in ``collect`` on the local backend), ``early_cancel`` also stops a g
 siblings once the finished ones agree and the task's pass rate makes another outcome unlikely
 (:mod:`~agent_gym.rollout.early_cancel`).
 
+``collect``'s last round often finds more informative groups than the batch needs (the surplus).
+By default they are thrown away (``surplus_dropped``). With ``carry_over=N`` up to ``N`` of them are
+carried into the next ``collect`` with this filter (:mod:`~agent_gym.rollout.carry_over`), which
+takes them first and samples only what is still missing: no informative group sampled is wasted.
+Each carried group records the weight version it was sampled under; one older than
+``carry_max_staleness`` versions when the next batch starts is dropped and counted (``carry_stale``).
+A batch's version is the policy's ``weight_version`` when it has a non-negative one, else the
+number of batches this filter filled before (one ``collect`` per weight update, the usual loop).
+:attr:`DynamicSampling.last_carried` lists the carried groups of the last batch with their
+staleness.
+
 Example:
     >>> from agent_gym.rollout.dynamic_sampling import DynamicSampling
     >>> dynamic = DynamicSampling()
@@ -39,6 +50,7 @@ from typing import Any
 
 from agent_gym.checks import check_choice, check_float, check_int
 from agent_gym.errors import ConfigError
+from agent_gym.rollout.carry_over import CarriedGroup, CarryOver
 from agent_gym.rollout.outcome import OUTCOMES, is_valid, outcome_of
 
 __all__ = ["VERDICTS", "DynamicSampling", "FilterStats", "judge_group"]
@@ -85,6 +97,11 @@ class FilterStats:
         tokens_saved: Estimated sampled tokens the cancels saved.
         audited: Cancel decisions not carried out (the group ran to the end to check the decision).
         wrong_cancels: Audited decisions whose group turned out informative.
+        batches: Batches ``collect`` filled with the filter.
+        surplus: Informative groups found beyond their batch's need (counted in ``kept`` too).
+        carried: Surplus groups handed out in a later batch (``carry_over``).
+        carry_stale: Surplus groups dropped as older than ``carry_max_staleness`` versions.
+        surplus_dropped: Surplus groups thrown away (no ``carry_over``, or the buffer was full).
     """
 
     groups: int = 0
@@ -98,6 +115,11 @@ class FilterStats:
     tokens_saved: int = 0
     audited: int = 0
     wrong_cancels: int = 0
+    batches: int = 0
+    surplus: int = 0
+    carried: int = 0
+    carry_stale: int = 0
+    surplus_dropped: int = 0
 
     @property
     def dropped(self) -> int:
@@ -132,7 +154,12 @@ class DynamicSampling:
         min_finished: Valid finished siblings needed before an early cancel.
         cancel_audit: Share of early-cancel decisions not carried out, to count wrong cancels.
         seed: Seed of the audit draws.
+        carry_over: Most surplus informative groups of a ``collect`` held for the next one (0, the
+            default: the surplus is dropped, as DAPO does; see the module docstring).
+        carry_max_staleness: Most weight versions a carried group may lag when its batch starts
+            (None: unbounded); older ones are dropped and counted.
         stats: The counters (:class:`FilterStats`).
+        last_carried: The carried groups of the last batch, each with its version and staleness.
     """
 
     outcome: str = "res_reward"
@@ -143,7 +170,11 @@ class DynamicSampling:
     min_finished: int = 2
     cancel_audit: float = 0.0
     seed: int = 0
+    carry_over: int = 0
+    carry_max_staleness: int | None = 1
     stats: FilterStats = field(default_factory=FilterStats, init=False, compare=False)
+    last_carried: list[CarriedGroup] = field(default_factory=list, init=False, compare=False)
+    _buffer: Any = field(default=None, init=False, repr=False, compare=False)
     _lock: Any = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
     _audit_rng: Any = field(default=None, init=False, repr=False, compare=False)
 
@@ -157,6 +188,19 @@ class DynamicSampling:
         check_int("min_finished", self.min_finished, low=1)
         check_float("cancel_audit", self.cancel_audit, low=0.0, high=1.0)
         self._audit_rng = random.Random(check_int("seed", self.seed))
+        if self.carry_max_staleness is not None:
+            check_int("carry_max_staleness", self.carry_max_staleness, low=0)
+        self._buffer = CarryOver(check_int("carry_over", self.carry_over, low=0), self.carry_max_staleness)
+
+    @property
+    def carried_held(self) -> int:
+        """Surplus groups waiting for the next batch."""
+        return len(self._buffer)
+
+    @property
+    def carried_versions(self) -> list[int]:
+        """The weight versions of the groups waiting for the next batch, oldest first."""
+        return self._buffer.versions()
 
     def verdict(self, trajectories: Sequence[Any]) -> str:
         """The verdict on one group (see :func:`judge_group`), not counted."""
@@ -193,17 +237,52 @@ class DynamicSampling:
             self.stats.audited += 1
             self.stats.wrong_cancels += int(wrong)
 
+    def begin_batch(self, version: Any = None) -> int:
+        """Start a batch of ``collect``; return its weight version.
+
+        Args:
+            version: The policy's ``weight_version``; used when a non-negative int, else the
+                number of batches filled before stands for it.
+        """
+        with self._lock:
+            own = isinstance(version, int) and not isinstance(version, bool) and version >= 0
+            current = int(version) if own else self.stats.batches
+            self.stats.batches += 1
+        return current
+
+    def take_carried(self, wanted: int, version: int) -> list[list[Any]]:
+        """The carried groups (oldest first, at most ``wanted``) that open a batch of ``version``.
+
+        Stale groups are dropped first and counted (``carry_stale``); the groups handed out are
+        counted (``carried``) and listed in :attr:`last_carried`.
+        """
+        taken, stale = self._buffer.take(wanted, version)
+        with self._lock:
+            self.stats.carried += len(taken)
+            self.stats.carry_stale += stale
+            self.last_carried = taken
+        return [g.trajectories for g in taken]
+
+    def carry(self, groups: Sequence[list[Any]], version: int) -> None:
+        """Hand the surplus ``groups`` of a batch of ``version`` to the buffer (or drop them, counted)."""
+        if not groups:
+            return
+        dropped = self._buffer.put(groups, version)
+        with self._lock:
+            self.stats.surplus += len(groups)
+            self.stats.surplus_dropped += dropped
+
     def max_groups(self, wanted: int) -> int:
         """Most groups ``collect`` samples to find ``wanted`` informative ones."""
         return max(wanted, math.ceil(wanted * self.max_groups_factor))
 
     def state_dict(self) -> dict[str, int]:
-        """The counters (for a trainer's checkpoint)."""
+        """The counters (for a trainer's checkpoint); the carried groups are not saved."""
         with self._lock:
             return asdict(self.stats)
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore the counters of :meth:`state_dict`.
+        """Restore the counters of :meth:`state_dict` (the carry-over buffer starts empty).
 
         Raises:
             ConfigError: ``state`` holds unknown or non-integer counters.
@@ -214,3 +293,5 @@ class DynamicSampling:
             raise ConfigError(f"state: expected DynamicSampling.state_dict() counters, got {state!r:.80}") from exc
         with self._lock:
             self.stats = stats
+            self.last_carried = []
+        self._buffer.clear()

@@ -9,6 +9,11 @@ still missing over the kept share seen so far (at most four times as many), capp
 ``max_groups``. Each finished group is observed by the sampler (pass rates) before the filter judges
 it. Rounds depend only on the seed and on the outcomes, so a seeded run with a seeded policy repeats.
 
+With ``DynamicSampling(carry_over=N)`` the batch opens with the groups the filter carried from earlier
+batches (oldest first, stale ones dropped: :mod:`~agent_gym.rollout.carry_over`) and the rounds sample only
+what is still missing; the informative groups found beyond the batch go to the filter's buffer (without
+``carry_over`` they are dropped, counted in either case).
+
 With ``DynamicSampling(early_cancel=...)``, a task sampler and ``run_group`` (the local backend), each
 group of a round runs as its own job (the next one starts, in order, as soon as an episode slot of the
 ``n_parallel`` is free) watched by a :class:`~agent_gym.rollout.early_cancel.GroupWatch`: once the
@@ -75,6 +80,7 @@ async def collect_groups(
     run_group: RunGroup | None = None,
     n_parallel: int = 1,
     on_episode: Callable[[Any], Any] | None = None,
+    version: Any = None,
 ) -> list[StepTrajectory]:
     """Run groups until ``groups`` informative ones are in; return their episodes in group order.
 
@@ -91,13 +97,19 @@ async def collect_groups(
             filter's ``early_cancel``, groups run one job each and may be cancelled early.
         n_parallel: Episodes in flight with ``run_group`` (a group starts whole while a slot is free).
         on_episode: The user's per-episode callback, passed to ``run_group``.
+        version: The policy's weight version (see :meth:`DynamicSampling.begin_batch`).
 
     Returns:
         ``samples_per_task`` episodes per kept group (fewer groups when the filter's ``max_groups``
-        ran out), ``idx`` set to the position.
+        ran out), ``idx`` set to the position; carried groups first.
     """
-    limit = dynamic_sampling.max_groups(groups) if dynamic_sampling is not None else groups
     kept: list[list[StepTrajectory]] = []
+    batch_version = 0
+    if dynamic_sampling is not None:
+        batch_version = dynamic_sampling.begin_batch(version)
+        kept = dynamic_sampling.take_carried(groups, batch_version)
+    carried = len(kept)
+    limit = dynamic_sampling.max_groups(groups - len(kept)) if dynamic_sampling is not None else groups
     planned = 0
     while len(kept) < groups and planned < limit:
         missing = groups - len(kept)
@@ -133,10 +145,32 @@ async def collect_groups(
                 dynamic_sampling.count_audit(wrong=dynamic_sampling.verdict(group) == "kept")
             if dynamic_sampling is None or dynamic_sampling.keeps(group):
                 kept.append(group)
+    if dynamic_sampling is not None:
+        dynamic_sampling.carry(kept[groups:], batch_version)
+        _distinct_group_ids(kept[:carried], kept[carried:groups])
     episodes = [t for group in kept[:groups] for t in group]
     for i, trajectory in enumerate(episodes):
         trajectory.idx = i
     return episodes
+
+
+def _distinct_group_ids(carried: Sequence[list[StepTrajectory]], fresh: Sequence[list[StepTrajectory]]) -> None:
+    """Give a carried group whose ``group_id`` another group of the batch has (a seed reused) a new one.
+
+    The new id is the old one with ``@c`` and a number appended, so each group of a batch has its own id.
+    """
+    used = {t.group_id for group in fresh for t in group}
+    for group in carried:
+        ids = {t.group_id for t in group}
+        if not ids & used:
+            used |= ids
+            continue
+        n = 1
+        while any(f"{i}@c{n}" in used for i in ids):
+            n += 1
+        for t in group:
+            t.group_id = f"{t.group_id}@c{n}"
+        used |= {t.group_id for t in group}
 
 
 async def _run_watched(run_group: RunGroup, draws: Sequence[Draw], specs: list[EpisodeSpec], samples_per_task: int,

@@ -151,11 +151,12 @@ class RolloutStream:
             group; replaces ``tasks``.
         max_groups: With a sampler, the most groups started (None: until :meth:`close`).
         dynamic_sampling: Drops groups without outcome variance among valid members when they end
-            (counted on ``stats`` and on its own ``stats``).
+            (counted on ``stats`` and on its own ``stats``). A stream hands each informative group
+            out as it ends, so nothing is surplus: a filter with ``carry_over`` (``collect``'s batches) is refused.
 
     Raises:
         TypeError: A keyword that is no ``RolloutOptions`` field, or a sampler or filter of the wrong type.
-        ConfigError: Both ``tasks`` and ``sampler``, or neither.
+        ConfigError: Both ``tasks`` and ``sampler``, or neither; a filter with ``carry_over``.
     """
 
     def __init__(
@@ -184,6 +185,10 @@ class RolloutStream:
         if dynamic_sampling is not None and not isinstance(dynamic_sampling, DynamicSampling):
             raise TypeError("dynamic_sampling: expected DynamicSampling or None, got "
                             f"{type(dynamic_sampling).__name__}")
+        if dynamic_sampling is not None and dynamic_sampling.carry_over:
+            raise ConfigError("RolloutStream: expected dynamic_sampling without carry_over (a stream hands every "
+                              f"informative group out as it ends; carry_over is for collect), got "
+                              f"carry_over={dynamic_sampling.carry_over}")
         if (tasks is None) == (sampler is None):
             raise ConfigError("RolloutStream: expected tasks or a sampler, got "
                               + ("both" if sampler is not None else "neither"))

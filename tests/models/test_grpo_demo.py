@@ -65,3 +65,30 @@ def test_batch_options_build_the_sampler_and_the_filter(demo):
     assert sampler.curriculum is None and dynamic is not None  # replacements are fresh draws from the pool
     with pytest.raises(SystemExit):
         demo.main(["--env", "solver-judge", "--curriculum"])
+
+
+def test_batch_record_counts_the_groups_trained_on_and_the_carried_ones(demo):
+    from types import SimpleNamespace
+
+    import grpo_common
+    import torch
+
+    from agent_gym.rollout import DynamicSampling
+
+    def episode(group, reward, tokens):
+        return SimpleNamespace(group_id=group, metrics={"res_reward": reward}, status="env_done",
+                               response_masks=torch.ones(tokens))
+
+    carried = [episode("old", 1.0, 5), episode("old", 0.0, 5)]
+    dynamic = DynamicSampling(carry_over=2)
+    dynamic.carry([carried], version=0)
+    dynamic.begin_batch()  # batch 0 stands for version 0: the next one is version 1
+    dynamic.take_carried(2, version=dynamic.begin_batch())
+    fresh = [episode("new", 1.0, 2), episode("new", 0.0, 2)]
+    agree = [episode("same", 0.0, 3), episode("same", 0.0, 3)]
+    row = grpo_common.batch_record(fresh + agree, carried + fresh + agree, 2.0, dynamic, None)
+    # trained on: the carried group and the fresh one differ, the third agrees; tokens: this iteration's only
+    assert (row["groups"], row["informative_groups"], row["informative_groups_per_s"]) == (3, 2, 1.0)
+    assert (row["sampled_episodes"], row["sampled_tokens"]) == (4, 10)
+    assert (row["carried_groups"], row["carried_staleness"], row["carry_held"]) == (1, [1], 0)
+    assert row["filter"]["carried"] == 1 and row["filter"]["surplus"] == 1

@@ -54,6 +54,7 @@ def test_collect_samples_until_enough_informative_groups_and_counts_the_dropped(
     stats = dynamic.stats.as_dict()
     assert stats == {"groups": 10, "kept": 2, "too_easy": 4, "too_hard": 2, "infra": 2, "infra_episodes": 8,
                      "cancelled": 0, "cancelled_episodes": 0, "tokens_saved": 0, "audited": 0, "wrong_cancels": 0,
+                     "batches": 1, "surplus": 0, "carried": 0, "carry_stale": 0, "surplus_dropped": 0,
                      "dropped": 8}
     text = Report.from_trajectories(episodes, filtered=stats).to_text()
     assert "Dynamic sampling" in text and "too easy" in text
