@@ -169,7 +169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                   "informative_per_wall_s_ratio": figures["filtered"]["informative_groups_per_wall_s"] / base
                   if base else None,
                   "pooled_median_update_s": update_s,
-                  "update_matched_ratio": matched["filtered"] / matched["unfiltered"] if matched["unfiltered"] else None}
+                  "update_matched_ratio": (matched["filtered"] / matched["unfiltered"]
+                                           if matched["unfiltered"] else None)}
     (out / "comparison.json").write_text(json.dumps(comparison, indent=2) + "\n")
     plot(records, out / "comparison.png")
     print(json.dumps(comparison, indent=2))

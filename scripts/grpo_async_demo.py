@@ -91,7 +91,8 @@ def _check_dev_mode(server: str) -> None:
     status = httpx.get(f"{url}/is_paused", timeout=30.0).status_code
     if status != 200:
         raise RuntimeError(f"{server}: GET /is_paused answered HTTP {status}; start the server with "
-                           "VLLM_SERVER_DEV_MODE=1 (agent-gym serve, or vLLM itself) to enable pause, resume and weight reloads")
+                           "VLLM_SERVER_DEV_MODE=1 (agent-gym serve, or vLLM itself) to enable pause, resume and "
+                           "weight reloads")
 
 
 def task_rounds(pool: Sequence[dict[str, Any]], per_round: int, seed: int) -> Any:

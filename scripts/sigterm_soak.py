@@ -51,6 +51,7 @@ def one_run(episodes: int, delay: float, out: Path) -> dict:
 
 
 def main() -> None:
+    """Run the soak and print its summary."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--episodes", type=int, default=64)

@@ -9,8 +9,8 @@ Each iteration:
 2. rewards are normalised within each group of siblings (GRPO advantages: reward minus the
    group mean, over the group's standard deviation). The reward is the answer's correctness
    (``--reward answer``, default); ``--reward total`` adds the environment's tool-call shaping
-   (+0.1 per successful call, -0.1 per failed one, within the episode's shaping budget), on which a weak family's policy soon learns
-   to answer without calling tools at all (no penalty beats likely failing calls);
+   (+0.1 per successful call, -0.1 per failed one, within the episode's shaping budget), on which a weak
+   family's policy soon learns to answer without calling tools at all (no penalty beats likely failing calls);
 3. the trainer's own copy of the model re-scores the sampled ids (prompt + response ids,
    loss mask from the trajectory) and, at the first update, checks that the importance
    ratio ``exp(trainer logprob - rollout logprob)`` is 1 within 1e-3 on every sampled id;
