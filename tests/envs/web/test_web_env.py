@@ -9,7 +9,7 @@ import time
 import pytest
 from web_helpers import play_oracle, requires_browser, task
 
-from agent_gym.envs.web import BrowserPool, WebEnv
+from agent_gym.envs.web import WebEnv
 from agent_gym.envs.web.miniwob import SOLVABLE_PAGES, miniwob_tasks, parse_snapshot
 from agent_gym.errors import ConfigError
 from agent_gym.types import EpisodeStatus
@@ -19,14 +19,6 @@ pytestmark = requires_browser
 # A few pages per kind of action (click, type, select, checkboxes, a dialog); every solvable page is played
 # by benchmarks/web.py --oracle.
 ORACLE_PAGES = ["click-button", "enter-text-2", "login-user", "choose-list", "click-checkboxes", "click-dialog"]
-
-
-@pytest.fixture(scope="module")
-def pool():
-    pool = BrowserPool(max_idle=2)
-    yield pool
-    pool.close()
-    assert pool.stats()["processes"] == 0
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import psutil
 import pytest
 from web_helpers import play_oracle, requires_browser, task
 
-from agent_gym.envs.web import BrowserPool, WebEnv
+from agent_gym.envs.web import WebEnv
 
 pytestmark = requires_browser
 
@@ -27,14 +27,6 @@ LEAVE_TRACES = """() => {
 }"""
 READ_TRACES = """() => [localStorage.getItem('trace'), sessionStorage.getItem('trace'), document.cookie,
   typeof window.traceGlobal, document.getElementById('trace-marker') !== null, history.length]"""
-
-
-@pytest.fixture(scope="module")
-def pool():
-    pool = BrowserPool(max_idle=2)
-    yield pool
-    pool.close()
-    assert pool.stats()["processes"] == 0
 
 
 def _episode_contexts(env: WebEnv) -> int:

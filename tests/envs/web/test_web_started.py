@@ -15,21 +15,13 @@ import pytest
 from gymnasium.utils import seeding
 from web_helpers import requires_browser, task
 
-from agent_gym.envs.web import BrowserPool, WebEnv
+from agent_gym.envs.web import WebEnv
 from agent_gym.envs.web.miniwob import SOLVABLE_PAGES
 
 pytestmark = requires_browser
 
 FINISH = '<tool_call>{"name": "finish", "arguments": {}}</tool_call>'
 TASKS = [task(page, seed) for page in SOLVABLE_PAGES for seed in (0, 1)]
-
-
-@pytest.fixture(scope="module")
-def pool():
-    pool = BrowserPool(max_idle=2)
-    yield pool
-    pool.close()
-    assert pool.stats()["processes"] == 0
 
 
 @pytest.fixture(scope="module")
