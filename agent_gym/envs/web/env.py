@@ -12,19 +12,10 @@ from agent_gym.env.core import AgentEnv
 from agent_gym.env.grade import Grade
 from agent_gym.env.rewards import RewardConfig
 from agent_gym.envs.web.browser import BrowserError, BrowserHung, BrowserWorker
-from agent_gym.envs.web.miniwob import (
-    HIDDEN,
-    ORACLES,
-    RESTART_CLOCK_SCRIPT,
-    SETUP_SCRIPT,
-    miniwob_root,
-    miniwob_tasks,
-    parse_snapshot,
-)
+from agent_gym.envs.web.miniwob import ORACLES, miniwob_page_spec, miniwob_tasks, parse_snapshot
 from agent_gym.envs.web.page import PageSession, PageSpec, cut_snapshot
 from agent_gym.envs.web.pool import BrowserPool, default_pool
 from agent_gym.envs.web.prepared import PagePreparer, close_quietly
-from agent_gym.envs.web.server import static_server
 from agent_gym.envs.web.site_server import site_server
 from agent_gym.envs.web.sites import SITES, site_tasks, split_url
 from agent_gym.parsers import ResponseParser
@@ -33,7 +24,6 @@ from agent_gym.types import Action, EpisodeStatus, Observation
 
 __all__ = ["WebEnv", "image_part"]
 
-MINIWOB_VIEWPORT = (400, 300)
 SITE_VIEWPORT = (800, 600)
 
 
@@ -255,16 +245,7 @@ class WebEnv(AgentEnv):
             self.site_prefix = sites.register(self.site)
             return PageSpec(origin=sites.origin, start_path=self.site_prefix, allowed_paths=(self.site_prefix,),
                             setup_script="() => ''", viewport=SITE_VIEWPORT)
-        return self._miniwob_spec(task)
-
-    def _miniwob_spec(self, task: Mapping[str, Any]) -> PageSpec:
-        server = static_server(miniwob_root())
-        page = str(task["page"])
-        return PageSpec(origin=server.origin, start_path=f"/miniwob/{page}.html",
-                        allowed_paths=(f"/miniwob/{page}.html", "/core/", "/common/"), setup_script=SETUP_SCRIPT,
-                        setup_arg=int(task["seed"]), snapshot_root="body", hide_selectors=HIDDEN,
-                        restart_script=RESTART_CLOCK_SCRIPT,
-                        viewport=MINIWOB_VIEWPORT)
+        return miniwob_page_spec(task)
 
     def _next_task_guess(self, current: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
         """The task the next reset most likely runs, after an episode on ``current``.
@@ -296,7 +277,7 @@ class WebEnv(AgentEnv):
                             viewport=SITE_VIEWPORT)
             self._preparer.prepare(self.worker, spec, action_timeout_ms=self.action_timeout * 1000, load=False)
         else:
-            self._preparer.prepare(self.worker, self._miniwob_spec(task), action_timeout_ms=self.action_timeout * 1000,
+            self._preparer.prepare(self.worker, miniwob_page_spec(task), action_timeout_ms=self.action_timeout * 1000,
                                    load=True, start=start)
 
     def episode_tools(self, task: dict[str, Any]) -> Sequence[Tool | Callable[..., Any]]:

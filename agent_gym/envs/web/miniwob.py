@@ -19,13 +19,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from agent_gym.envs.web.page import PageSpec
+from agent_gym.envs.web.server import static_server
+
 __all__ = [
+    "MINIWOB_VIEWPORT",
     "ORACLES",
     "RESTART_CLOCK_SCRIPT",
     "SETUP_SCRIPT",
     "SOLVABLE_PAGES",
     "SnapshotNode",
     "all_pages",
+    "miniwob_page_spec",
     "miniwob_root",
     "miniwob_tasks",
     "parse_snapshot",
@@ -78,6 +83,20 @@ def miniwob_root() -> Path:
     except ImportError as exc:
         raise MissingExtraError("miniwob", "web") from exc
     return Path(miniwob.__file__).resolve().parent / "html"
+
+
+MINIWOB_VIEWPORT = (400, 300)
+"""The browser viewport of a MiniWoB++ page (its task area is 160 x 210 pixels)."""
+
+
+def miniwob_page_spec(task: dict[str, Any] | Any) -> PageSpec:
+    """How a MiniWoB++ task's page is opened, started (its instance seed) and read, served from loopback."""
+    server = static_server(miniwob_root())
+    page = str(task["page"])
+    return PageSpec(origin=server.origin, start_path=f"/miniwob/{page}.html",
+                    allowed_paths=(f"/miniwob/{page}.html", "/core/", "/common/"), setup_script=SETUP_SCRIPT,
+                    setup_arg=int(task["seed"]), snapshot_root="body", hide_selectors=HIDDEN,
+                    restart_script=RESTART_CLOCK_SCRIPT, viewport=MINIWOB_VIEWPORT)
 
 
 def all_pages() -> list[str]:
