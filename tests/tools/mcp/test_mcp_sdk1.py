@@ -1,8 +1,8 @@
 """The client and the notes server under the ``mcp`` SDK 1.x (an interpreter named by ``AGENT_GYM_MCP1_PYTHON``).
 
-CI installs one SDK (2.x, through ``.[dev]``). To check 1.x, make an environment with it, e.g.
+The project's environment holds 2.x (through ``.[dev]``). To check 1.x, make an environment with it, e.g.
 ``python -m venv VENV && VENV/bin/pip install 'mcp<2'``, and run these tests with
-``AGENT_GYM_MCP1_PYTHON=VENV/bin/python``. The client module
+``AGENT_GYM_MCP1_PYTHON=VENV/bin/python`` (``.ci/run`` does). The client module
 (:mod:`agent_gym.tools.mcp.connection`) and the notes server import nothing from agent_gym, so
 the 1.x interpreter runs them from their files.
 """
