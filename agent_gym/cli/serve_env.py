@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
-__all__ = ["TOKEN_ENV", "add_parser", "build_app", "run"]
+__all__ = ["GATEWAY_TOKEN_ENV", "TOKEN_ENV", "add_parser", "build_app", "run"]
 
 TOKEN_ENV = "AGENT_GYM_ENV_TOKEN"
 """Environment variable read for the server's token when ``--token`` is not given."""
+
+GATEWAY_TOKEN_ENV = "AGENT_GYM_TRAINER_TOKEN"
+"""Environment variable read for the gateway's trainer token when ``--gateway-token`` is not given."""
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -48,6 +52,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         help="serve the env's tools over MCP (streamable HTTP at /mcp; needs agent-gym[mcp])")
     parser.add_argument("--session-idle-timeout", type=float, default=1800.0, metavar="S",
                         help="with --mcp: seconds after which an idle MCP session's episode is closed (default 1800)")
+    parser.add_argument("--gateway", default=None, metavar="URL",
+                        help="with --mcp: the agent-gym gateway (http://HOST:PORT) whose sessions MCP sessions name "
+                             "(header x-agent-gym-session): each is ended with its episode's reward and status")
+    parser.add_argument("--gateway-token", default=None, metavar="TOKEN",
+                        help=f"with --gateway: the gateway's trainer token (default ${GATEWAY_TOKEN_ENV})")
     parser.set_defaults(func=run)
     return parser
 
@@ -69,11 +78,22 @@ def build_app(args: argparse.Namespace) -> tuple[Any, Any]:
     env_kwargs = json.loads(args.env_kwargs)
     if not isinstance(env_kwargs, dict):
         raise ConfigError(f"--env-kwargs: expected a JSON object, got {args.env_kwargs!r}")
+    gateway_url = getattr(args, "gateway", None)
+    if gateway_url is not None and not getattr(args, "mcp", False):
+        raise ConfigError("--gateway: only with --mcp")
     if getattr(args, "mcp", False):
+        from agent_gym.serving.gateway_rewards import GatewayRewards
         from agent_gym.serving.mcp_env_server import create_mcp_env_app
 
+        gateway = None
+        if gateway_url is not None:
+            gateway_token = getattr(args, "gateway_token", None) or os.environ.get(GATEWAY_TOKEN_ENV)
+            if not gateway_token:
+                raise ConfigError(f"--gateway: the gateway's trainer token is needed (--gateway-token or "
+                                  f"${GATEWAY_TOKEN_ENV})")
+            gateway = GatewayRewards(gateway_url, gateway_token)
         app, _ = create_mcp_env_app(args.env_id, env_kwargs=env_kwargs, max_sessions=args.max_sessions,
-                                    session_idle_timeout=args.session_idle_timeout, host=args.host)
+                                    session_idle_timeout=args.session_idle_timeout, host=args.host, gateway=gateway)
     else:
         app = create_env_server(args.env_id, max_sessions=args.max_sessions, env_kwargs=env_kwargs,
                                 client_tasks=args.allow_client_tasks)

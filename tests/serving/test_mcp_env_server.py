@@ -76,3 +76,23 @@ def test_the_served_tools_work_as_mcp_tools_of_another_env(mcp_env_url):
     finally:
         env.close()
         tools.pool.close()
+
+
+def test_gateway_arguments_are_checked(monkeypatch):
+    from agent_gym.cli import build_parser
+    from agent_gym.cli.serve_env import GATEWAY_TOKEN_ENV, build_app
+    from agent_gym.errors import ConfigError
+
+    def args(*extra):
+        return build_parser().parse_args(["serve-env", "agent_gym/ToolUse-v0", *extra])
+
+    monkeypatch.delenv(GATEWAY_TOKEN_ENV, raising=False)
+    with pytest.raises(ConfigError, match="only with --mcp"):
+        build_app(args("--gateway", "http://127.0.0.1:8100"))
+    with pytest.raises(ConfigError, match="trainer token"):
+        build_app(args("--mcp", "--gateway", "http://127.0.0.1:8100"))
+    with pytest.raises(ValueError, match="http"):
+        build_app(args("--mcp", "--gateway", "127.0.0.1:8100", "--gateway-token", "t"))
+    monkeypatch.setenv(GATEWAY_TOKEN_ENV, "from-the-environment")
+    app, _ = build_app(args("--mcp", "--gateway", "http://127.0.0.1:8100"))
+    assert app is not None
