@@ -139,6 +139,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="the filtered run carries up to N surplus informative groups into the next update")
     parser.add_argument("--max-staleness", type=int, default=None,
                         help="most updates a carried group may lag (default 1)")
+    parser.add_argument("--n-parallel", type=int, default=8,
+                        help="episodes sampled at once, in both runs (default 8)")
     parser.add_argument("--out", default="scripts/results/grpo_batches")
     parser.add_argument("--only", choices=RUNS, default=None, help="run only this one (the other's record is read)")
     parser.add_argument("--compare-only", action="store_true",
@@ -147,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out)
     common = {"family": args.family, "iterations": args.iterations, "tasks_per_iteration": args.tasks,
               "group_size": args.group_size, "lr": args.lr, "pool_size": args.pool, "seed": args.seed,
-              "token_budget": args.token_budget}
+              "token_budget": args.token_budget, "n_parallel": args.n_parallel}
     options = {"unfiltered": {}, "filtered": {"dynamic_sampling": True, "early_cancel": args.early_cancel,
                                               "curriculum": args.curriculum, "carry_over": args.carry_over,
                                               "max_staleness": args.max_staleness}}

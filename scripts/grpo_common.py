@@ -165,6 +165,8 @@ def add_batch_arguments(parser: Any) -> None:
     group.add_argument("--token-budget", type=int, default=None, metavar="N",
                        help="stop after the iteration that brings the sampled tokens to N (--iterations stays the "
                             "cap): runs compared at equal sampled tokens")
+    group.add_argument("--n-parallel", type=int, default=8,
+                       help="episodes sampled at once by the synchronous tool-use demo (default 8)")
     group.add_argument("--too-easy", type=float, default=0.9, help="pass rate of a too-easy task (default 0.9)")
     group.add_argument("--too-hard", type=float, default=0.1, help="pass rate of a too-hard task (default 0.1)")
 

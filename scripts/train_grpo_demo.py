@@ -96,6 +96,7 @@ def run(
     token_budget: int | None = None,
     carry_over: int = 0,
     max_staleness: int | None = None,
+    n_parallel: int = 8,
 ) -> dict[str, Any]:
     """Run the demo and return its record (rewards per iteration, ratio check, loss, timings).
 
@@ -104,7 +105,8 @@ def run(
     early-cancel threshold and ``carry_over`` its carry-over buffer (informative groups found beyond
     an iteration's batch train in the next one, at most ``max_staleness`` updates late; None: 1);
     with ``token_budget`` the run stops after the iteration that brings the sampled tokens to it
-    (``iterations`` stays the cap).
+    (``iterations`` stays the cap). ``n_parallel`` is ``collect``'s: episodes sampled at once (the
+    in-process policy decodes them in one batch).
 
     Raises:
         RuntimeError: If the first update's importance ratio is not 1 within 1e-3.
@@ -143,7 +145,7 @@ def run(
     record: dict[str, Any] = {"family": family, "reward": reward, "iterations": [], "first_ratio_error": None,
                               "dynamic_sampling": dynamic_sampling, "curriculum": curriculum,
                               "early_cancel": early_cancel, "token_budget": token_budget,
-                              "carry_over": carry_over, "max_staleness": max_staleness}
+                              "carry_over": carry_over, "max_staleness": max_staleness, "n_parallel": n_parallel}
     started = time.perf_counter()
     sampled_tokens = 0
     try:
@@ -156,7 +158,7 @@ def run(
             trajectories = collect(None if sampler is not None else "agent_gym/ToolUse-v0", policy,
                                    tasks=None if sampler is not None else tasks,
                                    num_episodes=tasks_per_iteration if sampler is not None else None,
-                                   samples_per_task=group_size, n_parallel=8, progress=False, max_steps=6,
+                                   samples_per_task=group_size, n_parallel=n_parallel, progress=False, max_steps=6,
                                    seed=seed * 1000 + it, sampler=sampler, dynamic_sampling=dynamic,
                                    on_episode=seen.append)
             batch_s = time.perf_counter() - batch_started
@@ -358,7 +360,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         lr=args.lr, reward=args.reward, pool_size=args.pool, seed=args.seed, out=args.out, model_path=args.model,
         dynamic_sampling=args.dynamic_sampling, curriculum=args.curriculum, too_easy=args.too_easy,
         too_hard=args.too_hard, early_cancel=args.early_cancel, token_budget=args.token_budget,
-        carry_over=args.carry_over, max_staleness=args.max_staleness)
+        carry_over=args.carry_over, max_staleness=args.max_staleness, n_parallel=args.n_parallel)
     return 0
 
 
