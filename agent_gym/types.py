@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -18,6 +19,11 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from agent_gym.checks import check_gamma
 from agent_gym.errors import TrajectoryError
 from agent_gym.record_fields import as_floats, as_ids, check_messages, is_tensor, json_copy
+
+if sys.version_info >= (3, 11):
+    from typing import NotRequired
+else:  # pragma: no cover - Python 3.10
+    from typing_extensions import NotRequired
 
 if TYPE_CHECKING:
     import torch
@@ -52,11 +58,15 @@ METRIC_KEYS: tuple[str, ...] = (
 """The exact keys of ``Trajectory.metrics``."""
 
 
-class Message(TypedDict):
-    """One chat message: ``role`` in system/user/assistant/tool, ``content`` a string."""
+# The functional form: this module's annotations are strings, which a class body's NotRequired would not survive.
+Message = TypedDict(  # noqa: UP013
+    "Message", {"role": str, "content": str, "images": NotRequired[list[dict[str, Any]]]}
+)
+Message.__doc__ = """One chat message: ``role`` in system/user/assistant/tool, ``content`` a string.
 
-    role: str
-    content: str
+``images`` (optional): image content parts an env attached beside the text (OpenAI ``image_url``
+parts, see :mod:`agent_gym.messages`); only a policy that sends images to a vision model reads them.
+"""
 
 
 class EpisodeStatus(str, Enum):
