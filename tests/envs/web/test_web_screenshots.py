@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
+import sys
 
 import pytest
 from web_helpers import requires_browser, task
@@ -92,3 +94,17 @@ def test_keep_all_and_the_wrapper(pool):
         assert json.dumps(trajectory.to_dict()).count("data:image/") == 0
     finally:
         env.close()
+
+
+@requires_browser
+@pytest.mark.timeout(180)
+def test_play_shows_the_screenshot_as_a_line():
+    """``agent-gym play`` with the observation's screenshots: one line per image, never the base64 data."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "agent_gym", "play", "agent_gym/Web-v0", "--oracle", "--task-index", "0",
+         "--env-kwargs", '{"screenshots": "observation", "prepare_next": false}'],
+        capture_output=True, text=True, timeout=170, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("[image: image/png, ") >= 2 and "base64" not in proc.stdout
+    assert "episode over: terminated" in proc.stdout
