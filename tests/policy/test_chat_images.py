@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import pickle
 from typing import Any
 
 import pytest
+from chat_bodies import BodyRecorder
 from openai_strict_server import StrictOpenAIServer, request_problems
 
 from agent_gym.errors import ServerError
 from agent_gym.messages import IMAGES_KEY, image_part, vision_messages
 from agent_gym.parsers import make_parser
-from agent_gym.policy import ClientOptions, SamplingParams, VLLMChatPolicy, VLLMClient
+from agent_gym.policy import ClientOptions, SamplingParams, VLLMChatPolicy
 from agent_gym.policy.chat_tokens import ChatTokenBuilder
 from agent_gym.policy.openai_chat import openai_messages, openai_request
 
@@ -31,22 +31,6 @@ def conversation(images_on: tuple[int, ...] = (1, 3)) -> list[dict[str, Any]]:
     for i in images_on:
         messages[i][IMAGES_KEY] = [SHOT]
     return messages
-
-
-class BodyRecorder(VLLMClient):
-    """A client that keeps the body of every request it sends."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.bodies: list[dict[str, Any]] = []
-
-    async def post(self, session_id, path, make_body, *, server=None, **options):
-        async def recorded(target: str) -> dict[str, Any]:
-            body = await make_body(target)
-            self.bodies.append(json.loads(json.dumps(body)))
-            return body
-
-        return await super().post(session_id, path, recorded, server=server, **options)
 
 
 def image_urls(body: dict[str, Any]) -> list[str]:

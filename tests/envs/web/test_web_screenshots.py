@@ -108,3 +108,35 @@ def test_play_shows_the_screenshot_as_a_line():
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("[image: image/png, ") >= 2 and "base64" not in proc.stdout
     assert "episode over: terminated" in proc.stdout
+
+
+@requires_browser
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("send_images", [False, True])
+def test_collect_sends_the_newest_screenshot_only_when_asked(pool, reference_server, send_images):
+    """End to end: env -> TrajectoryWrapper -> chat policy -> server. The text-only reference model refuses images
+    as vLLM does (the episode is a POLICY_ERROR); without send_images the same episodes run on text."""
+    from chat_bodies import BodyRecorder
+
+    from agent_gym.policy import ClientOptions, VLLMChatPolicy
+    from agent_gym.rollout import collect
+    from agent_gym.types import EpisodeStatus
+
+    client = BodyRecorder([str(reference_server)], options=ClientOptions(max_retries=0))
+    policy = VLLMChatPolicy(client, sampling={"top_k": -1, "max_tokens": 8, "temperature": 1.0},
+                            send_images=send_images)
+    try:
+        (trajectory,) = collect("agent_gym/Web-v0", policy, tasks=[task("click-button", 5)], max_steps=2,
+                                env_kwargs={"pool": pool, "screenshots": "observation"}, progress=False)
+    finally:
+        policy.close()
+    images = [[part for m in body["messages"] if isinstance(m["content"], list) for part in m["content"]
+               if part["type"] == "image_url"] for body in client.bodies]
+    if send_images:
+        assert trajectory.status == EpisodeStatus.POLICY_ERROR
+        assert "is not a multimodal model" in json.dumps(trajectory.steps[-1].info)
+        assert images and all(len(parts) == 1 for parts in images)  # the newest screenshot only
+    else:
+        assert trajectory.status in (EpisodeStatus.ENV_DONE, EpisodeStatus.MAX_STEPS, EpisodeStatus.TRUNCATION)
+        assert images and all(parts == [] for parts in images)
+    assert "data:image/" not in json.dumps(trajectory.to_dict())
