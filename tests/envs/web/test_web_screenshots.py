@@ -140,3 +140,20 @@ def test_collect_sends_the_newest_screenshot_only_when_asked(pool, reference_ser
         assert trajectory.status in (EpisodeStatus.ENV_DONE, EpisodeStatus.MAX_STEPS, EpisodeStatus.TRUNCATION)
         assert images and all(parts == [] for parts in images)
     assert "data:image/" not in json.dumps(trajectory.to_dict())
+
+
+@requires_browser
+@pytest.mark.timeout(300)
+def test_gymnasium_env_checker_passes_with_screenshots_on_the_observation(pool):
+    """The observations with images are in the observation space, resets are deterministic, warnings are errors."""
+    import warnings
+
+    from gymnasium.utils.env_checker import check_env
+
+    env = WebEnv(pool=pool, screenshots="observation", max_steps=2)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            check_env(env, skip_render_check=True)
+    finally:
+        env.close()
