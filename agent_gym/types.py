@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -17,7 +18,13 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from agent_gym.checks import check_gamma
 from agent_gym.errors import TrajectoryError
+from agent_gym.messages import IMAGES_KEY, text_messages
 from agent_gym.record_fields import as_floats, as_ids, check_messages, is_tensor, json_copy
+
+if sys.version_info >= (3, 11):
+    from typing import NotRequired
+else:  # pragma: no cover - Python 3.10
+    from typing_extensions import NotRequired
 
 if TYPE_CHECKING:
     import torch
@@ -52,11 +59,22 @@ METRIC_KEYS: tuple[str, ...] = (
 """The exact keys of ``Trajectory.metrics``."""
 
 
-class Message(TypedDict):
-    """One chat message: ``role`` in system/user/assistant/tool, ``content`` a string."""
+# The functional form: this module's annotations are strings, which a class body's NotRequired would not survive.
+Message = TypedDict(  # noqa: UP013
+    "Message", {"role": str, "content": str, "images": NotRequired[list[dict[str, Any]]]}
+)
+Message.__doc__ = """One chat message: ``role`` in system/user/assistant/tool, ``content`` a string.
 
-    role: str
-    content: str
+``images`` (optional): image content parts an env attached beside the text (OpenAI ``image_url``
+parts, see :mod:`agent_gym.messages`); only a policy that sends images to a vision model reads them.
+"""
+
+
+def _text_only(messages: Any) -> Any:
+    """``messages`` without the ``images`` of any message (the same list when none has any)."""
+    if isinstance(messages, list) and any(isinstance(m, dict) and IMAGES_KEY in m for m in messages):
+        return [text_messages([m])[0] if isinstance(m, dict) else m for m in messages]
+    return messages
 
 
 class EpisodeStatus(str, Enum):
@@ -334,7 +352,8 @@ class Trajectory:
         response_masks: 1 on tokens the model sampled, 0 elsewhere.
         idx: Trajectory index, an int >= 0.
         trajectory_reward: Sum of the step rewards.
-        chat_completions: The conversation, a list of str -> str dicts.
+        chat_completions: The conversation, a list of str -> str dicts (a message's ``images``,
+            see :mod:`agent_gym.messages`, is dropped: records hold text).
         metrics: Exactly the keys of ``METRIC_KEYS``.
         response_logprobs: Sampled-token logprobs aligned with ``response_tokens``
             (0 on masked positions), or None when unknown.
@@ -384,6 +403,7 @@ class Trajectory:
             raise TrajectoryError(
                 f"Trajectory.trajectory_reward: expected a finite number, got {self.trajectory_reward}"
             )
+        self.chat_completions = _text_only(self.chat_completions)
         check_messages("Trajectory.chat_completions", self.chat_completions)
         if not isinstance(self.sampling, dict):
             raise TrajectoryError(f"Trajectory.sampling: expected dict, got {type(self.sampling).__name__}")
@@ -457,7 +477,8 @@ class Step:
     """One turn of an episode (seed API).
 
     Attributes:
-        chat_completions: The full context the model saw at this turn (history included).
+        chat_completions: The full context the model saw at this turn (history included), as
+            str -> str dicts (a message's ``images`` is dropped).
         thought: Text inside ``<think>`` of the model response.
         action: Text inside ``<tool_call>`` of the model response (None if no call).
         observation: What this step received: the user question at turn 0, else the
@@ -480,6 +501,7 @@ class Step:
     mc_return: float = 0.0
 
     def __post_init__(self) -> None:
+        self.chat_completions = _text_only(self.chat_completions)
         check_messages("Step.chat_completions", self.chat_completions)
         if not isinstance(self.info, dict):
             raise TrajectoryError(f"Step.info: expected dict, got {type(self.info).__name__}")

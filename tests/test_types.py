@@ -233,3 +233,16 @@ def test_token_fields_accept_integer_sequences_and_dtypes():
     assert Trajectory(prompt_tokens=same, response_tokens=[], response_masks=[]).prompt_tokens is same
     with pytest.raises(TrajectoryError, match="response_tokens: expected integer token ids, got True"):
         Trajectory(prompt_tokens=[1], response_tokens=[True], response_masks=[1])
+
+
+def test_message_images_are_optional_and_records_keep_text():
+    from agent_gym.messages import image_part
+    from agent_gym.types import Message
+
+    assert Message.__required_keys__ == {"role", "content"} and Message.__optional_keys__ == {"images"}
+    shown = {"role": "user", "content": "page", "images": [image_part(b"\x89PNG")]}
+    step = Step(chat_completions=[{"role": "system", "content": "s"}, shown])
+    assert step.chat_completions == [{"role": "system", "content": "s"}, {"role": "user", "content": "page"}]
+    assert "images" in shown  # the given message is not changed
+    plain = [{"role": "user", "content": "x"}]
+    assert Step(chat_completions=plain).chat_completions is plain  # nothing to drop: no copy

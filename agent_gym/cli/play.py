@@ -4,7 +4,10 @@ Shows the conversation and the tools, reads each assistant message from
 standard input (several lines; finish with an empty line, or end of input), and
 prints the reward and the messages the environment added. Plain line reading,
 so it works under tmux/screen and with a pipe (``echo '<answer>4</answer>' |
-agent-gym play agent_gym/ToolUse-v0``). ``--oracle`` plays the reference solution.
+agent-gym play agent_gym/ToolUse-v0``). ``--oracle`` plays the reference solution;
+``--env-kwargs`` passes ``gym.make`` keyword arguments as JSON. An image a message carries
+(:mod:`agent_gym.messages`, e.g. Web-v0's ``screenshots="observation"``) is shown as one line
+with its media type and size, never as its data.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import json
 import sys
 from typing import Any, TextIO
 
-__all__ = ["add_parser", "read_message", "run"]
+__all__ = ["add_parser", "describe_image", "read_message", "run", "show_messages"]
 
 _RULE = "-" * 72
 
@@ -41,10 +44,23 @@ def read_message(stream: TextIO) -> str | None:
         lines.append(line)
 
 
-def _show(messages: Any, out: TextIO) -> None:
+def describe_image(part: Any) -> str:
+    """One line for an image content part: ``[image: image/png, 1234 bytes]`` (a ``data:`` URL) or its address."""
+    url = str(((part or {}).get("image_url") or {}).get("url", "")) if isinstance(part, dict) else ""
+    if url.startswith("data:"):
+        head, _, data = url.partition(",")
+        size = len(data) * 3 // 4 - data[-2:].count("=") if ";base64" in head else len(data)
+        return f"[image: {head[5:].split(';', 1)[0] or 'unknown type'}, {size} bytes]"
+    return f"[image: {url[:200]}]"
+
+
+def show_messages(messages: Any, out: TextIO) -> None:
+    """Print each message's role, its text and one line per image it carries."""
     for message in messages:
         print(f"[{message['role']}]", file=out)
         print(message["content"], file=out)
+        for part in message.get("images") or ():
+            print(describe_image(part), file=out)
         print(file=out)
 
 
@@ -61,6 +77,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--oracle", action="store_true", help="play the reference solution")
     parser.add_argument("--tools-in-prompt", action="store_true", help="describe tools in the system message")
     parser.add_argument("--max-steps", type=int, default=None, help="assistant messages per episode")
+    parser.add_argument("--env-kwargs", default="{}", metavar="JSON", help="gym.make keyword arguments as JSON")
     return parser
 
 
@@ -73,7 +90,15 @@ def run(args: argparse.Namespace) -> int:
     from agent_gym.tools import describe_tools
 
     out = sys.stdout
-    kwargs: dict[str, Any] = {"render_mode": "ansi"}
+    try:
+        extra = json.loads(args.env_kwargs)
+    except ValueError as exc:
+        print(f"error: --env-kwargs: expected a JSON object, got {args.env_kwargs!r} ({exc})", file=sys.stderr)
+        return 2
+    if not isinstance(extra, dict):
+        print(f"error: --env-kwargs: expected a JSON object, got {args.env_kwargs!r}", file=sys.stderr)
+        return 2
+    kwargs: dict[str, Any] = {"render_mode": "ansi", **extra}
     if args.tools_in_prompt:
         kwargs["tools_in_prompt"] = True
     if args.max_steps is not None:
@@ -99,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
         print(_RULE, file=out)
         print(describe_tools(info["tools"], include_format=True), file=out)
     print(_RULE, file=out)
-    _show(obs, out)
+    show_messages(obs, out)
     total = 0.0
     seen = len(obs)
     action: str | None
@@ -118,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
             obs, reward, terminated, truncated, info = env.step(action)
             total += float(reward)
             print(_RULE, file=out)
-            _show(obs[seen + 1 :], out)  # skip the assistant message just typed or shown
+            show_messages(obs[seen + 1 :], out)  # skip the assistant message just typed or shown
             seen = len(obs)
             details = {k: info[k] for k in ("toolcall_reward", "res_reward") if k in info}
             line = f"reward {reward:+.3f} ({json.dumps(details)})  total {total:+.3f}"

@@ -101,8 +101,8 @@ class StepInfo(TypedDict, total=False):
     """The page's ``raw_reward`` and ``page_reason``, a site's ``site_score``, ``answer``, ``blocked_requests`` and
     ``browser_error`` (last step; set by Web-v0)."""
     screenshot: dict[str, Any]
-    """The viewport as an OpenAI ``image_url`` content part (reset and every step, with ``screenshots=True``;
-    Web-v0)."""
+    """The viewport as an OpenAI ``image_url`` content part (reset and every step, with ``screenshots=True`` or
+    ``"info"``; Web-v0; with ``"observation"`` it rides on the observation's newest message instead)."""
 
     # Multi-agent wrappers (agent_gym.subagents)
     agent_segments: list[dict[str, Any]]

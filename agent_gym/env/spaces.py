@@ -16,7 +16,8 @@ Example:
     >>> space = TextSpace(max_length=4096)
     >>> "héllo, <think>wörld</think>" in space
     True
-    >>> from agent_gym.types import PolicyOutput
+    >>> from agent_gym.messages import IMAGES_KEY, is_image_part
+from agent_gym.types import PolicyOutput
     >>> PolicyOutput(text="hi") in AssistantMessageSpace()
     True
     >>> obs_space = ConversationSpace()
@@ -34,6 +35,7 @@ import numpy as np
 from gymnasium.spaces import Sequence as SequenceSpace
 from gymnasium.spaces import Space, Text
 
+from agent_gym.messages import IMAGES_KEY, is_image_part
 from agent_gym.types import PolicyOutput
 
 __all__ = [
@@ -166,7 +168,9 @@ class AssistantMessageSpace(TextSpace):
 class MessageSpace(Space[dict]):
     """One chat message: a dict with a ``role`` from ``roles`` and a ``content`` string.
 
-    Extra keys (e.g. ``name`` or ``tool_call_id``) are allowed when their values are strings.
+    Extra keys (e.g. ``name`` or ``tool_call_id``) are allowed when their values are strings;
+    ``images``, when present, is a list of OpenAI ``image_url`` content parts (see
+    :mod:`agent_gym.messages`).
 
     Args:
         roles: The allowed roles.
@@ -225,12 +229,18 @@ class MessageSpace(Space[dict]):
         return {"role": role, "content": self.content_space.sample()}
 
     def contains(self, x: Any) -> bool:
-        """Return True if ``x`` is a message dict with a known role and string content."""
+        """Return True if ``x`` is a message dict with a known role, string content and well-formed images."""
         if not isinstance(x, dict) or x.get("role") not in self._role_set:
             return False
         if not self.content_space.contains(x.get("content")):
             return False
-        return all(isinstance(k, str) and isinstance(v, str) for k, v in x.items())
+        for key, value in x.items():
+            if key == IMAGES_KEY:
+                if not isinstance(value, list) or not all(is_image_part(part) for part in value):
+                    return False
+            elif not (isinstance(key, str) and isinstance(value, str)):
+                return False
+        return True
 
     @property
     def is_np_flattenable(self) -> bool:

@@ -8,6 +8,8 @@ from typing import Any
 
 import orjson
 
+from agent_gym.messages import IMAGES_KEY
+
 __all__ = ["as_id_list", "normalize_messages", "template_supports_tools", "tool_set_key"]
 
 
@@ -43,7 +45,11 @@ def template_supports_tools(tokenizer: Any) -> bool:
 
 
 def normalize_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Return shallow copies of ``messages`` (None content becomes "").
+    """Return shallow copies of ``messages`` as text (None content becomes ""; ``images`` is dropped).
+
+    The images an env attached to a message (:mod:`agent_gym.messages`) are not text: a chat
+    template renders the content alone, and a conversation whose older images were dropped
+    still extends the previous turn's.
 
     Raises:
         TypeError: ``messages`` is not a sequence of dicts with a ``role``.
@@ -61,6 +67,7 @@ def normalize_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, 
             raise TypeError(f"messages[{i}]: expected a dict with 'role' and 'content', got {message!r:.80}")
         if item.get("content") is None:
             item["content"] = ""
+        item.pop(IMAGES_KEY, None)
         out.append(item)
     if not out:
         raise ValueError("messages: expected at least one message, got an empty sequence")

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from agent_gym.errors import ConfigError, PromptTooLong
+from agent_gym.messages import vision_messages
 from agent_gym.parsers import ChatFamily, get_family, make_parser
 from agent_gym.policy.chat_messages import normalize_messages
 from agent_gym.policy.openai_chat import (
@@ -86,6 +87,16 @@ class VLLMChatPolicy(VLLMPolicyBase):
     under an address ending in ``/v1`` or without a path). The default ``api="vllm"`` is
     token-exact on vLLM servers; prefer it (or :class:`~agent_gym.policy.VLLMPolicy`) there.
 
+    Images an env attached to its messages (``images``, see :mod:`agent_gym.messages`, e.g.
+    Web-v0's ``screenshots="observation"``) are sent only with ``send_images=True``, as OpenAI
+    ``image_url`` content parts (:func:`~agent_gym.messages.vision_messages`: on a user message,
+    or in a user message after the tool results they belong to), for a vision model; by default
+    they are left out and the server sees text only (vLLM refuses image parts for a text-only
+    model with HTTP 400, ``"<model> is not a multimodal model"``). The local tokenizer renders the
+    text alone, so with images the prompt's length is checked by the server; the server's prompt
+    ids then hold the images' placeholder tokens, and a turn whose earlier images were dropped
+    from the conversation starts a new segment.
+
     Example:
         >>> policy = VLLMChatPolicy(["127.0.0.1:8000"], sampling=SamplingParams(max_tokens=64))  # doctest: +SKIP
         >>> out = policy.act([{"role": "user", "content": "hi"}], session_id="ep-0")  # doctest: +SKIP
@@ -95,7 +106,7 @@ class VLLMChatPolicy(VLLMPolicyBase):
     needs_chat_template: ClassVar[bool] = False
 
     def __init__(self, *args: Any, tool_choice: str | None = None, api: str = "vllm",
-                 token_limit_field: str = "max_completion_tokens", **kwargs: Any) -> None:
+                 token_limit_field: str = "max_completion_tokens", send_images: bool = False, **kwargs: Any) -> None:
         if api not in APIS:
             raise ConfigError(f"api: expected one of {', '.join(APIS)}, got {api!r}")
         tool_choice = tool_choice if tool_choice is not None else ("auto" if api == "openai" else "none")
@@ -104,14 +115,18 @@ class VLLMChatPolicy(VLLMPolicyBase):
         if token_limit_field not in TOKEN_LIMIT_FIELDS:
             raise ConfigError(f"token_limit_field: expected one of {', '.join(TOKEN_LIMIT_FIELDS)}, "
                               f"got {token_limit_field!r}")
+        if not isinstance(send_images, bool):
+            raise TypeError(f"send_images: expected a bool, got {send_images!r}")
         self.tool_choice, self.api, self.token_limit_field = tool_choice, api, token_limit_field
+        self.send_images = send_images
         super().__init__(*args, **kwargs)
         self._chat_path = "/v1/chat/completions"
         if api == "openai":
             self._check_openai()
         # session -> the structured calls of its answers (api="openai": replayed with the API's ids)
         self._answers: dict[str, AnswerRecord] = {}
-        self._remember_config(**self._config, tool_choice=tool_choice, api=api, token_limit_field=token_limit_field)
+        self._remember_config(**self._config, tool_choice=tool_choice, api=api, token_limit_field=token_limit_field,
+                              send_images=send_images)
 
     def _check_openai(self) -> None:
         """Check what ``api="openai"`` needs (a model name, OpenAI sampling) and find the chat path."""
@@ -127,6 +142,11 @@ class VLLMChatPolicy(VLLMPolicyBase):
             raise ConfigError(f"api='openai': the addresses serve the chat API at different paths: {bases}")
         self._chat_path = paths.pop()
 
+    def _wire_messages(self, messages: Sequence[Message]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The conversation as text (rendered locally) and as sent (its images as content parts with send_images)."""
+        text = normalize_messages(messages)
+        return text, normalize_messages(vision_messages(messages)) if self.send_images else text
+
     def _chat_family(self) -> tuple[ChatFamily, Any]:
         """The model family and its parser: the tokenizer's (given or read from its template), else the names given."""
         if self.builder is not None:
@@ -138,10 +158,10 @@ class VLLMChatPolicy(VLLMPolicyBase):
     ) -> PolicyOutput:
         if self.api == "openai":
             return await self._openai_turn(messages, session_id, tools, start)
-        msgs = normalize_messages(messages)
+        msgs, wire = self._wire_messages(messages)
         local_prompt = self.builder.render_ids(msgs, tools) if self.builder is not None else None
         family, parser = self._chat_family()
-        sent = family.template_messages(msgs, parser) if family.structured else msgs
+        sent = family.template_messages(wire, parser) if family.structured else wire
         previous = self._server_ids.get(session_id)
         seed = self._next_seed(session_id)
         # An answer aborted by a pause is continued from its text as an open assistant message.
@@ -197,11 +217,11 @@ class VLLMChatPolicy(VLLMPolicyBase):
         self, messages: Sequence[Message], session_id: str, tools: list[dict] | None, start: float
     ) -> PolicyOutput:
         """One turn through the OpenAI Chat Completions API alone (``api="openai"``, see :mod:`.openai_chat`)."""
-        msgs = normalize_messages(messages)
+        msgs, wire = self._wire_messages(messages)
         local_prompt = self.builder.render_ids(msgs, tools) if self.builder is not None else None
         family, parser = self._chat_family()
         record = self._answers.setdefault(session_id, AnswerRecord())
-        sent = openai_messages(msgs, parser or make_parser(family.name, "openai" if family.name == "openai" else None),
+        sent = openai_messages(wire, parser or make_parser(family.name, "openai" if family.name == "openai" else None),
                                record)
         previous = self._server_ids.get(session_id)
         seed = self._next_seed(session_id)

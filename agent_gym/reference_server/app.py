@@ -241,7 +241,7 @@ def create_app(
         for m in messages:
             if not isinstance(m, dict) or "role" not in m:
                 raise BadRequest("each message must be an object with a 'role'", param="messages")
-            msgs.append({**m, "content": message_text(m.get("content"))})
+            msgs.append({**m, "content": message_text(m.get("content"), name)})
         if client_template is not None:
             special = {name: getattr(tok, name, None) for name in ("bos_token", "eos_token", "pad_token", "unk_token")}
             text = render_in_sandbox(client_template, msgs, tools=tools, add_generation_prompt=add_gen and not cont,

@@ -15,6 +15,7 @@ from agent_gym.errors import RequestError
 from agent_gym.reference_server.backends import GenRequest
 
 __all__ = [
+    "MEDIA_PART_TYPES",
     "BadRequest",
     "ChatRequest",
     "CompletionRequest",
@@ -30,6 +31,11 @@ __all__ = [
 
 BadRequest = RequestError
 """A client error, answered with vLLM's error body (:meth:`~agent_gym.errors.RequestError.openai_body`)."""
+
+MEDIA_PART_TYPES = frozenset({"image_url", "input_image", "image_pil", "image_embeds", "audio_url", "input_audio",
+                              "audio_embeds", "video_url", "video_embeds"})
+"""The content part types vLLM reads as media (a part without ``type`` is one by its key): a model without a
+multimodal processor, as the reference server's, refuses them with 400 ``"<model> is not a multimodal model"``."""
 
 
 class _Sampling(BaseModel):
@@ -109,8 +115,17 @@ class DetokenizeRequest(BaseModel):
     tokens: list[int]
 
 
-def message_text(content: Any) -> str:
-    """Flatten OpenAI message content (a string or a list of text parts) to a string."""
+def message_text(content: Any, model: str = "") -> str:
+    """Flatten OpenAI message content (a string or a list of text parts) to a string.
+
+    Args:
+        content: The message's content.
+        model: The served model's name, for the answer to a media part.
+
+    Raises:
+        BadRequest: A media part (:data:`MEDIA_PART_TYPES`: the model is text-only, as vLLM answers
+            for such a model), another kind of part, or content that is neither str nor list.
+    """
     if content is None:
         return ""
     if isinstance(content, str):
@@ -118,8 +133,13 @@ def message_text(content: Any) -> str:
     if isinstance(content, list):
         parts = []
         for part in content:
-            if isinstance(part, dict) and part.get("type") == "text":
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind is None and isinstance(part, dict):
+                kind = next((key for key in part if key in MEDIA_PART_TYPES), None)
+            if kind == "text":
                 parts.append(str(part.get("text", "")))
+            elif kind in MEDIA_PART_TYPES:
+                raise BadRequest(f"{model} is not a multimodal model")
             else:
                 raise BadRequest(f"only text content parts are supported, got {part!r:.80}", param="messages")
         return "".join(parts)

@@ -10,6 +10,10 @@ step info (and the reset info) has ``info["memory"]``: the memory's summary coun
 (``summaries``, ``failed_summaries``, ``summarized``; see
 :func:`~agent_gym.wrappers.prompt_view.memory_info`), so a summary call that failed is
 counted where a trainer or a report reads the steps.
+
+Images an env attached to its messages (``images``, see :mod:`agent_gym.messages`) reach
+the policy on the messages its view ends with unchanged; the recorded conversation, the
+memory and every ``chat_completions`` keep role/content only.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 
 from agent_gym.checks import check_gamma
+from agent_gym.messages import IMAGES_KEY, attach_images
 from agent_gym.parsers import HermesToolCallParser
 from agent_gym.types import EpisodeStatus, PolicyOutput, Step, StepTrajectory
 from agent_gym.wrappers.prompt_view import FullConversation, PromptView, make_prompt_view, memory_info
@@ -163,7 +168,7 @@ class TrajectoryWrapper(gym.Wrapper):
         memory = memory_info(self._view)
         if memory is not None:
             info["memory"] = memory
-        return tuple(self._prompt_view), info
+        return self._policy_view(obs), info
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """Step the env with ``action`` and record the step.
@@ -267,7 +272,7 @@ class TrajectoryWrapper(gym.Wrapper):
             info["status"] = EpisodeStatus(trajectory.status)
             info["trajectory"] = trajectory
         info["policy_tools"] = self._policy_tools
-        return tuple(self._prompt_view), reward, terminated, truncated, info
+        return self._policy_view(obs), reward, terminated, truncated, info
 
     def finish(self, status: EpisodeStatus | str, error: str | None = None) -> StepTrajectory:
         """End the episode from outside (policy failure, timeout, env crash).
@@ -312,6 +317,12 @@ class TrajectoryWrapper(gym.Wrapper):
             self._episode.set_role_rewards(rewards)
             info["role_rewards"] = dict(rewards)
         return info
+
+    def _policy_view(self, obs: Any) -> tuple[Any, ...]:
+        """The prompt view, with the images of the env's messages it ends with (see :func:`attach_images`)."""
+        if any(IMAGES_KEY in m for m in obs):
+            return tuple(attach_images(self._prompt_view, obs))
+        return tuple(self._prompt_view)
 
     def _view_messages(self) -> list[dict[str, str]]:
         """The policy's messages for the next turn, as fresh role/content dicts."""

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from agent_gym.cli import main
-from agent_gym.cli.play import read_message
+from agent_gym.cli.play import describe_image, read_message, show_messages
 from agent_gym.envs.tool_use import ToolUseEnv
 
 
@@ -107,6 +107,28 @@ def test_play_max_steps_and_tools_in_prompt(monkeypatch, capsys):
 def test_play_bad_id(monkeypatch, capsys):
     code, _, err = run_cli(["play", "agent_gym/Nope-v0"], monkeypatch, capsys)
     assert code == 2 and "cannot make" in err
+
+
+def test_play_env_kwargs(monkeypatch, capsys):
+    code, out, _ = run_cli(["play", "agent_gym/ToolUse-v0", "--seed", "1", "--env-kwargs", '{"max_steps": 1}'],
+                           monkeypatch, capsys, "just words\n")
+    assert code == 0 and "status MAX_STEPS" in out
+    for bad in ("[1]", "{nope"):
+        code, _, err = run_cli(["play", "agent_gym/ToolUse-v0", "--env-kwargs", bad], monkeypatch, capsys)
+        assert code == 2 and "--env-kwargs: expected a JSON object" in err
+
+
+def test_play_shows_an_image_as_one_line_never_its_data():
+    from agent_gym.messages import image_part
+
+    part = image_part(b"\x89PNG\r\n\x1a\n" + bytes(90))
+    assert describe_image(part) == "[image: image/png, 98 bytes]"
+    assert describe_image({"type": "image_url", "image_url": {"url": "https://e.org/a.png"}}) == (
+        "[image: https://e.org/a.png]")
+    out = io.StringIO()
+    show_messages([{"role": "tool", "content": "Clicked e1.", "images": [part]}, {"role": "user", "content": "u"}], out)
+    assert out.getvalue() == "[tool]\nClicked e1.\n[image: image/png, 98 bytes]\n\n[user]\nu\n\n"
+    assert "base64" not in out.getvalue()
 
 
 def test_read_message():

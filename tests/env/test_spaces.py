@@ -58,6 +58,21 @@ def test_message_space():
     assert space.seed((1, 2)) == (1, 2)
 
 
+def test_message_space_images():
+    from agent_gym.messages import image_part
+
+    part = image_part(b"\x89PNG")
+    space = MessageSpace()
+    assert {"role": "user", "content": "page", "images": [part]} in space
+    assert {"role": "tool", "content": "", "images": []} in space
+    assert ({"role": "system", "content": "s"}, {"role": "tool", "content": "t", "images": [part, part]}) in (
+        ConversationSpace())
+    for bad in (part, [part["image_url"]], [{"type": "text", "text": "x"}], [{**part, "detail": "low"}],
+                [{"type": "image_url", "image_url": {"url": "file:///etc/passwd"}}], "data:image/png;base64,AA"):
+        assert {"role": "user", "content": "page", "images": bad} not in space
+    assert {"role": "user", "content": "page", "photos": [part]} not in space  # other keys stay str
+
+
 def test_conversation_space_tuples_only_and_sampling():
     space = ConversationSpace(seed=1)
     conv = ({"role": "system", "content": "s"}, {"role": "user", "content": "q"})

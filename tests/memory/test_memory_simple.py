@@ -236,3 +236,16 @@ def test_incremental_view_equals_a_rebuilt_one(batches, before, end, thinking):
         appended = view[: len(previous)] == previous and view[len(previous) :] == batch
         assert memory.last_view_rewritten is (bool(previous) and not appended)
         previous = view
+
+
+def test_images_on_messages_never_reach_the_prompt_view():
+    """A message's images (agent_gym.messages) are stored with it but the view is role/content text."""
+    from agent_gym.messages import image_part
+
+    shown = convo(1)
+    shown[-1] = {**shown[-1], "images": [image_part(b"\x89PNG")]}
+    memory = MemorySimple()
+    memory.add(shown)
+    view = memory.get_prompt_messages()
+    assert [dict(m) for m in view] == [{"role": m["role"], "content": m["content"]} for m in shown]
+    assert all(set(m) == {"role", "content"} for m in view)

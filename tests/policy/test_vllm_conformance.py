@@ -214,6 +214,26 @@ def test_a_plain_server_refuses_auto_tool_choice(servers):
     assert reply.status_code == 400 and "--enable-auto-tool-choice" in reply.json()["error"]["message"]
 
 
+def test_a_text_only_model_refuses_an_image_part(servers):
+    """What ``VLLMChatPolicy(send_images=True)`` meets at a text-only model: 400, the model is not multimodal."""
+    import struct
+    import zlib
+
+    from agent_gym.messages import image_part
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0))
+           + chunk(b"IDAT", zlib.compress(b"\x00\xff\x00\x00")) + chunk(b"IEND", b""))  # one red pixel
+    content = [{"type": "text", "text": "What is shown?"}, image_part(png)]
+    body = {"model": servers.model_name, "messages": [{"role": "user", "content": content}], "max_tokens": 2}
+    reply = httpx.post(f"http://{servers.plain}/v1/chat/completions", json=body, timeout=60)
+    error = reply.json()["error"]
+    assert reply.status_code == 400 and error["type"] == "BadRequestError", reply.text
+    assert error["message"].endswith(" is not a multimodal model"), error
+
+
 def test_streamed_turns_equal_the_unstreamed_record(servers, tokenizer):
     messages = [{"role": "user", "content": "What is 3 times 14?"}]
 

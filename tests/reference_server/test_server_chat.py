@@ -90,3 +90,22 @@ def test_a_tool_parser_server_returns_the_calls_as_tool_calls(start_server):
     r = chat(server, max_tokens=3, tools=TOOLS)  # auto: served; plain text (no call) stays content
     assert r.status_code == 200, r.text
     assert r.json()["choices"][0]["message"]["tool_calls"] == []
+
+
+def test_a_media_part_is_refused_as_vllm_refuses_it_for_a_text_only_model(reference_server):
+    """vLLM answers an image part for a model without a multimodal processor with 400 "<model> is not a multimodal
+    model"; text parts are read as text; the answer is the same with or without the part's ``type``."""
+    from agent_gym.messages import image_part
+
+    name = httpx.get(f"http://{reference_server}/v1/models", timeout=30).json()["data"][0]["id"]
+    text_only = [{"role": "user", "content": [{"type": "text", "text": "What is 2+3?"}]}]
+    assert chat(reference_server, messages=text_only, max_tokens=1).status_code == 200
+    image = image_part(b"\x89PNG\r\n\x1a\n")
+    for part in (image, {"image_url": image["image_url"]}):
+        messages = [{"role": "user", "content": [{"type": "text", "text": "What is shown?"}, part]}]
+        r = chat(reference_server, messages=messages, max_tokens=1)
+        assert r.status_code == 400
+        assert r.json() == {"error": {"message": f"{name} is not a multimodal model", "type": "BadRequestError",
+                                      "param": None, "code": 400}}
+    r = chat(reference_server, messages=[{"role": "user", "content": [{"type": "sparkle", "x": 1}]}], max_tokens=1)
+    assert r.status_code == 400 and "multimodal" not in r.json()["error"]["message"]

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import base64
 import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from agent_gym.checks import check_bool, check_float, check_int
+from agent_gym.checks import check_float, check_int
 from agent_gym.env.core import AgentEnv
 from agent_gym.env.grade import Grade
 from agent_gym.env.rewards import RewardConfig
@@ -16,20 +15,16 @@ from agent_gym.envs.web.miniwob import ORACLES, miniwob_page_spec, miniwob_tasks
 from agent_gym.envs.web.page import PageSession, PageSpec, cut_snapshot
 from agent_gym.envs.web.pool import BrowserPool, default_pool
 from agent_gym.envs.web.prepared import PagePreparer, close_quietly
+from agent_gym.envs.web.shots import ScreenshotTrail, check_screenshots, screenshot_part
 from agent_gym.envs.web.site_server import site_server
 from agent_gym.envs.web.sites import SITES, site_tasks, split_url
 from agent_gym.parsers import ResponseParser
 from agent_gym.tools import DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_TIME_LIMIT, Tool, as_tool
 from agent_gym.types import Action, EpisodeStatus, Observation
 
-__all__ = ["WebEnv", "image_part"]
+__all__ = ["WebEnv"]
 
 SITE_VIEWPORT = (800, 600)
-
-
-def image_part(png: bytes) -> dict[str, Any]:
-    """A PNG as an OpenAI ``image_url`` content part (a ``data:`` URL)."""
-    return {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(png).decode()}}
 
 
 class WebEnv(AgentEnv):
@@ -72,9 +67,12 @@ class WebEnv(AgentEnv):
     The conversation so far. The first user message is the page's instruction and its
     accessibility snapshot (YAML-like lines ``- button "Submit" [ref=e7]``, cut at
     ``max_snapshot_chars``); each action's ``tool`` message says what was done and shows the
-    snapshot after it. With ``screenshots=True`` the info of ``reset`` and of every step has
-    ``screenshot``, the viewport as an OpenAI ``image_url`` content part for a vision model (text
-    never carries it).
+    snapshot after it. With ``screenshots="observation"`` the newest message the env added (at
+    reset the user message, after a step its last tool or user message) also has ``images``: the
+    viewport as an OpenAI ``image_url`` content part beside its text, for a vision model (only
+    the newest ``keep_screenshots`` messages keep theirs; ``content`` stays text, and text
+    consumers never see the images; see :mod:`agent_gym.messages`). With ``screenshots=True``
+    the info of ``reset`` and of every step has ``screenshot``, that part, instead.
 
     ## Rewards
     ``res_reward = rewards.correct * clip(raw, 0, 1)`` where ``raw`` is the raw reward (the one
@@ -105,7 +103,10 @@ class WebEnv(AgentEnv):
     * ``split``: ``"train"`` (default) or ``"test"`` (other instance seeds).
     * ``pages``: ``"solvable"`` (default: the pages with an oracle), ``"all"`` or page names.
     * ``sites``: add the synthetic sites' tasks of ``split`` (default True).
-    * ``screenshots``: put a screenshot in the info of each reset and step.
+    * ``screenshots``: ``False`` (default), ``True`` or ``"info"`` (a screenshot in the info of each reset and
+      step) or ``"observation"`` (attached to the observation's newest message, see Observation Space).
+    * ``keep_screenshots``: with ``screenshots="observation"``, how many of the newest messages keep their
+      screenshot (default 1; None: all, which keeps each turn's prompt a prefix of the next one's).
     * ``max_snapshot_chars`` (default 6000), ``max_type_chars`` (default 2000).
     * ``action_timeout``: seconds an action may wait for its element (default 3).
     * ``browser_timeout``: seconds any browser call may take before the browser counts as hung (default 30).
@@ -132,7 +133,7 @@ class WebEnv(AgentEnv):
 
     def __init__(self, tasks: Sequence[Mapping[str, Any]] | None = None, tools: Sequence[Any] | None = None, *,
                  split: str = "train", pages: str | tuple[str, ...] = "solvable", sites: bool = True,
-                 screenshots: bool = False,
+                 screenshots: bool | str = False, keep_screenshots: int | None = 1,
                  max_snapshot_chars: int = 6000, max_type_chars: int = 2000, action_timeout: float = 3.0,
                  browser_timeout: float = 30.0, pool: BrowserPool | None = None, prepare_next: bool = True,
                  max_steps: int = 10,
@@ -142,7 +143,7 @@ class WebEnv(AgentEnv):
                  tool_time_limit: float | None = DEFAULT_TIME_LIMIT,
                  max_tool_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS, max_tool_calls_per_step: int = 8,
                  render_mode: str | None = None) -> None:
-        check_bool("screenshots", screenshots)
+        check_screenshots(screenshots, keep_screenshots)
         check_int("max_snapshot_chars", max_snapshot_chars, low=200)
         check_int("max_type_chars", max_type_chars, low=1)
         check_float("action_timeout", action_timeout, low=0.1)
@@ -153,6 +154,8 @@ class WebEnv(AgentEnv):
         self.site_prefix = ""
         """The path of the episode's site instance on the site server (``/s/<token>/``; "" for a MiniWoB++ page)."""
         self.screenshots = screenshots
+        self.screenshot_trail = ScreenshotTrail(keep_screenshots) if screenshots == "observation" else None
+        """The screenshots on the episode's observation messages (``screenshots="observation"``; else None)."""
         self.max_snapshot_chars = max_snapshot_chars
         self.max_type_chars = max_type_chars
         self.action_timeout = action_timeout
@@ -386,7 +389,11 @@ class WebEnv(AgentEnv):
         """
         self._drew_task = not options or (options.get("task") is None and options.get("task_index") is None)
         self._unseeded_draw = self._drew_task and seed is None
-        return super().reset(seed=seed, options=options)
+        obs, info = super().reset(seed=seed, options=options)
+        if self.screenshot_trail is not None:
+            self.screenshot_trail.clear()
+            obs = self.screenshot_trail.record(obs, screenshot_part(self.worker, self.session, self.browser_timeout))
+        return obs, info
 
     def step(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         """One step (see :class:`~agent_gym.env.core.AgentEnv`).
@@ -394,10 +401,12 @@ class WebEnv(AgentEnv):
         When it ends the episode and no context is prepared (the one started with the episode failed), the next
         episode's context starts being prepared in the background.
         """
-        result = super().step(action)
+        obs, reward, terminated, truncated, info = super().step(action)
+        if self.screenshot_trail is not None:
+            obs = self.screenshot_trail.record(obs, screenshot_part(self.worker, self.session, self.browser_timeout))
         if not self.episode_running:
             self._prepare_next(self.task)
-        return result
+        return obs, reward, terminated, truncated, info
 
     def close(self) -> None:
         """Close the episode's context and the prepared one, and give the browser back to the pool."""
@@ -564,13 +573,10 @@ class WebEnv(AgentEnv):
         return Grade.scored(0.0 if raw is None else min(max(raw, 0.0), 1.0))
 
     def episode_info(self) -> Mapping[str, Any]:
-        """``screenshot`` (an ``image_url`` content part) when ``screenshots`` is on and a page is open."""
-        if not self.screenshots or self.session is None or self.worker is None or self.worker.dead is not None:
-            return {}
-        try:
-            return {"screenshot": image_part(self._call(self.session.screenshot))}
-        except BrowserError:
-            return {}
+        """``screenshot`` (an ``image_url`` content part) with ``screenshots`` True or "info" and a page open."""
+        info_mode = self.screenshots is True or self.screenshots == "info"
+        part = screenshot_part(self.worker, self.session, self.browser_timeout) if info_mode else None
+        return {} if part is None else {"screenshot": part}
 
     # ------------------------------------------------------------------ oracle
 
