@@ -116,7 +116,7 @@ class DetokenizeRequest(BaseModel):
 
 
 def message_text(content: Any, model: str = "") -> str:
-    """Flatten OpenAI message content (a string or a list of text parts) to a string.
+    """Flatten OpenAI message content (a string or a list of text parts, joined by newlines) to a string.
 
     Args:
         content: The message's content.
@@ -142,7 +142,7 @@ def message_text(content: Any, model: str = "") -> str:
                 raise BadRequest(f"{model} is not a multimodal model")
             else:
                 raise BadRequest(f"only text content parts are supported, got {part!r:.80}", param="messages")
-        return "".join(parts)
+        return "\n".join(parts)  # as vLLM joins a message's text parts
     raise BadRequest(f"message content must be a string or a list of text parts, got {type(content).__name__}")
 
 

@@ -234,6 +234,17 @@ def test_a_text_only_model_refuses_an_image_part(servers):
     assert error["message"].endswith(" is not a multimodal model"), error
 
 
+def test_text_parts_of_a_message_are_joined_as_the_engine_joins_them(servers):
+    """A message whose content is a list of text parts is read as its texts joined by newlines."""
+    parts = [{"type": "text", "text": "What is"}, {"type": "text", "text": "3 times 14?"}]
+    as_parts = {"model": servers.model_name, "messages": [{"role": "user", "content": parts}]}
+    as_text = {"model": servers.model_name, "messages": [{"role": "user", "content": "What is\n3 times 14?"}]}
+    got = httpx.post(f"http://{servers.plain}/tokenize", json=as_parts, timeout=60)
+    want = httpx.post(f"http://{servers.plain}/tokenize", json=as_text, timeout=60)
+    assert got.status_code == want.status_code == 200, (got.text, want.text)
+    assert got.json()["tokens"] == want.json()["tokens"]
+
+
 def test_streamed_turns_equal_the_unstreamed_record(servers, tokenizer):
     messages = [{"role": "user", "content": "What is 3 times 14?"}]
 
