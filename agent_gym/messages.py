@@ -36,6 +36,7 @@ __all__ = [
     "message_images",
     "text_messages",
     "vision_messages",
+    "without_images",
 ]
 
 IMAGES_KEY = "images"
@@ -132,6 +133,16 @@ def content_parts(message: Mapping[str, Any]) -> str | list[dict[str, Any]]:
 def text_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Copies of ``messages`` without their images (every other key kept): what a text endpoint is sent."""
     return [{k: v for k, v in m.items() if k != IMAGES_KEY} for m in messages]
+
+
+def without_images(messages: Any) -> Any:
+    """``messages`` without the ``images`` of any message: the same object when none has any, else a new list.
+
+    Anything that is not a list of dicts is returned as it is (its own checks report it).
+    """
+    if isinstance(messages, list) and any(isinstance(m, dict) and IMAGES_KEY in m for m in messages):
+        return [text_messages([m])[0] if isinstance(m, dict) else m for m in messages]
+    return messages
 
 
 def vision_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from agent_gym.checks import check_gamma
 from agent_gym.errors import TrajectoryError
-from agent_gym.messages import IMAGES_KEY, text_messages
+from agent_gym.messages import without_images
 from agent_gym.record_fields import as_floats, as_ids, check_messages, is_tensor, json_copy
 
 if sys.version_info >= (3, 11):
@@ -68,13 +68,6 @@ Message.__doc__ = """One chat message: ``role`` in system/user/assistant/tool, `
 ``images`` (optional): image content parts an env attached beside the text (OpenAI ``image_url``
 parts, see :mod:`agent_gym.messages`); only a policy that sends images to a vision model reads them.
 """
-
-
-def _text_only(messages: Any) -> Any:
-    """``messages`` without the ``images`` of any message (the same list when none has any)."""
-    if isinstance(messages, list) and any(isinstance(m, dict) and IMAGES_KEY in m for m in messages):
-        return [text_messages([m])[0] if isinstance(m, dict) else m for m in messages]
-    return messages
 
 
 class EpisodeStatus(str, Enum):
@@ -403,7 +396,7 @@ class Trajectory:
             raise TrajectoryError(
                 f"Trajectory.trajectory_reward: expected a finite number, got {self.trajectory_reward}"
             )
-        self.chat_completions = _text_only(self.chat_completions)
+        self.chat_completions = without_images(self.chat_completions)
         check_messages("Trajectory.chat_completions", self.chat_completions)
         if not isinstance(self.sampling, dict):
             raise TrajectoryError(f"Trajectory.sampling: expected dict, got {type(self.sampling).__name__}")
@@ -501,7 +494,7 @@ class Step:
     mc_return: float = 0.0
 
     def __post_init__(self) -> None:
-        self.chat_completions = _text_only(self.chat_completions)
+        self.chat_completions = without_images(self.chat_completions)
         check_messages("Step.chat_completions", self.chat_completions)
         if not isinstance(self.info, dict):
             raise TrajectoryError(f"Step.info: expected dict, got {type(self.info).__name__}")
