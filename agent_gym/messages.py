@@ -148,11 +148,11 @@ def without_images(messages: Any) -> Any:
 def vision_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The conversation with its images as OpenAI content parts, for a vision endpoint.
 
-    A ``system`` or ``user`` message with images gets the content-part list of
-    :func:`content_parts`. Other roles (``tool`` results, assistant turns) keep their text: the
-    OpenAI API takes image parts in user messages only, so their images follow in one ``user``
-    message placed after the run of ``tool`` messages they belong to (after the message itself
-    for an assistant turn), which keeps each assistant turn's tool results together. Messages
+    A ``user`` message with images gets the content-part list of :func:`content_parts`. Other
+    roles (``system``, ``tool`` results, assistant turns) keep their text: the OpenAI API takes
+    image parts in user messages only, so their images follow in one ``user`` message placed
+    after the run of ``tool`` messages they belong to (after the message itself for the other
+    roles), which keeps each assistant turn's tool results together. Messages
     without images are copied unchanged; the ``images`` key is never sent.
 
     Raises:
@@ -172,7 +172,7 @@ def vision_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any
             flush()
         item = {k: v for k, v in message.items() if k != IMAGES_KEY}
         images = message_images(message)
-        if images and role in ("system", "user"):
+        if images and role == "user":
             item["content"] = content_parts(message)
         elif images:
             waiting.extend(images)

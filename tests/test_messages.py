@@ -92,6 +92,8 @@ def test_vision_messages_put_images_where_the_openai_api_takes_them():
     wire[1]["content"][1]["image_url"]["url"] = "changed"
     assert PART["image_url"]["url"].startswith("data:")  # the parts sent are copies
     assert vision_messages([{"role": "user", "content": "x"}]) == [{"role": "user", "content": "x"}]
+    assert vision_messages([{"role": "system", "content": "S", IMAGES_KEY: [PART]}]) == [
+        {"role": "system", "content": "S"}, {"role": "user", "content": [PART]}]  # never on a system message
     with pytest.raises(ValueError):
         vision_messages([{"role": "user", "content": "x", IMAGES_KEY: [{"type": "text", "text": "no"}]}])
 
