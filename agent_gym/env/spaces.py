@@ -16,8 +16,7 @@ Example:
     >>> space = TextSpace(max_length=4096)
     >>> "héllo, <think>wörld</think>" in space
     True
-    >>> from agent_gym.messages import IMAGES_KEY, is_image_part
-from agent_gym.types import PolicyOutput
+    >>> from agent_gym.types import PolicyOutput
     >>> PolicyOutput(text="hi") in AssistantMessageSpace()
     True
     >>> obs_space = ConversationSpace()
