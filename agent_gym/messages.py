@@ -121,13 +121,22 @@ def content_parts(message: Mapping[str, Any]) -> str | list[dict[str, Any]]:
     The ``content`` str when the message has no images, else the OpenAI content-part list:
     the text part (left out when the text is empty) followed by the image parts.
     """
+    return _with_text(message, message_images(message))
+
+
+def _with_text(message: Mapping[str, Any], images: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    """:func:`content_parts` of ``message`` with its images already checked."""
     text = message.get("content")
     text = "" if text is None else str(text)
-    images = message_images(message)
     if not images:
         return text
     head = [{"type": "text", "text": text}] if text else []
-    return [*head, *(dict(part, image_url=dict(part["image_url"])) for part in images)]
+    return [*head, *_copies(images)]
+
+
+def _copies(images: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Copies of image parts (their ``image_url`` dicts too), so what is sent never aliases the env's."""
+    return [dict(part, image_url=dict(part["image_url"])) for part in images]
 
 
 def text_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -141,7 +150,7 @@ def without_images(messages: Any) -> Any:
     Anything that is not a list of dicts is returned as it is (its own checks report it).
     """
     if isinstance(messages, list) and any(isinstance(m, dict) and IMAGES_KEY in m for m in messages):
-        return [text_messages([m])[0] if isinstance(m, dict) else m for m in messages]
+        return [{k: v for k, v in m.items() if k != IMAGES_KEY} if isinstance(m, dict) else m for m in messages]
     return messages
 
 
@@ -163,7 +172,7 @@ def vision_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any
 
     def flush() -> None:
         if waiting:
-            out.append({"role": "user", "content": [dict(part, image_url=dict(part["image_url"])) for part in waiting]})
+            out.append({"role": "user", "content": _copies(waiting)})
             waiting.clear()
 
     for message in messages:
@@ -173,7 +182,7 @@ def vision_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any
         item = {k: v for k, v in message.items() if k != IMAGES_KEY}
         images = message_images(message)
         if images and role == "user":
-            item["content"] = content_parts(message)
+            item["content"] = _with_text(message, images)
         elif images:
             waiting.extend(images)
         out.append(item)
