@@ -12,10 +12,14 @@ threads share the CPU with the client's.
 ``time.process_time`` of this process (every thread) over ``--episodes`` episodes at
 ``--parallel`` in flight, ``--rounds`` times; medians reported, for independent tasks
 (``samples_per_task=1``) and for groups of ``--group`` samples of one task (GRPO's shape: the
-members share their first prompt). Each figure is split into the event loop's thread (``collect``
-runs its loop in the calling thread: the policy, HTTP, the runner) and the other threads (the
-runner's env workers: env builds, resets, steps and trajectories), and the cyclic garbage
-collector's share (``gc.callbacks``, CPU time of the collecting thread) is shown beside it.
+members share their first prompt), and for independent tasks with the env's calls on the
+runner's worker threads (``env on workers``: ToolUse-v0 behind a pass-through wrapper, which the
+runner cannot vouch for, so it hands ``reset``/``step`` to a thread as for an env whose calls may
+block; ToolUse-v0's own calls cannot block and run on the event loop). Each figure is split into
+the event loop's thread (``collect`` runs its loop in the calling thread: the policy, HTTP, the
+runner, and the env's calls when they cannot block) and the other threads (the runner's workers:
+env builds, and the calls of envs that may block), and the cyclic garbage collector's share
+(``gc.callbacks``, CPU time of the collecting thread) is shown beside it.
 Beside them, the floor: a plain asyncio loop (``aiohttp`` + ``orjson``, as in
 ``benchmarks/vllm_real.py``) POSTing the request bodies of the independent tasks (captured from
 the policy) to the same server at the same concurrency.
@@ -47,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import gymnasium as gym
 import orjson
 from server_process import start_reference_server
 
@@ -87,15 +92,31 @@ def timed(run: Callable[[], int]) -> dict[str, float]:
             "gc": (GC_CLOCK.seconds - gc0) * per}
 
 
-def cpu_per_turn_ms(policy: VLLMPolicy, episodes: int, parallel: int, group: int) -> dict[str, float]:
-    """Client CPU milliseconds per single-turn episode of one ``collect`` call (see :func:`timed`)."""
+class OnWorkers(gym.Wrapper):
+    """ToolUse-v0 unchanged, behind a wrapper the runner cannot vouch for: its calls go to worker threads."""
+
+
+def make_on_workers() -> gym.Env:
+    """A single-turn ToolUse-v0 whose ``reset``/``step`` the runner runs on its worker threads."""
+    return OnWorkers(gym.make(ENV_ID, max_steps=1))
+
+
+def cpu_per_turn_ms(policy: VLLMPolicy, episodes: int, parallel: int, group: int,
+                    on_workers: bool = False) -> dict[str, float]:
+    """Client CPU milliseconds per single-turn episode of one ``collect`` call (see :func:`timed`).
+
+    ``on_workers``: the env's calls on the runner's worker threads (as for an env whose calls
+    may block) instead of on the event loop (ToolUse-v0's calls cannot block).
+    """
     options: dict[str, Any] = {}
     if group > 1:
         options = {"tasks": generate_tasks(per_family=max(1, episodes // group), seed=1)[: episodes // group],
                    "samples_per_task": group}
     else:
         options = {"num_episodes": episodes}
-    return timed(lambda: len(collect(ENV_ID, policy, n_parallel=parallel, max_steps=1, progress=False, **options)))
+    env: Any = make_on_workers if on_workers else ENV_ID
+    steps: dict[str, Any] = {} if on_workers else {"max_steps": 1}
+    return timed(lambda: len(collect(env, policy, n_parallel=parallel, progress=False, **steps, **options)))
 
 
 def capture_bodies(policy: VLLMPolicy, episodes: int, parallel: int) -> list[dict[str, Any]]:
@@ -191,9 +212,11 @@ def main() -> None:
         cpu_per_turn_ms(policy, 32, args.parallel, 1)  # warm-up: imports, tokenizer, connections
         bodies = capture_bodies(policy, args.episodes, args.parallel)
         url = policy.client.url(policy.client.server_addresses[0], "/v1/completions")
-        figures: dict[str, list[dict[str, float]]] = {"independent": [], "grouped": [], "plain": []}
+        figures: dict[str, list[dict[str, float]]] = {"independent": [], "on_workers": [], "grouped": [],
+                                                      "plain": []}
         for _ in range(args.rounds):  # the shapes alternate
             figures["independent"].append(cpu_per_turn_ms(policy, args.episodes, args.parallel, 1))
+            figures["on_workers"].append(cpu_per_turn_ms(policy, args.episodes, args.parallel, 1, on_workers=True))
             figures["grouped"].append(cpu_per_turn_ms(policy, args.episodes, args.parallel, args.group))
             figures["plain"].append(plain_cpu_per_turn_ms(url, bodies, args.parallel))
     summary = {name: {"median_ms": statistics.median(v["total"] for v in values),
@@ -207,7 +230,8 @@ def main() -> None:
         return
     print(f"server: {args.server}, {args.episodes} episodes per run at {args.parallel} in flight")
     for name, row in summary.items():
-        shape = {"grouped": f"groups of {args.group}", "plain": "plain loop"}.get(name, "independent tasks")
+        shape = {"grouped": f"groups of {args.group}", "plain": "plain loop",
+                 "on_workers": "env on workers"}.get(name, "independent tasks")
         print(f"{shape:>18}: client CPU per turn {row['median_ms']:.2f} ms (loop thread "
               f"{row['loop_thread_median_ms']:.2f}, other threads {row['other_threads_median_ms']:.2f}, "
               f"gc {row['gc_mean_ms']:.3f} mean) (rounds: {row['rounds_ms']})")

@@ -138,6 +138,14 @@ class AgentEnv(ToolCalling, gym.Env[Observation, Action]):
     An env whose tools cannot be replaced sets what to pass instead; ``tools=`` then raises
     :class:`~agent_gym.errors.ConfigError` with that text."""
 
+    own_calls_block: ClassVar[bool] = True
+    """Whether this class's own code may block in ``reset`` or ``step`` (wait on I/O, run long).
+
+    A class that sets it False promises that its hooks (:meth:`episode_tools`, :meth:`handle_message`,
+    :meth:`score_answer`, :meth:`grade_episode`, ...) only compute, bounded by construction. The
+    promise is read from the class that makes it, never inherited: a subclass that changes
+    any hook makes its own (see :meth:`calls_can_block`)."""
+
     def __init__(
         self,
         tasks: Sequence[Mapping[str, Any]] | None = None,
@@ -381,6 +389,16 @@ class AgentEnv(ToolCalling, gym.Env[Observation, Action]):
         """Release the current episode's resources (see :meth:`release_episode`)."""
         self._release()
         super().close()
+
+    def calls_can_block(self) -> bool:
+        """Whether ``reset`` or ``step`` may block: False only when neither the class nor a tool can.
+
+        False when the env's own class (not a base class) sets :attr:`own_calls_block` to False and
+        no tool of the env or of its current episode may block (:meth:`ToolBox.can_block
+        <agent_gym.env.tools.ToolBox.can_block>`). A rollout runner calls ``reset`` and ``step`` of
+        such an env on its event loop instead of a worker thread.
+        """
+        return bool(type(self).__dict__.get("own_calls_block", True)) or self._toolbox.can_block()
 
     @property
     def task(self) -> dict[str, Any] | None:

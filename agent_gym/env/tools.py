@@ -229,6 +229,16 @@ class ToolBox:
         if in_use:
             self._current_json = self._own_json
 
+    def can_block(self) -> bool:
+        """Whether a call to one of the env's own or current tools may block.
+
+        A tool cannot block only when it says so (``blocking`` is False, see
+        :func:`~agent_gym.tools.non_blocking`) and has no ``episode_scope`` (opening one starts
+        a server or a connection); a tool that does not say is taken to block.
+        """
+        return any(getattr(tool, "blocking", True) is not False or getattr(tool, "episode_scope", None) is not None
+                   for tools in (self.own, self.current) for tool in tools.values())
+
     def schemas(self) -> list[dict[str, Any]]:
         """Fresh copies of the current tools' OpenAI function schemas."""
         return orjson.loads(self._current_json)

@@ -12,9 +12,12 @@ episode.
 Each episode runs the one episode loop (:func:`~agent_gym.rollout.episode.episode_loop`):
 ``reset``/``step`` and env construction run on a
 :class:`~agent_gym.rollout.thread_pool.ThreadPool` of daemon threads so a blocking tool never
-stalls the event loop; the policy's ``aact`` runs on the loop (a policy with only a blocking
-``act`` runs on the pool too). A runner serves one event loop at a time (a new loop, e.g. one
-``collect`` call after another, gets new worker threads; the envs stay).
+stalls the event loop, except the ``reset``/``step`` of an env whose calls cannot block (its
+``calls_can_block()`` says so, see :mod:`agent_gym.wrappers.blocking`; e.g. ToolUse-v0 with its
+own tools), which run on the loop: a hand-off to a thread costs more than such a call. The
+policy's ``aact`` runs on the loop (a policy with only a blocking ``act`` runs on the pool too).
+A runner serves one event loop at a time (a new loop, e.g. one ``collect`` call after another,
+gets new worker threads; the envs stay).
 """
 
 from __future__ import annotations
@@ -223,11 +226,17 @@ class EpisodeRunner:
         state.job = None
         return result
 
+    async def _env_call(self, state: _Episode, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on the env: on the event loop when the env's calls cannot block, else on a worker."""
+        if not state.wrapper.calls_can_block():
+            return fn(*args)
+        return await self._call(state, fn, *args)
+
     async def _execute(self, state: _Episode, spec: EpisodeSpec, call: EpisodeCall) -> Any:
         """Do one call of the episode loop (see :mod:`agent_gym.rollout.episode`)."""
         wrapper = state.wrapper
         if isinstance(call, ResetCall):
-            obs, info = await self._call(state, lambda: wrapper.reset(seed=call.seed, options=call.options))
+            obs, info = await self._env_call(state, lambda: wrapper.reset(seed=call.seed, options=call.options))
             state.session_id = (info.get("episode_id") or getattr(wrapper, "rollout_id", None)
                                 or f"episode-{spec.index}")
             return obs, info
@@ -248,7 +257,7 @@ class EpisodeRunner:
             if not isinstance(action, PolicyOutput):
                 wrapper.record_llm_time(time.perf_counter() - started)
             return action
-        return await self._call(state, wrapper.step, call.action)
+        return await self._env_call(state, wrapper.step, call.action)
 
     async def _body(self, spec: EpisodeSpec, state: _Episode) -> StepTrajectory:
         wrapper = state.wrapper

@@ -30,6 +30,7 @@ from agent_gym.checks import check_gamma
 from agent_gym.messages import IMAGES_KEY, attach_images
 from agent_gym.parsers import HermesToolCallParser
 from agent_gym.types import EpisodeStatus, PolicyOutput, Step, StepTrajectory
+from agent_gym.wrappers.blocking import env_calls_can_block
 from agent_gym.wrappers.prompt_view import FullConversation, PromptView, make_prompt_view, memory_info
 from agent_gym.wrappers.trajectory_builder import TrajectoryBuilder
 
@@ -293,6 +294,14 @@ class TrajectoryWrapper(gym.Wrapper):
             return self._finished
         self._episode.end(error, context=self._prompt_view, observation=self._observation)
         return self._build(status)
+
+    def calls_can_block(self) -> bool:
+        """Whether ``reset`` or ``step`` may block.
+
+        True with a memory (a summary may call a model), else as the wrapped env says
+        (:func:`~agent_gym.wrappers.blocking.env_calls_can_block`).
+        """
+        return self._view_factory is not FullConversation or env_calls_can_block(self.env)
 
     def record_llm_time(self, seconds: float) -> None:
         """Add policy time measured outside a ``PolicyOutput`` (e.g. string policies)."""

@@ -91,6 +91,9 @@ class ToolUseEnv(AgentEnv):
         "<answer>...</answer>."
     )
 
+    own_calls_block = False
+    """The tasks are generated in process and answers graded by comparison: nothing here blocks."""
+
     def validate_tasks(self, tasks: list[Any]) -> list[dict[str, Any]]:
         """Check the common task keys, then each ``answer_type`` and numeric ``ground_truth``."""
         checked = super().validate_tasks(tasks)
