@@ -6,10 +6,13 @@ import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from gymnasium.utils import seeding
+
 from agent_gym.checks import check_float, check_int
 from agent_gym.env.core import AgentEnv
 from agent_gym.env.grade import Grade
 from agent_gym.env.rewards import RewardConfig
+from agent_gym.env.tasks import choose_task
 from agent_gym.envs.web.browser import BrowserError, BrowserHung, BrowserWorker
 from agent_gym.envs.web.miniwob import ORACLES, miniwob_page_spec, miniwob_tasks, parse_snapshot
 from agent_gym.envs.web.page import PageSession, PageSpec, cut_snapshot
@@ -48,13 +51,18 @@ class WebEnv(AgentEnv):
     the task on it (a *hit*: the setup and the first snapshot, tens of milliseconds instead of
     hundreds); any other closes it and opens its own (see :mod:`~agent_gym.envs.web.prepared`). A
     prepared context is as fresh as one opened at reset: no agent action reached it before its
-    episode. When resets draw their tasks without a seed (``reset()``), the next one's task is known
-    exactly (the env's generator's next draw), so the preparation also starts that task and reads its
-    first snapshot: such a reset (a *started* hit) waits for no browser call (the page's clock restart,
-    like the close of the ended context and the next preparation, is sent in the background). A reset
-    with a seed, with a task, or of another task than predicted never takes a started page (it is
-    closed; the reset opens its own context); its observation is the one a reset that opened its own
-    context would show.
+    episode. When the next reset's task is predicted, the preparation also starts that task and reads
+    its first snapshot: a reset that runs exactly that start (a *started* hit) waits for no browser
+    call (the page's clock restart, like the close of the ended context and the next preparation, is
+    sent in the background). The prediction: the ``(seed, options)`` given to :meth:`expect_reset`
+    (a rollout runner tells each env its next episode this way), else after a reset that drew its
+    task the generator's next draw (exact for ``reset()``), else the same task again (the next sample
+    of a group); a page's start depends on its task alone (its instance seed), not on the reset's
+    seed, so a seeded reset or one given its task hits as an unseeded one does. A guess that got the
+    page right but not the instance makes the next guess of that kind prepare the page only (loaded,
+    not started), which serves any instance; an exact one makes it start again. A reset whose start
+    is not the one prepared never takes a started page (it is closed, never shown; the reset opens
+    its own context); every hit's observation is the one a reset that opened its own context shows.
     :attr:`prepared_reset` and :attr:`started_reset` (the current episode), :attr:`reset_stats` and the
     pool's ``stats()`` count the hits (not the info: a reset's info depends on its seed alone).
 
@@ -172,8 +180,10 @@ class WebEnv(AgentEnv):
         self._preparer = PagePreparer()
         self._ended: list[PageSession] = []  # released episodes' contexts, closed once the next episode started
         self._closing: list[Any] = []  # those closes under way (futures)
-        self._drew_task = False
-        self._unseeded_draw = False  # the current reset drew its task without a seed
+        self._drew_task = False  # the current reset drew its task (with or without a seed)
+        self._expected: tuple[int | None, dict[str, Any] | None] | None = None  # expect_reset's hint
+        self._guess: tuple[Mapping[str, Any] | None, bool, bool] | None = None  # (task, start, hinted)
+        self._start_guess = True  # start the guessed task ahead (False after a guess right on the page only)
         self.worker: BrowserWorker | None = None
         self.session: PageSession | None = None
         self.browser_failure: tuple[str, str] | None = None
@@ -250,23 +260,65 @@ class WebEnv(AgentEnv):
                             setup_script="() => ''", viewport=SITE_VIEWPORT)
         return miniwob_page_spec(task)
 
-    def _next_task_guess(self, current: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-        """The task the next reset most likely runs, after an episode on ``current``.
+    def expect_reset(self, seed: int | None = None, options: Mapping[str, Any] | None = None) -> None:
+        """Say what a coming reset will be, so its task is started ahead (an optional hint; no browser call).
 
-        The env's next draw when the last reset drew its task (right unless the next reset brings a seed or a
-        task), else ``current`` (its page; e.g. the next sample of the same task in a group).
+        The hint is used by the next preparation the env starts, the one each reset starts for the episode
+        after it: call it before ``reset`` with the ``(seed, options)`` of the reset that will follow that one
+        (a rollout runner tells an env its next episode this way when it hands it the current one). A hint
+        that turns out wrong costs a prepared page (closed, never shown), nothing else; one whose task cannot
+        be made out (an invalid ``options["task"]``) is ignored.
+
+        Args:
+            seed: The seed that reset will get.
+            options: Its options (``task`` or ``task_index``; other keys do not change the page).
         """
+        self._expected = (seed, dict(options) if options else None)
+
+    def _task_of_reset(self, seed: int | None, options: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+        """The task ``reset(seed=seed, options=options)`` would run after the current reset (None: unknown)."""
+        rng = seeding.np_random(seed)[0] if seed is not None else copy.deepcopy(self.np_random)
+        try:
+            return choose_task(self.tasks, options or {}, rng, self.validate_tasks, type(self).__name__)
+        except (ValueError, TypeError):
+            return None
+
+    def _next_reset_guess(self, current: Mapping[str, Any]) -> tuple[Mapping[str, Any] | None, bool, bool]:
+        """``(task, start, hinted)``: the task the next reset most likely runs, after a reset on ``current``.
+
+        The hinted reset's task (:meth:`expect_reset`), started ahead; else the env's next draw when the
+        current reset drew its task (exact for a reset without a seed or task), else ``current`` (the next
+        sample of the same task in a group); these two are started ahead unless the last such guess got
+        the page right but not its instance (see :meth:`_score_guess`).
+        """
+        expected, self._expected = self._expected, None
+        if expected is not None:
+            task = self._task_of_reset(*expected)
+            if task is not None:
+                return task, True, True
         if self._drew_task and self.tasks:  # a drawn task: the generator exists (the reset drew with it)
-            return self.tasks[int(copy.deepcopy(self.np_random).integers(len(self.tasks)))]
-        return current
+            return self._task_of_reset(None, None), self._start_guess, False
+        return current, self._start_guess, False
+
+    def _score_guess(self, task: Mapping[str, Any]) -> None:
+        """Learn from the last unhinted guess: start ahead again when it was exact, not when only the page was."""
+        if self._guess is None or self._guess[2] or self._guess[0] is None:
+            return
+        guessed = self._guess[0]
+        if guessed.get("source") == "site" or task.get("source") == "site":
+            return
+        if guessed.get("page") == task.get("page"):
+            self._start_guess = guessed.get("seed") == task.get("seed")
 
     def _prepare_next(self, current: Mapping[str, Any] | None) -> None:
-        """Start preparing the episode after one on ``current`` (see :meth:`_next_task_guess`).
+        """Start preparing the episode after one on ``current`` (see :meth:`_next_reset_guess`).
 
-        After a reset that drew its task without a seed, the next reset is expected to do the same: its task is
-        then the generator's next draw exactly, and the preparation starts it too.
+        The guess is made once per reset (with ``current``) and kept for a later call (after a failed one).
         """
-        self._prepare(self._next_task_guess(current), start=self._unseeded_draw)
+        if current is not None:
+            self._guess = self._next_reset_guess(current)
+        if self._guess is not None:
+            self._prepare(self._guess[0], start=self._guess[1])
 
     def _prepare(self, task: Mapping[str, Any] | None, start: bool = False) -> None:
         """Start opening the context of an episode on ``task`` in the background.
@@ -302,7 +354,7 @@ class WebEnv(AgentEnv):
             session: PageSession | None = None
             try:
                 session = self._preparer.take(self.worker, spec, action_timeout_ms=timeout_ms,
-                                              timeout=self.browser_timeout, started_ok=self._unseeded_draw)
+                                              timeout=self.browser_timeout)
                 self.prepared_reset = session is not None
                 self.started_reset = session is not None and session.first_snapshot is not None
                 if session is None:
@@ -325,6 +377,7 @@ class WebEnv(AgentEnv):
             self.session = session
             break
         self._close_ended(self.worker)
+        self._score_guess(task)
         self._prepare_next(task)  # ready by the time this episode ends
         self.reset_counts["prepared" if self.prepared_reset else "cold"] += 1
         self.reset_counts["started"] += self.started_reset
@@ -385,10 +438,9 @@ class WebEnv(AgentEnv):
         """Start an episode (see :class:`~agent_gym.env.core.AgentEnv`).
 
         :attr:`prepared_reset` then says whether it started on a prepared context, :attr:`started_reset` whether
-        its task was started ahead (only a reset without a seed that draws its task takes such a page).
+        its task was started ahead (a reset whose start is exactly the one prepared takes such a page).
         """
         self._drew_task = not options or (options.get("task") is None and options.get("task_index") is None)
-        self._unseeded_draw = self._drew_task and seed is None
         obs, info = super().reset(seed=seed, options=options)
         if self.screenshot_trail is not None:
             self.screenshot_trail.clear()
@@ -405,7 +457,7 @@ class WebEnv(AgentEnv):
         if self.screenshot_trail is not None:
             obs = self.screenshot_trail.record(obs, screenshot_part(self.worker, self.session, self.browser_timeout))
         if not self.episode_running:
-            self._prepare_next(self.task)
+            self._prepare_next(None)  # the guess made at reset, when its preparation failed
         return obs, reward, terminated, truncated, info
 
     def close(self) -> None:
