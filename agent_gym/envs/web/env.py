@@ -184,6 +184,8 @@ class WebEnv(AgentEnv):
         self._expected: tuple[int | None, dict[str, Any] | None] | None = None  # expect_reset's hint
         self._guess: tuple[Mapping[str, Any] | None, bool, bool] | None = None  # (task, start, hinted)
         self._start_guess = True  # start the guessed task ahead (False after a guess right on the page only)
+        self._last_task: Mapping[str, Any] | None = None  # the task of the reset before the current one
+        self._repeated = False  # the current reset ran the task of the one before (a group under way)
         self.worker: BrowserWorker | None = None
         self.session: PageSession | None = None
         self.browser_failure: tuple[str, str] | None = None
@@ -286,17 +288,18 @@ class WebEnv(AgentEnv):
     def _next_reset_guess(self, current: Mapping[str, Any]) -> tuple[Mapping[str, Any] | None, bool, bool]:
         """``(task, start, hinted)``: the task the next reset most likely runs, after a reset on ``current``.
 
-        The hinted reset's task (:meth:`expect_reset`), started ahead; else the env's next draw when the
-        current reset drew its task (exact for a reset without a seed or task), else ``current`` (the next
-        sample of the same task in a group); these two are started ahead unless the last such guess got
-        the page right but not its instance (see :meth:`_score_guess`).
+        The hinted reset's task (:meth:`expect_reset`), started ahead; else, when the current reset drew its
+        task and did not repeat the task of the reset before it, the env's next draw (exact for a reset without
+        a seed or task); else ``current`` (the next sample of the same task in a group, given or drawn from the
+        same seed). These two are started ahead unless the last such guess got the page right but not its
+        instance (see :meth:`_score_guess`).
         """
         expected, self._expected = self._expected, None
         if expected is not None:
             task = self._task_of_reset(*expected)
             if task is not None:
                 return task, True, True
-        if self._drew_task and self.tasks:  # a drawn task: the generator exists (the reset drew with it)
+        if self._drew_task and self.tasks and not self._repeated:  # the generator exists (the reset drew with it)
             return self._task_of_reset(None, None), self._start_guess, False
         return current, self._start_guess, False
 
@@ -316,6 +319,7 @@ class WebEnv(AgentEnv):
         The guess is made once per reset (with ``current``) and kept for a later call (after a failed one).
         """
         if current is not None:
+            self._repeated, self._last_task = current == self._last_task, current
             self._guess = self._next_reset_guess(current)
         if self._guess is not None:
             self._prepare(self._guess[0], start=self._guess[1])
