@@ -58,9 +58,9 @@ class WebEnv(AgentEnv):
     (a rollout runner tells each env its next episode this way), else after a reset that drew its
     task the generator's next draw (exact for ``reset()``), else the same task again (the next sample
     of a group); a page's start depends on its task alone (its instance seed), not on the reset's
-    seed, so a seeded reset or one given its task hits as an unseeded one does. A guess that got the
-    page right but not the instance makes the next guess of that kind prepare the page only (loaded,
-    not started), which serves any instance; an exact one makes it start again. A reset whose start
+    seed, so a seeded reset or one given its task hits as an unseeded one does. A "same task again"
+    guess that got the page right but not the instance makes the next one prepare the page only
+    (loaded, not started), which serves any instance; an exact one makes it start again. A reset whose start
     is not the one prepared never takes a started page (it is closed, never shown; the reset opens
     its own context); every hit's observation is the one a reset that opened its own context shows.
     :attr:`prepared_reset` and :attr:`started_reset` (the current episode), :attr:`reset_stats` and the
@@ -181,8 +181,9 @@ class WebEnv(AgentEnv):
         self._ended: list[PageSession] = []  # released episodes' contexts, closed once the next episode started
         self._closing: list[Any] = []  # those closes under way (futures)
         self._drew_task = False  # the current reset drew its task (with or without a seed)
+        self._unseeded_draw = False  # ... without a seed
         self._expected: tuple[int | None, dict[str, Any] | None] | None = None  # expect_reset's hint
-        self._guess: tuple[Mapping[str, Any] | None, bool, bool] | None = None  # (task, start, hinted)
+        self._guess: tuple[Mapping[str, Any] | None, bool, str] | None = None  # (task, start, "hint"/"draw"/"same")
         self._start_guess = True  # start the guessed task ahead (False after a guess right on the page only)
         self._last_task: Mapping[str, Any] | None = None  # the task of the reset before the current one
         self._repeated = False  # the current reset ran the task of the one before (a group under way)
@@ -285,27 +286,27 @@ class WebEnv(AgentEnv):
         except (ValueError, TypeError):
             return None
 
-    def _next_reset_guess(self, current: Mapping[str, Any]) -> tuple[Mapping[str, Any] | None, bool, bool]:
-        """``(task, start, hinted)``: the task the next reset most likely runs, after a reset on ``current``.
+    def _next_reset_guess(self, current: Mapping[str, Any]) -> tuple[Mapping[str, Any] | None, bool, str]:
+        """``(task, start, kind)``: the task the next reset most likely runs, after a reset on ``current``.
 
         The hinted reset's task (:meth:`expect_reset`), started ahead; else, when the current reset drew its
-        task and did not repeat the task of the reset before it, the env's next draw (exact for a reset without
-        a seed or task); else ``current`` (the next sample of the same task in a group, given or drawn from the
-        same seed). These two are started ahead unless the last such guess got the page right but not its
-        instance (see :meth:`_score_guess`).
+        task without a seed, or with one and another task than the reset before it, the env's next draw (exact
+        for a reset without a seed or task), started ahead; else ``current`` (the next sample of the same task
+        in a group, given or drawn from the same seed), started ahead unless the last such guess got the page
+        right but not its instance (see :meth:`_score_guess`).
         """
         expected, self._expected = self._expected, None
         if expected is not None:
             task = self._task_of_reset(*expected)
             if task is not None:
-                return task, True, True
-        if self._drew_task and self.tasks and not self._repeated:  # the generator exists (the reset drew with it)
-            return self._task_of_reset(None, None), self._start_guess, False
-        return current, self._start_guess, False
+                return task, True, "hint"
+        if self._drew_task and self.tasks and (self._unseeded_draw or not self._repeated):  # (the generator exists)
+            return self._task_of_reset(None, None), True, "draw"
+        return current, self._start_guess, "same"
 
     def _score_guess(self, task: Mapping[str, Any]) -> None:
-        """Learn from the last unhinted guess: start ahead again when it was exact, not when only the page was."""
-        if self._guess is None or self._guess[2] or self._guess[0] is None:
+        """Learn from the last "same task again" guess: start ahead when it was exact, not when only the page was."""
+        if self._guess is None or self._guess[2] != "same" or self._guess[0] is None:
             return
         guessed = self._guess[0]
         if guessed.get("source") == "site" or task.get("source") == "site":
@@ -445,6 +446,7 @@ class WebEnv(AgentEnv):
         its task was started ahead (a reset whose start is exactly the one prepared takes such a page).
         """
         self._drew_task = not options or (options.get("task") is None and options.get("task_index") is None)
+        self._unseeded_draw = self._drew_task and seed is None
         obs, info = super().reset(seed=seed, options=options)
         if self.screenshot_trail is not None:
             self.screenshot_trail.clear()
