@@ -58,9 +58,10 @@ class WebEnv(AgentEnv):
     (a rollout runner tells each env its next episode this way), else after a reset that drew its
     task the generator's next draw (exact for ``reset()``), else the same task again (the next sample
     of a group); a page's start depends on its task alone (its instance seed), not on the reset's
-    seed, so a seeded reset or one given its task hits as an unseeded one does. A "same task again"
-    guess that got the page right but not the instance makes the next one prepare the page only
-    (loaded, not started), which serves any instance; an exact one makes it start again. A reset whose start
+    seed, so a seeded reset or one given its task hits as an unseeded one does. Two "same task again"
+    guesses in a row that got the page right but not the instance (resets going through a page's
+    instances) make the next ones prepare the page only (loaded, not started), which serves any
+    instance; an exact one makes them start again. A reset whose start
     is not the one prepared never takes a started page (it is closed, never shown; the reset opens
     its own context); every hit's observation is the one a reset that opened its own context shows.
     :attr:`prepared_reset` and :attr:`started_reset` (the current episode), :attr:`reset_stats` and the
@@ -184,7 +185,8 @@ class WebEnv(AgentEnv):
         self._unseeded_draw = False  # ... without a seed
         self._expected: tuple[int | None, dict[str, Any] | None] | None = None  # expect_reset's hint
         self._guess: tuple[Mapping[str, Any] | None, bool, str] | None = None  # (task, start, "hint"/"draw"/"same")
-        self._start_guess = True  # start the guessed task ahead (False after a guess right on the page only)
+        self._start_guess = True  # start the guessed task ahead (False after two guesses right on the page only)
+        self._page_only = 0  # "same task again" guesses in a row that got the page right, not the instance
         self._last_task: Mapping[str, Any] | None = None  # the task of the reset before the current one
         self._repeated = False  # the current reset ran the task of the one before (a group under way)
         self.worker: BrowserWorker | None = None
@@ -292,8 +294,8 @@ class WebEnv(AgentEnv):
         The hinted reset's task (:meth:`expect_reset`), started ahead; else, when the current reset drew its
         task without a seed, or with one and another task than the reset before it, the env's next draw (exact
         for a reset without a seed or task), started ahead; else ``current`` (the next sample of the same task
-        in a group, given or drawn from the same seed), started ahead unless the last such guess got the page
-        right but not its instance (see :meth:`_score_guess`).
+        in a group, given or drawn from the same seed), started ahead unless the last two such guesses got the
+        page right but not its instance (see :meth:`_score_guess`).
         """
         expected, self._expected = self._expected, None
         if expected is not None:
@@ -305,14 +307,19 @@ class WebEnv(AgentEnv):
         return current, self._start_guess, "same"
 
     def _score_guess(self, task: Mapping[str, Any]) -> None:
-        """Learn from the last "same task again" guess: start ahead when it was exact, not when only the page was."""
+        """Learn from the last "same task again" guess: whether the next ones start their task ahead.
+
+        They do after an exact guess; after two in a row that got the page right but not its instance (resets
+        going through a page's instances) they load the page only.
+        """
         if self._guess is None or self._guess[2] != "same" or self._guess[0] is None:
             return
         guessed = self._guess[0]
         if guessed.get("source") == "site" or task.get("source") == "site":
             return
         if guessed.get("page") == task.get("page"):
-            self._start_guess = guessed.get("seed") == task.get("seed")
+            self._page_only = 0 if guessed.get("seed") == task.get("seed") else self._page_only + 1
+            self._start_guess = self._page_only < 2
 
     def _prepare_next(self, current: Mapping[str, Any] | None) -> None:
         """Start preparing the episode after one on ``current`` (see :meth:`_next_reset_guess`).

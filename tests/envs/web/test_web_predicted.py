@@ -114,13 +114,14 @@ def test_a_page_only_guess_prepares_the_page_until_a_guess_is_exact_again(pool, 
     same_page = [t for t in TASKS if t["page"] == SOLVABLE_PAGES[0]]
     kinds = []
     try:
-        for given in (same_page[0], same_page[0], same_page[1], same_page[2], same_page[2], same_page[2]):
+        for given in (same_page[0], same_page[0], same_page[1], same_page[2], same_page[0], same_page[0],
+                      same_page[0]):
             _ready(env)
             _same_episode(env, cold, 0, {"task": given})
             kinds.append("started" if env.started_reset else "loaded" if env.prepared_reset else "cold")
-        # 2: the same task (exact); 3: another instance (the started page closed); 4: the page only, loaded, is
-        # taken; 5: exact again on the loaded page; 6: started again
-        assert kinds[1:] == ["started", "cold", "loaded", "loaded", "started"]
+        # 2: the same task (exact); 3, 4: other instances (the started pages closed); 5: after two of them, the
+        # page only, loaded, is taken; 6: exact again, on the loaded page; 7: started again
+        assert kinds[1:] == ["started", "cold", "cold", "loaded", "loaded", "started"]
         worker = env.worker
     finally:
         env.close()
