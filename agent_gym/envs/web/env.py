@@ -61,9 +61,9 @@ class WebEnv(AgentEnv):
     seed, so a seeded reset or one given its task hits as an unseeded one does. Two "same task again"
     guesses in a row that got the page right but not the instance (resets going through a page's
     instances) make the next ones prepare the page only (loaded, not started), which serves any
-    instance; an exact one makes them start again. A reset whose start
-    is not the one prepared never takes a started page (it is closed, never shown; the reset opens
-    its own context); every hit's observation is the one a reset that opened its own context shows.
+    instance; an exact one makes them start again. A reset whose start is not the one prepared
+    never takes a started page (it is closed, never shown; the reset opens its own context); every
+    hit's observation is the one a reset that opened its own context shows.
     :attr:`prepared_reset` and :attr:`started_reset` (the current episode), :attr:`reset_stats` and the
     pool's ``stats()`` count the hits (not the info: a reset's info depends on its seed alone).
 
