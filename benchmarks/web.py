@@ -1,7 +1,7 @@
 """Web-v0 benchmark: oracles, latency, the pool against a fresh browser, leaks under faults, a model baseline.
 
 Run:  python benchmarks/web.py [--oracle N] [--latency N] [--think S] [--resets N] [--seeded N] [--pause S]
-                               [--leak N] [--baseline N] [--json OUT]
+                               [--parallel N [N ...]] [--leak N] [--baseline N] [--json OUT]
 
 --oracle N    the oracle on N instances of every solvable MiniWoB++ page and every synthetic site
               (success must be 100%), and an empty ``finish`` on each (success must be 0%).
@@ -28,6 +28,7 @@ Run:  python benchmarks/web.py [--oracle N] [--latency N] [--think S] [--resets 
               without a model (a policy that waits 0.5 s and calls ``finish``): 4 samples per task given, and seeded
               draws (``num_episodes``), at n_parallel 1 and 16, each reset timed inside the env. Reset p50/p95 of
               all, the started hits' share and their p50.
+--parallel N [N ...]  the n_parallel values of --seeded (default 1 16).
 --pause S     the pause before each reset in --seeded (default 0.5; at n_parallel 16 a preparation takes longer
               than that on 2 cores, and a reset waits for the rest of it).
 --leak N      N episodes through ``collect`` at n_parallel 16, 10% of them with a fault: browser killed before
@@ -268,14 +269,20 @@ def _kind(env: WebEnv) -> str:
     return "started" if env.started_reset else "prepared" if env.prepared_reset else "cold"
 
 
-def _summary(name: str, records: list[tuple[float, str]]) -> dict[str, Any]:
-    times = [t for t, _ in records]
-    started = [t for t, kind in records if kind == "started"]
+def _summary(name: str, records: list[tuple[float, str, bool]]) -> dict[str, Any]:
+    """p50/p95 of all resets, of the started hits, and of the started hits whose preparation was done at the reset."""
+    times = [t for t, _, _ in records]
+    started = [t for t, kind, _ in records if kind == "started"]
+    ready = [t for t, kind, was_ready in records if kind == "started" and was_ready]
     row = {"resets": len(records), "p50_ms": pct(times, 0.5) * 1e3, "p95_ms": pct(times, 0.95) * 1e3,
            "started_share": len(started) / len(records) if records else float("nan"),
-           "started_p50_ms": pct(started, 0.5) * 1e3, "cold": sum(kind == "cold" for _, kind in records)}
+           "started_p50_ms": pct(started, 0.5) * 1e3, "cold": sum(kind == "cold" for _, kind, _ in records),
+           "ready_started": len(ready), "ready_started_p50_ms": pct(ready, 0.5) * 1e3,
+           "ready_started_p95_ms": pct(ready, 0.95) * 1e3}
     print(f"  {name}: {row['resets']} resets, p50 {row['p50_ms']:.1f} ms p95 {row['p95_ms']:.1f} ms; started hits "
-          f"{row['started_share']:.0%} (p50 {row['started_p50_ms']:.1f} ms), cold {row['cold']}")
+          f"{row['started_share']:.0%} (p50 {row['started_p50_ms']:.1f} ms; the {len(ready)} whose preparation was "
+          f"done: p50 {row['ready_started_p50_ms']:.1f} ms p95 {row['ready_started_p95_ms']:.1f} ms), "
+          f"cold {row['cold']}")
     return row
 
 
@@ -284,7 +291,7 @@ def seeded_point(n_parallel: int, resets: int, mode: str, pause: float = 0.5) ->
     pool = BrowserPool(max_idle=n_parallel)
     tasks = [t for t in miniwob_tasks("train") if t["page"] in ("click-button", "enter-text", "choose-list")]
     envs = [WebEnv(tasks, pool=pool, max_steps=4) for _ in range(n_parallel)]
-    records: list[tuple[float, str]] = []
+    records: list[tuple[float, str, bool]] = []
     lock = threading.Lock()
 
     def plan(index: int, i: int) -> tuple[int, dict[str, Any] | None]:
@@ -300,9 +307,10 @@ def seeded_point(n_parallel: int, resets: int, mode: str, pause: float = 0.5) ->
                 hook(*plan(index, i + 1))  # the reset after this one
             time.sleep(pause)
             seed, options = plan(index, i)
+            ready = getattr(env, "next_ready", False)
             started = time.perf_counter()
             env.reset(seed=seed, options=options)
-            mine.append((time.perf_counter() - started, _kind(env)))
+            mine.append((time.perf_counter() - started, _kind(env), ready))
             env.step(FINISH)
         with lock:
             records.extend(mine[1:])  # the first reset of an env has nothing prepared for it
@@ -321,16 +329,17 @@ def seeded_point(n_parallel: int, resets: int, mode: str, pause: float = 0.5) ->
 class TimedWebEnv(WebEnv):
     """Records each reset's wall time and kind (started hit, prepared hit, cold) in ``records``."""
 
-    def __init__(self, records: list[tuple[float, str]], **kwargs: Any) -> None:
+    def __init__(self, records: list[tuple[float, str, bool]], **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.records = records
         self.first = True
 
     def reset(self, *, seed: Any = None, options: Any = None) -> Any:
+        ready = getattr(self, "next_ready", False)
         started = time.perf_counter()
         result = super().reset(seed=seed, options=options)
         if not self.first:  # the first reset of an env has nothing prepared for it
-            self.records.append((time.perf_counter() - started, _kind(self)))
+            self.records.append((time.perf_counter() - started, _kind(self), ready))
         self.first = False
         return result
 
@@ -353,7 +362,7 @@ def collect_point(n_parallel: int, episodes: int, given: bool, think: float = 0.
     """``episodes`` episodes per env through ``collect``: 4 samples of each task given, or seeded draws."""
     pool = BrowserPool(max_idle=n_parallel)
     tasks = [t for t in miniwob_tasks("train") if t["page"] in ("click-button", "enter-text", "choose-list")]
-    records: list[tuple[float, str]] = []
+    records: list[tuple[float, str, bool]] = []
     groups = max(1, episodes * n_parallel // 4)
     started = time.perf_counter()
     if given:
@@ -370,14 +379,14 @@ def collect_point(n_parallel: int, episodes: int, given: bool, think: float = 0.
     return row
 
 
-def seeded(resets: int, pause: float = 0.5) -> dict[str, Any]:
+def seeded(resets: int, pause: float = 0.5, parallel: tuple[int, ...] = (1, 16)) -> dict[str, Any]:
     print(f"seeded and given-task resets on a kept browser, {pause:g} s before each ({os.getloadavg()[0]:.1f} load "
           "average at the start):")
     out: dict[str, Any] = {"load_start": os.getloadavg(), "pause_s": pause}
     out["direct"] = [seeded_point(n_parallel, resets if n_parallel == 1 else max(4, resets // 4), mode, pause)
-                     for n_parallel in (1, 16) for mode in ("group", "hinted")]
+                     for n_parallel in parallel for mode in ("group", "hinted")]
     out["collect"] = [collect_point(n_parallel, resets if n_parallel == 1 else max(4, resets // 4), given, pause)
-                      for n_parallel in (1, 16) for given in (True, False)]
+                      for n_parallel in parallel for given in (True, False)]
     out["load_end"] = os.getloadavg()
     print(f"  load average at the end {os.getloadavg()[0]:.1f}")
     return out
@@ -484,6 +493,7 @@ def main() -> None:
     parser.add_argument("--resets", type=int, default=0)
     parser.add_argument("--seeded", type=int, default=0)
     parser.add_argument("--pause", type=float, default=0.5)
+    parser.add_argument("--parallel", type=int, nargs="+", default=[1, 16])
     parser.add_argument("--leak", type=int, default=0)
     parser.add_argument("--baseline", type=int, default=0)
     parser.add_argument("--json", default=None)
@@ -502,7 +512,7 @@ def main() -> None:
     if args.resets:
         out["resets"] = reset_compare(args.resets)
     if args.seeded:
-        out["seeded"] = seeded(args.seeded, args.pause)
+        out["seeded"] = seeded(args.seeded, args.pause, tuple(args.parallel))
     if args.leak:
         out["leak"] = leak(args.leak)
     if args.baseline:

@@ -399,6 +399,11 @@ class WebEnv(AgentEnv):
                 for name in ("click", "type", "select", "press", "scroll", "goto", "finish")]
 
     @property
+    def next_ready(self) -> bool:
+        """Whether the next episode's context is prepared and ready now (its preparation done, nothing to wait for)."""
+        return self._preparer.ready
+
+    @property
     def reset_stats(self) -> dict[str, Any]:
         """Reset counts: ``resets``, ``prepared``, ``started`` (of the prepared: task started ahead), ``cold``.
 

@@ -102,6 +102,11 @@ class PagePreparer:
         return None if self._next is None else self._next.session.spec
 
     @property
+    def ready(self) -> bool:
+        """Whether a prepared context waits and its preparation is done (a reset taking it waits for nothing)."""
+        return self._next is not None and self._next.future.done()
+
+    @property
     def started_ahead(self) -> bool:
         """Whether the waiting context's task was started ahead (False when none waits)."""
         return self._next is not None and self._next.started
