@@ -37,7 +37,7 @@ from __future__ import annotations
 import concurrent.futures
 from dataclasses import dataclass, replace
 
-from agent_gym.envs.web.browser import BrowserError, BrowserWorker
+from agent_gym.envs.web.browser import BrowserCrashed, BrowserError, BrowserWorker
 from agent_gym.envs.web.page import PageSession, PageSpec
 
 __all__ = ["PagePreparer", "close_quietly"]
@@ -151,7 +151,8 @@ class PagePreparer:
             timeout: Seconds to wait for a preparation still under way (or a close).
 
         Raises:
-            BrowserError: When the browser crashed or hung meanwhile (the worker is then dead).
+            BrowserError: When the browser crashed or hung meanwhile (the worker is then dead; for a task started
+                ahead, found by :meth:`~agent_gym.envs.web.browser.BrowserWorker.alive`).
         """
         prepared = self._next
         if prepared is None:
@@ -171,6 +172,8 @@ class PagePreparer:
         if prepared.started and session.reports:  # the page ended its task by itself before the episode
             worker.call(close_quietly, session, worker, timeout=timeout)
             return None
+        if prepared.started and not worker.alive():  # no browser call below: ask the OS whether it still runs
+            raise BrowserCrashed(worker.dead or "the browser process went away")
         session.spec = spec
         worker.prepared.discard(session.context)
         if prepared.started:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import psutil
 import pytest
 from web_helpers import requires_browser, task
 
@@ -122,6 +123,27 @@ def test_a_page_only_guess_prepares_the_page_until_a_guess_is_exact_again(pool, 
         # 2: the same task (exact); 3, 4: other instances (the started pages closed); 5: after two of them, the
         # page only, loaded, is taken; 6: exact again, on the loaded page; 7: started again
         assert kinds[1:] == ["started", "cold", "cold", "loaded", "loaded", "started"]
+        worker = env.worker
+    finally:
+        env.close()
+    assert worker.contexts == set() and worker.prepared == set()
+
+
+def test_a_browser_killed_before_a_started_hit_is_found_at_the_reset(pool, cold):
+    env = WebEnv(TASKS, pool=pool, max_steps=6)
+    try:
+        env.reset(seed=1, options={"task": TASKS[4]})
+        env.step('<tool_call>{"name": "finish", "arguments": {}}</tool_call>')
+        _ready(env)
+        assert env._preparer.started_ahead  # the same task again, started and read: the reset needs no browser call
+        dead, replaced = env.worker, pool.stats()["replaced"]
+        procs = [psutil.Process(pid) for pid in dead.browser_pids()[1:]]
+        for proc in procs:  # a crash between two episodes: the browser's processes are gone before the reset
+            proc.kill()
+        psutil.wait_procs(procs, timeout=10)
+        obs, info = env.reset(seed=2, options={"task": TASKS[4]})  # found dead (asked of the OS), retried anew
+        assert env.worker is not dead and not env.prepared_reset and pool.stats()["replaced"] == replaced + 1
+        assert obs == cold.reset(seed=2, options={"task": TASKS[4]})[0] and dead.contexts == set()
         worker = env.worker
     finally:
         env.close()
