@@ -24,7 +24,9 @@ a MiniWoB++ page's problem is fixed by its task's instance seed (the spec's setu
 the reset's seed, which only draws the task (and the episode id). So a reset with a seed, or with a
 given task, takes a started page as an unseeded draw does when its task is the one started; the env
 predicts that task (see :class:`~agent_gym.envs.web.env.WebEnv`). Such a reset costs no round trip to
-the browser: it takes the instruction and the first snapshot as they are and sends the page's clock
+the browser (it asks the OS whether the browser's processes still run, so that a browser killed
+since the preparation is found at the reset, which is then retried on a new browser): it takes the
+instruction and the first snapshot as they are and sends the page's clock
 restart (the spec's ``restart_script``) without waiting for it; the driver delivers a page's commands
 in order, so it runs before anything the episode then does on the page. A started page that does not
 serve its reset (another task or argument, other context options, a page that ended its task by
