@@ -14,7 +14,8 @@ when the env closes, and killed with its browser when that crashes or hangs.
 
 Three kinds: ``loaded`` (a MiniWoB++ page: loaded, its score display hidden, Playwright's page script
 in place), *started* (loaded, and the task already started with its setup argument and its first
-snapshot read: for a next episode whose task and argument are known in advance, see below) and blank
+snapshot read, with no warm-up snapshot before it, as on a page a reset loads itself: for a next
+episode whose task and argument are known in advance, see below) and blank
 (a synthetic site: each episode's site instance gets an address of its own at reset, so only the
 context and an empty page can be ready).
 
@@ -49,9 +50,10 @@ async def _make_ready(session: PageSession, worker: BrowserWorker, load: bool, s
     await session.open_blank(worker, prepared=True)
     if load:
         await session.load()
-        await session.warm()
-        if start:
+        if start:  # the first snapshot is read here: no warm-up snapshot (as on a page a reset loads itself)
             await session.start_ahead()
+        else:
+            await session.warm()
 
 
 async def close_quietly(session: PageSession, worker: BrowserWorker) -> None:
