@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
-
-from gymnasium.utils import seeding
 
 from agent_gym.checks import check_float, check_int
 from agent_gym.env.core import AgentEnv
 from agent_gym.env.grade import Grade
 from agent_gym.env.rewards import RewardConfig
-from agent_gym.env.tasks import choose_task
 from agent_gym.envs.web.browser import BrowserError, BrowserHung, BrowserWorker
 from agent_gym.envs.web.miniwob import ORACLES, miniwob_page_spec, miniwob_tasks, parse_snapshot
+from agent_gym.envs.web.next_reset import ResetPredictor
 from agent_gym.envs.web.page import PageSession, PageSpec, cut_snapshot
 from agent_gym.envs.web.pool import BrowserPool, default_pool
 from agent_gym.envs.web.prepared import PagePreparer, close_quietly
@@ -45,25 +42,14 @@ class WebEnv(AgentEnv):
     ``goto(url)`` (the task's own pages only) and ``finish(answer)``.
 
     The next episode's fresh context is opened in the background as soon as an episode starts (and
-    when the env is made), with the page the next episode most likely needs already loaded: the
-    env's next draw when resets draw their tasks, else the current episode's page (for a synthetic
-    site, whose instance gets its address at reset, only the context). A reset on that page starts
-    the task on it (a *hit*: the setup and the first snapshot, tens of milliseconds instead of
-    hundreds); any other closes it and opens its own (see :mod:`~agent_gym.envs.web.prepared`). A
-    prepared context is as fresh as one opened at reset: no agent action reached it before its
-    episode. When the next reset's task is predicted, the preparation also starts that task and reads
-    its first snapshot: a reset that runs exactly that start (a *started* hit) waits for no browser
-    call (the page's clock restart, like the close of the ended context and the next preparation, is
-    sent in the background). The prediction: the ``(seed, options)`` given to :meth:`expect_reset`
-    (a rollout runner tells each env its next episode this way), else after a reset that drew its
-    task the generator's next draw (exact for ``reset()``), else the same task again (the next sample
-    of a group); a page's start depends on its task alone (its instance seed), not on the reset's
-    seed, so a seeded reset or one given its task hits as an unseeded one does. Two "same task again"
-    guesses in a row that got the page right but not the instance (resets going through a page's
-    instances) make the next ones prepare the page only (loaded, not started), which serves any
-    instance; an exact one makes them start again. A reset whose start is not the one prepared
-    never takes a started page (it is closed, never shown; the reset opens its own context); every
-    hit's observation is the one a reset that opened its own context shows.
+    when the env is made), with the page of the next reset's guessed task loaded and, when that task
+    is known (:mod:`~agent_gym.envs.web.next_reset`: a hint given to :meth:`expect_reset`, as a rollout
+    runner does, the generator's next draw, the same task again), started, its first snapshot read.
+    A reset on exactly that start, with or without a seed or a given task (a page's start depends on
+    its task alone), waits for no browser call (a *started* hit); one on that page only runs the setup
+    and reads the page (a hit); any other closes it, never shown, and opens its own context (see
+    :mod:`~agent_gym.envs.web.prepared`; a synthetic site gets only the context). A prepared context is
+    as fresh as one opened at reset, and a hit shows what a reset that opened its own context shows.
     :attr:`prepared_reset` and :attr:`started_reset` (the current episode), :attr:`reset_stats` and the
     pool's ``stats()`` count the hits (not the info: a reset's info depends on its seed alone).
 
@@ -181,14 +167,8 @@ class WebEnv(AgentEnv):
         self._preparer = PagePreparer()
         self._ended: list[PageSession] = []  # released episodes' contexts, closed once the next episode started
         self._closing: list[Any] = []  # those closes under way (futures)
-        self._drew_task = False  # the current reset drew its task (with or without a seed)
-        self._unseeded_draw = False  # ... without a seed
-        self._expected: tuple[int | None, dict[str, Any] | None] | None = None  # expect_reset's hint
-        self._guess: tuple[Mapping[str, Any] | None, bool, str] | None = None  # (task, start, "hint"/"draw"/"same")
-        self._start_guess = True  # start the guessed task ahead (False after two guesses right on the page only)
-        self._page_only = 0  # "same task again" guesses in a row that got the page right, not the instance
-        self._last_task: Mapping[str, Any] | None = None  # the task of the reset before the current one
-        self._repeated = False  # the current reset ran the task of the one before (a group under way)
+        self._drew_task = self._unseeded_draw = False  # the current reset drew its task (without a seed)
+        self._predictor = ResetPredictor()  # the next reset's task, which the preparation starts ahead
         self.worker: BrowserWorker | None = None
         self.session: PageSession | None = None
         self.browser_failure: tuple[str, str] | None = None
@@ -268,75 +248,29 @@ class WebEnv(AgentEnv):
     def expect_reset(self, seed: int | None = None, options: Mapping[str, Any] | None = None) -> None:
         """Say what a coming reset will be, so its task is started ahead (an optional hint; no browser call).
 
-        The hint is used by the next preparation the env starts, the one each reset starts for the episode
-        after it: call it before ``reset`` with the ``(seed, options)`` of the reset that will follow that one
-        (a rollout runner tells an env its next episode this way when it hands it the current one). A hint
-        that turns out wrong costs a prepared page (closed, never shown), nothing else; one whose task cannot
-        be made out (an invalid ``options["task"]``) is ignored.
+        The next preparation, the one the next ``reset`` starts for the episode after it, uses it: call it
+        before ``reset`` with the ``(seed, options)`` of the reset that will follow that one (a rollout runner
+        does, see :mod:`agent_gym.rollout.next_reset`). A wrong hint costs the prepared page (closed, never
+        shown); one whose task cannot be made out (an invalid ``options["task"]``) is ignored.
 
         Args:
             seed: The seed that reset will get.
             options: Its options (``task`` or ``task_index``; other keys do not change the page).
         """
-        self._expected = (seed, dict(options) if options else None)
-
-    def _task_of_reset(self, seed: int | None, options: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-        """The task ``reset(seed=seed, options=options)`` would run after the current reset (None: unknown)."""
-        rng = seeding.np_random(seed)[0] if seed is not None else copy.deepcopy(self.np_random)
-        try:
-            return choose_task(self.tasks, options or {}, rng, self.validate_tasks, type(self).__name__)
-        except (ValueError, TypeError):
-            return None
-
-    def _next_reset_guess(self, current: Mapping[str, Any]) -> tuple[Mapping[str, Any] | None, bool, str]:
-        """``(task, start, kind)``: the task the next reset most likely runs, after a reset on ``current``.
-
-        The hinted reset's task (:meth:`expect_reset`), started ahead; else, when the current reset drew its
-        task without a seed, or with one and another task than the reset before it, the env's next draw (exact
-        for a reset without a seed or task), started ahead; else ``current`` (the next sample of the same task
-        in a group, given or drawn from the same seed), started ahead unless the last two such guesses got the
-        page right but not its instance (see :meth:`_score_guess`).
-        """
-        expected, self._expected = self._expected, None
-        if expected is not None:
-            task = self._task_of_reset(*expected)
-            if task is not None:
-                return task, True, "hint"
-        if self._drew_task and self.tasks and (self._unseeded_draw or not self._repeated):  # (the generator exists)
-            return self._task_of_reset(None, None), True, "draw"
-        return current, self._start_guess, "same"
-
-    def _score_guess(self, task: Mapping[str, Any]) -> None:
-        """Learn from the last "same task again" guess: whether the next ones start their task ahead.
-
-        They do after an exact guess; after two in a row that got the page right but not its instance (resets
-        going through a page's instances) they load the page only.
-        """
-        if self._guess is None or self._guess[2] != "same" or self._guess[0] is None:
-            return
-        guessed = self._guess[0]
-        if guessed.get("source") == "site" or task.get("source") == "site":
-            return
-        if guessed.get("page") == task.get("page"):
-            self._page_only = 0 if guessed.get("seed") == task.get("seed") else self._page_only + 1
-            self._start_guess = self._page_only < 2
+        self._predictor.expect(seed, options)
 
     def _prepare_next(self, current: Mapping[str, Any] | None) -> None:
-        """Start preparing the episode after one on ``current`` (see :meth:`_next_reset_guess`).
-
-        The guess is made once per reset (with ``current``) and kept for a later call (after a failed one).
-        """
+        """Prepare the episode after one on ``current`` (guessed once per reset; None: the guess made at reset)."""
         if current is not None:
-            self._repeated, self._last_task = current == self._last_task, current
-            self._guess = self._next_reset_guess(current)
-        if self._guess is not None:
-            self._prepare(self._guess[0], start=self._guess[1])
+            self._predictor.predict(current, tasks=self.tasks, np_random=self.np_random,
+                                    validate=self.validate_tasks, owner=type(self).__name__,
+                                    drew=self._drew_task, unseeded=self._unseeded_draw)
+        guess = self._predictor.guess
+        if guess is not None:
+            self._prepare(guess[0], start=guess[1])
 
     def _prepare(self, task: Mapping[str, Any] | None, start: bool = False) -> None:
-        """Start opening the context of an episode on ``task`` in the background.
-
-        Its page is loaded too (a MiniWoB++ task) and, with ``start``, its task started and its first snapshot read.
-        """
+        """Open an episode's context in the background, its page (MiniWoB++) loaded and, with ``start``, started."""
         if not self.prepare_next or task is None or self.worker is None or self.worker.dead is not None:
             return
         if task.get("source") == "site":  # a site instance's address is made at reset: the context only
@@ -389,7 +323,7 @@ class WebEnv(AgentEnv):
             self.session = session
             break
         self._close_ended(self.worker)
-        self._score_guess(task)
+        self._predictor.score(task)
         self._prepare_next(task)  # ready by the time this episode ends
         self.reset_counts["prepared" if self.prepared_reset else "cold"] += 1
         self.reset_counts["started"] += self.started_reset
