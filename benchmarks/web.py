@@ -396,11 +396,16 @@ class FaultyWebEnv(WebEnv):
     """Faults by task seed: 1 kills the browser before the first step, 3 before the reset, 5 hangs it."""
 
     def _signal(self, sig: int) -> None:
+        """Send ``sig`` to the browser's processes; a SIGKILL (a crash) returns once they are gone."""
+        procs = []
         for pid in (self.worker.browser_pids()[1:] if self.worker else []):
             try:
                 os.kill(pid, sig)
-            except ProcessLookupError:
+                procs.append(psutil.Process(pid))
+            except (ProcessLookupError, psutil.Error):
                 continue
+        if sig == signal.SIGKILL:
+            psutil.wait_procs(procs, timeout=10)
 
     def reset(self, *, seed: Any = None, options: Any = None) -> Any:
         if options and options["task"]["seed"] % 40 == 3:
