@@ -1,7 +1,7 @@
 """Web-v0 benchmark: oracles, latency, the pool against a fresh browser, leaks under faults, a model baseline.
 
-Run:  python benchmarks/web.py [--oracle N] [--latency N] [--think S] [--resets N] [--leak N] [--baseline N]
-                               [--json OUT]
+Run:  python benchmarks/web.py [--oracle N] [--latency N] [--think S] [--resets N] [--seeded N] [--pause S]
+                               [--parallel N [N ...]] [--leak N] [--baseline N] [--json OUT]
 
 --oracle N    the oracle on N instances of every solvable MiniWoB++ page and every synthetic site
               (success must be 100%), and an empty ``finish`` on each (success must be 0%).
@@ -17,7 +17,20 @@ Run:  python benchmarks/web.py [--oracle N] [--latency N] [--think S] [--resets 
               started ahead (``reset()`` drawing from the env's tasks, the draw predicted: no round trip),
               N that start on a prepared context (same page as the episode before, given as the task), N
               that miss it (another page), N on the old path (``prepare_next=False``) and N kept-page
-              starts; each reset after a 0.5 s pause, the time a model's last turn takes at least.
+              starts; each reset after a 0.5 s pause, the time a model's last turn takes at least. The first
+              three of each kind are left out (the hit env's first two resets of other instances of the same
+              page make it prepare that page only, not a task started ahead).
+--seeded N    seeded and given-task resets on a kept browser, at n_parallel 1 and 16 (one env and browser per
+              thread), N resets per env, each after a 0.5 s pause (a model's last turn): ``group`` resets the same
+              task given in ``options`` four times, each with its own seed (a GRPO group), then the next task;
+              ``hinted`` resets with a new seed each time (a seeded draw of another task) after telling the env that
+              reset one episode ahead (``expect_reset``, what ``collect`` does). Then the same through ``collect``
+              without a model (a policy that waits 0.5 s and calls ``finish``): 4 samples per task given, and seeded
+              draws (``num_episodes``), at n_parallel 1 and 16, each reset timed inside the env. Reset p50/p95 of
+              all, the started hits' share and their p50.
+--parallel N [N ...]  the n_parallel values of --seeded (default 1 16).
+--pause S     the pause before each reset in --seeded (default 0.5; at n_parallel 16 a preparation takes longer
+              than that on 2 cores, and a reset waits for the rest of it).
 --leak N      N episodes through ``collect`` at n_parallel 16, 10% of them with a fault: browser killed before
               a step, browser killed before a reset, browser hung (SIGSTOP), episode cancelled by its timeout.
               Every episode must come back with a status; afterwards 0 contexts and 0 browser processes, and
@@ -180,7 +193,7 @@ def reset_compare(n: int, pause: float = 0.5) -> dict[str, Any]:
         started = time.perf_counter()
         started_env.reset()  # the env's next draw, started ahead
         times["started"].append(time.perf_counter() - started)
-        if i and not started_env.started_reset:
+        if i > 2 and not started_env.started_reset:
             wrong.append("started")
         for name, env, task in (("hit", hit_env, tasks["click-button"][i % 48]),
                                 ("miss", miss_env, tasks[pages[i % 2]][i % 48]),
@@ -189,7 +202,7 @@ def reset_compare(n: int, pause: float = 0.5) -> dict[str, Any]:
             started = time.perf_counter()
             env.reset(options={"task": task})
             times[name].append(time.perf_counter() - started)
-            if i and (env.prepared_reset != (name == "hit") or env.started_reset):
+            if i > 2 and (env.prepared_reset != (name == "hit") or env.started_reset):
                 wrong.append(name)
             env.step('<tool_call>{"name": "finish", "arguments": {}}</tool_call>')
         time.sleep(pause)
@@ -200,10 +213,10 @@ def reset_compare(n: int, pause: float = 0.5) -> dict[str, Any]:
     for env in (started_env, hit_env, miss_env, old_env, kept):
         env.close()
     pool.close()
-    result = {name: {"p50_ms": pct(values[1:], 0.5) * 1e3, "p95_ms": pct(values[1:], 0.95) * 1e3,
-                     "n": len(values) - 1} for name, values in times.items()}
+    result = {name: {"p50_ms": pct(values[3:], 0.5) * 1e3, "p95_ms": pct(values[3:], 0.95) * 1e3,
+                     "n": len(values) - 3} for name, values in times.items()}
     result["unexpected"] = wrong
-    print(f"resets in one process ({n - 1} each, {pause:g} s before each): " + "; ".join(
+    print(f"resets in one process ({n - 3} each, {pause:g} s before each): " + "; ".join(
         f"{name} p50 {row['p50_ms']:.1f} ms p95 {row['p95_ms']:.1f} ms" for name, row in result.items()
         if name != "unexpected") + f"; unexpected hit/miss: {wrong or 'none'}")
     return result
@@ -249,15 +262,150 @@ def kept_page_reset(episodes: int) -> dict[str, Any]:
     return {"p50_ms": pct(times, 0.5) * 1e3, "p95_ms": pct(times, 0.95) * 1e3}
 
 
+FINISH = '<tool_call>{"name": "finish", "arguments": {}}</tool_call>'
+
+
+def _kind(env: WebEnv) -> str:
+    return "started" if env.started_reset else "prepared" if env.prepared_reset else "cold"
+
+
+def _summary(name: str, records: list[tuple[float, str, bool]]) -> dict[str, Any]:
+    """p50/p95 of all resets, of the started hits, and of the started hits whose preparation was done at the reset."""
+    times = [t for t, _, _ in records]
+    started = [t for t, kind, _ in records if kind == "started"]
+    ready = [t for t, kind, was_ready in records if kind == "started" and was_ready]
+    row = {"resets": len(records), "p50_ms": pct(times, 0.5) * 1e3, "p95_ms": pct(times, 0.95) * 1e3,
+           "started_share": len(started) / len(records) if records else float("nan"),
+           "started_p50_ms": pct(started, 0.5) * 1e3, "cold": sum(kind == "cold" for _, kind, _ in records),
+           "ready_started": len(ready), "ready_started_p50_ms": pct(ready, 0.5) * 1e3,
+           "ready_started_p95_ms": pct(ready, 0.95) * 1e3}
+    print(f"  {name}: {row['resets']} resets, p50 {row['p50_ms']:.1f} ms p95 {row['p95_ms']:.1f} ms; started hits "
+          f"{row['started_share']:.0%} (p50 {row['started_p50_ms']:.1f} ms; the {len(ready)} whose preparation was "
+          f"done: p50 {row['ready_started_p50_ms']:.1f} ms p95 {row['ready_started_p95_ms']:.1f} ms), "
+          f"cold {row['cold']}")
+    return row
+
+
+def seeded_point(n_parallel: int, resets: int, mode: str, pause: float = 0.5) -> dict[str, Any]:
+    """``group`` or ``hinted`` resets (see the module's --seeded) on ``n_parallel`` envs, one thread each."""
+    pool = BrowserPool(max_idle=n_parallel)
+    tasks = [t for t in miniwob_tasks("train") if t["page"] in ("click-button", "enter-text", "choose-list")]
+    envs = [WebEnv(tasks, pool=pool, max_steps=4) for _ in range(n_parallel)]
+    records: list[tuple[float, str, bool]] = []
+    lock = threading.Lock()
+
+    def plan(index: int, i: int) -> tuple[int, dict[str, Any] | None]:
+        if mode == "group":  # four samples of a task, each with its own seed
+            return 1000 * index + i, {"task": tasks[(index * 7 + i // 4) % len(tasks)]}
+        return 1000 * index + i, None  # a seeded draw: another task (most times) at every reset
+
+    def worker(index: int) -> None:
+        env, mine = envs[index], []
+        for i in range(resets):
+            hook = getattr(env, "expect_reset", None)
+            if mode == "hinted" and hook is not None:
+                hook(*plan(index, i + 1))  # the reset after this one
+            time.sleep(pause)
+            seed, options = plan(index, i)
+            ready = getattr(env, "next_ready", False)
+            started = time.perf_counter()
+            env.reset(seed=seed, options=options)
+            mine.append((time.perf_counter() - started, _kind(env), ready))
+            env.step(FINISH)
+        with lock:
+            records.extend(mine[1:])  # the first reset of an env has nothing prepared for it
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n_parallel)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for env in envs:
+        env.close()
+    pool.close()
+    return {"n_parallel": n_parallel, "mode": mode, **_summary(f"{mode}, n_parallel {n_parallel}", records)}
+
+
+class TimedWebEnv(WebEnv):
+    """Records each reset's wall time and kind (started hit, prepared hit, cold) in ``records``."""
+
+    def __init__(self, records: list[tuple[float, str, bool]], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.records = records
+        self.first = True
+
+    def reset(self, *, seed: Any = None, options: Any = None) -> Any:
+        ready = getattr(self, "next_ready", False)
+        started = time.perf_counter()
+        result = super().reset(seed=seed, options=options)
+        if not self.first:  # the first reset of an env has nothing prepared for it
+            self.records.append((time.perf_counter() - started, _kind(self), ready))
+        self.first = False
+        return result
+
+
+class ThinkPolicy:
+    """Waits ``think`` seconds (a model's turn), then calls ``finish``."""
+
+    def __init__(self, think: float) -> None:
+        self.think = think
+
+    async def aact(self, obs: Any, session_id: str | None = None, tools: Any = None) -> str:
+        await asyncio.sleep(self.think)
+        return FINISH
+
+    def close_session(self, session_id: str) -> None:
+        return None
+
+
+def collect_point(n_parallel: int, episodes: int, given: bool, think: float = 0.5) -> dict[str, Any]:
+    """``episodes`` episodes per env through ``collect``: 4 samples of each task given, or seeded draws."""
+    pool = BrowserPool(max_idle=n_parallel)
+    tasks = [t for t in miniwob_tasks("train") if t["page"] in ("click-button", "enter-text", "choose-list")]
+    records: list[tuple[float, str, bool]] = []
+    groups = max(1, episodes * n_parallel // 4)
+    started = time.perf_counter()
+    if given:
+        collect(lambda: TimedWebEnv(records, tasks=tasks, pool=pool, max_steps=4), ThinkPolicy(think),
+                tasks=[tasks[(7 * g) % len(tasks)] for g in range(groups)], samples_per_task=4,
+                n_parallel=n_parallel, progress=False)
+    else:
+        collect(lambda: TimedWebEnv(records, tasks=tasks, pool=pool, max_steps=4), ThinkPolicy(think),
+                num_episodes=episodes * n_parallel, n_parallel=n_parallel, seed=100, progress=False)
+    wall = time.perf_counter() - started
+    pool.close()
+    name = f"collect, {'4 samples per given task' if given else 'seeded draws'}, n_parallel {n_parallel}"
+    row = {"n_parallel": n_parallel, "given_tasks": given, "wall_s": wall, **_summary(name, records)}
+    return row
+
+
+def seeded(resets: int, pause: float = 0.5, parallel: tuple[int, ...] = (1, 16)) -> dict[str, Any]:
+    print(f"seeded and given-task resets on a kept browser, {pause:g} s before each ({os.getloadavg()[0]:.1f} load "
+          "average at the start):")
+    out: dict[str, Any] = {"load_start": os.getloadavg(), "pause_s": pause}
+    out["direct"] = [seeded_point(n_parallel, resets if n_parallel == 1 else max(4, resets // 4), mode, pause)
+                     for n_parallel in parallel for mode in ("group", "hinted")]
+    out["collect"] = [collect_point(n_parallel, resets if n_parallel == 1 else max(4, resets // 4), given, pause)
+                      for n_parallel in parallel for given in (True, False)]
+    out["load_end"] = os.getloadavg()
+    print(f"  load average at the end {os.getloadavg()[0]:.1f}")
+    return out
+
+
 class FaultyWebEnv(WebEnv):
     """Faults by task seed: 1 kills the browser before the first step, 3 before the reset, 5 hangs it."""
 
     def _signal(self, sig: int) -> None:
+        """Send ``sig`` to the browser's processes; a SIGKILL (a crash) returns once they are gone."""
+        procs = []
         for pid in (self.worker.browser_pids()[1:] if self.worker else []):
             try:
                 os.kill(pid, sig)
-            except ProcessLookupError:
+                procs.append(psutil.Process(pid))
+            except (ProcessLookupError, psutil.Error):
                 continue
+        if sig == signal.SIGKILL:
+            psutil.wait_procs(procs, timeout=10)
 
     def reset(self, *, seed: Any = None, options: Any = None) -> Any:
         if options and options["task"]["seed"] % 40 == 3:
@@ -348,6 +496,9 @@ def main() -> None:
     parser.add_argument("--latency", type=int, default=0)
     parser.add_argument("--think", type=float, default=0.0)
     parser.add_argument("--resets", type=int, default=0)
+    parser.add_argument("--seeded", type=int, default=0)
+    parser.add_argument("--pause", type=float, default=0.5)
+    parser.add_argument("--parallel", type=int, nargs="+", default=[1, 16])
     parser.add_argument("--leak", type=int, default=0)
     parser.add_argument("--baseline", type=int, default=0)
     parser.add_argument("--json", default=None)
@@ -365,6 +516,8 @@ def main() -> None:
             r["reset_p50_ms"] for r in out["latency"] if r["prepare_next"])}
     if args.resets:
         out["resets"] = reset_compare(args.resets)
+    if args.seeded:
+        out["seeded"] = seeded(args.seeded, args.pause, tuple(args.parallel))
     if args.leak:
         out["leak"] = leak(args.leak)
     if args.baseline:

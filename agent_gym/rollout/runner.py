@@ -34,6 +34,7 @@ from agent_gym.parsers import env_parser_for, policy_parser_names
 from agent_gym.rollout.env_pool import EnvPool, env_key, safe_close
 from agent_gym.rollout.episode import ActCall, EndEpisode, EpisodeCall, ResetCall, TurnCall, adrive, episode_loop
 from agent_gym.rollout.long_tail import EpisodeOverBudget, LongTailGate, mark_resumes
+from agent_gym.rollout.next_reset import SpecQueue
 from agent_gym.rollout.options import RolloutOptions
 from agent_gym.rollout.planning import EpisodeSpec, make_env_factory
 from agent_gym.rollout.reporting import STOPPED_REASON, Progress, failed_trajectory, label, notify, stopped_trajectory
@@ -293,7 +294,8 @@ class EpisodeRunner:
         return LongTailGate(long_tail, on_park=on_park), True
 
     async def run_episode(self, spec: EpisodeSpec, *, policy: Any = None, gate: LongTailGate | None = None,
-                          on_cancel: Callable[[StepTrajectory], None] | None = None) -> StepTrajectory:
+                          on_cancel: Callable[[StepTrajectory], None] | None = None,
+                          on_env: Callable[[Any], None] | None = None) -> StepTrajectory:
         """Run one episode on a pooled env; never raises for env/policy failures.
 
         Args:
@@ -304,6 +306,8 @@ class EpisodeRunner:
             on_cancel: Called, when the call is cancelled, with the episode's record so far (its
                 turns, status ``TIMEOUT``, reason :data:`~agent_gym.rollout.reporting.STOPPED_REASON`);
                 the cancellation then goes on.
+            on_env: Called with the episode's env once taken, before its reset (see
+                :mod:`~agent_gym.rollout.next_reset`).
 
         Returns:
             The episode's trajectory, with ``idx``, ``group_id`` and ``task`` set.
@@ -325,12 +329,13 @@ class EpisodeRunner:
         self._in_flight += 1
         try:
             self._widen(self._in_flight)
-            return await self._run_episode(spec, state, on_cancel)
+            return await self._run_episode(spec, state, on_cancel, on_env)
         finally:
             self._in_flight -= 1
 
     async def _run_episode(self, spec: EpisodeSpec, state: _Episode,
-                           on_cancel: Callable[[StepTrajectory], None] | None) -> StepTrajectory:
+                           on_cancel: Callable[[StepTrajectory], None] | None,
+                           on_env: Callable[[Any], None] | None = None) -> StepTrajectory:
         policy = state.policy
         try:
             state.wrapper = await self._take_env(state, spec)
@@ -338,6 +343,8 @@ class EpisodeRunner:
             logger.warning("episode %d: building the env raised %s: %s", spec.index, type(exc).__name__, exc)
             return failed_trajectory(spec, self.options.gamma,
                                      f"building the env raised {type(exc).__name__}: {exc}")
+        if on_env is not None:
+            on_env(state.wrapper)
         timeout = self.options.episode_timeout
         try:
             if timeout is None:
@@ -404,9 +411,7 @@ class EpisodeRunner:
         self._widen(limit)
         results: list[StepTrajectory | None] = [None] * len(specs)
         stopped: dict[int, StepTrajectory] = {}
-        queue: asyncio.Queue[int] = asyncio.Queue()
-        for i in range(len(specs)):
-            queue.put_nowait(i)
+        queue = SpecQueue(len(specs))  # an env with an expect_reset hook is told its next episode
         bar = Progress(len(specs), progress)
         extra: list[asyncio.Future] = []
 
@@ -422,15 +427,16 @@ class EpisodeRunner:
         gate, _ = self._gate(on_park)
 
         async def worker() -> None:
+            me = object()
             while True:
-                try:
-                    i = queue.get_nowait()
-                except asyncio.QueueEmpty:
+                i = queue.next(me)
+                if i is None:
                     if gate is not None:
                         gate.release_all()
                     return
                 trajectory = await self.run_episode(specs[i], policy=policy, gate=gate,
-                                                    on_cancel=functools.partial(stopped.__setitem__, i))
+                                                    on_cancel=functools.partial(stopped.__setitem__, i),
+                                                    on_env=queue.hinter(me, specs, specs[i]))
                 results[i] = trajectory
                 bar.update(trajectory)
                 if on_episode is not None:

@@ -132,6 +132,7 @@ class BrowserWorker:
         self.contexts: set[Any] = set()
         self.prepared: set[Any] = set()
         self.driver_pid: int | None = None
+        self._processes: list[Any] = []  # the driver's and the browser's main process (psutil), for alive()
         self._playwright: Any = None
         self.browser: Any = None
         self._loop = asyncio.new_event_loop()
@@ -147,6 +148,7 @@ class BrowserWorker:
                 executable_path=path, args=list(BROWSER_ARGS), headless=True, timeout=launch_timeout * 1000),
                 launch_timeout)
             self.browser.on("disconnected", lambda _: self.mark_dead("the browser process went away"))
+            self._processes = self._main_processes()
         except BaseException:
             self.close()
             raise
@@ -218,6 +220,37 @@ class BrowserWorker:
             self.dead = reason
 
     # ------------------------------------------------------------------ processes
+
+    def _main_processes(self) -> list[Any]:
+        import psutil
+
+        if self.driver_pid is None:
+            return []
+        try:
+            driver = psutil.Process(self.driver_pid)
+            return [driver, *driver.children(recursive=False)]
+        except psutil.Error:
+            return []
+
+    def alive(self) -> bool:
+        """Whether the worker is usable and its driver and browser processes run (asked of the OS, not the browser).
+
+        For a use that makes no call to the browser (a reset taking a page started ahead): a browser killed since
+        its last call is found here (the worker is then marked dead), not at the episode's first action.
+        """
+        import psutil
+
+        if self.dead is not None:
+            return False
+        for proc in self._processes:
+            try:
+                running = proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+            except psutil.Error:
+                running = False
+            if not running:
+                self.mark_dead("the browser process went away")
+                return False
+        return True
 
     def browser_pids(self) -> list[int]:
         """The processes of this worker: its driver and everything under it (the browser's)."""

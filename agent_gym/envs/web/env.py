@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -12,6 +11,7 @@ from agent_gym.env.grade import Grade
 from agent_gym.env.rewards import RewardConfig
 from agent_gym.envs.web.browser import BrowserError, BrowserHung, BrowserWorker
 from agent_gym.envs.web.miniwob import ORACLES, miniwob_page_spec, miniwob_tasks, parse_snapshot
+from agent_gym.envs.web.next_reset import ResetPredictor
 from agent_gym.envs.web.page import PageSession, PageSpec, cut_snapshot
 from agent_gym.envs.web.pool import BrowserPool, default_pool
 from agent_gym.envs.web.prepared import PagePreparer, close_quietly
@@ -42,19 +42,14 @@ class WebEnv(AgentEnv):
     ``goto(url)`` (the task's own pages only) and ``finish(answer)``.
 
     The next episode's fresh context is opened in the background as soon as an episode starts (and
-    when the env is made), with the page the next episode most likely needs already loaded: the
-    env's next draw when resets draw their tasks, else the current episode's page (for a synthetic
-    site, whose instance gets its address at reset, only the context). A reset on that page starts
-    the task on it (a *hit*: the setup and the first snapshot, tens of milliseconds instead of
-    hundreds); any other closes it and opens its own (see :mod:`~agent_gym.envs.web.prepared`). A
-    prepared context is as fresh as one opened at reset: no agent action reached it before its
-    episode. When resets draw their tasks without a seed (``reset()``), the next one's task is known
-    exactly (the env's generator's next draw), so the preparation also starts that task and reads its
-    first snapshot: such a reset (a *started* hit) waits for no browser call (the page's clock restart,
-    like the close of the ended context and the next preparation, is sent in the background). A reset
-    with a seed, with a task, or of another task than predicted never takes a started page (it is
-    closed; the reset opens its own context); its observation is the one a reset that opened its own
-    context would show.
+    when the env is made), with the page of the next reset's guessed task loaded and, when that task
+    is known (:mod:`~agent_gym.envs.web.next_reset`: a hint given to :meth:`expect_reset`, as a rollout
+    runner does, the generator's next draw, the same task again), started, its first snapshot read.
+    A reset on exactly that start, with or without a seed or a given task (a page's start depends on
+    its task alone), waits for no browser call (a *started* hit); one on that page only runs the setup
+    and reads the page (a hit); any other closes it, never shown, and opens its own context (see
+    :mod:`~agent_gym.envs.web.prepared`; a synthetic site gets only the context). A prepared context is
+    as fresh as one opened at reset, and a hit shows what a reset that opened its own context shows.
     :attr:`prepared_reset` and :attr:`started_reset` (the current episode), :attr:`reset_stats` and the
     pool's ``stats()`` count the hits (not the info: a reset's info depends on its seed alone).
 
@@ -172,8 +167,8 @@ class WebEnv(AgentEnv):
         self._preparer = PagePreparer()
         self._ended: list[PageSession] = []  # released episodes' contexts, closed once the next episode started
         self._closing: list[Any] = []  # those closes under way (futures)
-        self._drew_task = False
-        self._unseeded_draw = False  # the current reset drew its task without a seed
+        self._drew_task = self._unseeded_draw = False  # the current reset drew its task (without a seed)
+        self._predictor = ResetPredictor()  # the next reset's task, which the preparation starts ahead
         self.worker: BrowserWorker | None = None
         self.session: PageSession | None = None
         self.browser_failure: tuple[str, str] | None = None
@@ -250,29 +245,32 @@ class WebEnv(AgentEnv):
                             setup_script="() => ''", viewport=SITE_VIEWPORT)
         return miniwob_page_spec(task)
 
-    def _next_task_guess(self, current: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-        """The task the next reset most likely runs, after an episode on ``current``.
+    def expect_reset(self, seed: int | None = None, options: Mapping[str, Any] | None = None) -> None:
+        """Say what a coming reset will be, so its task is started ahead (an optional hint; no browser call).
 
-        The env's next draw when the last reset drew its task (right unless the next reset brings a seed or a
-        task), else ``current`` (its page; e.g. the next sample of the same task in a group).
+        The next preparation, the one the next ``reset`` starts for the episode after it, uses it: call it
+        before ``reset`` with the ``(seed, options)`` of the reset that will follow that one (a rollout runner
+        does, see :mod:`agent_gym.rollout.next_reset`). A wrong hint costs the prepared page (closed, never
+        shown); one whose task cannot be made out (an invalid ``options["task"]``) is ignored.
+
+        Args:
+            seed: The seed that reset will get.
+            options: Its options (``task`` or ``task_index``; other keys do not change the page).
         """
-        if self._drew_task and self.tasks:  # a drawn task: the generator exists (the reset drew with it)
-            return self.tasks[int(copy.deepcopy(self.np_random).integers(len(self.tasks)))]
-        return current
+        self._predictor.expect(seed, options)
 
     def _prepare_next(self, current: Mapping[str, Any] | None) -> None:
-        """Start preparing the episode after one on ``current`` (see :meth:`_next_task_guess`).
-
-        After a reset that drew its task without a seed, the next reset is expected to do the same: its task is
-        then the generator's next draw exactly, and the preparation starts it too.
-        """
-        self._prepare(self._next_task_guess(current), start=self._unseeded_draw)
+        """Prepare the episode after one on ``current`` (guessed once per reset; None: the guess made at reset)."""
+        if current is not None:
+            self._predictor.predict(current, tasks=self.tasks, np_random=self.np_random,
+                                    validate=self.validate_tasks, owner=type(self).__name__,
+                                    drew=self._drew_task, unseeded=self._unseeded_draw)
+        guess = self._predictor.guess
+        if guess is not None:
+            self._prepare(guess[0], start=guess[1])
 
     def _prepare(self, task: Mapping[str, Any] | None, start: bool = False) -> None:
-        """Start opening the context of an episode on ``task`` in the background.
-
-        Its page is loaded too (a MiniWoB++ task) and, with ``start``, its task started and its first snapshot read.
-        """
+        """Open an episode's context in the background, its page (MiniWoB++) loaded and, with ``start``, started."""
         if not self.prepare_next or task is None or self.worker is None or self.worker.dead is not None:
             return
         if task.get("source") == "site":  # a site instance's address is made at reset: the context only
@@ -302,7 +300,7 @@ class WebEnv(AgentEnv):
             session: PageSession | None = None
             try:
                 session = self._preparer.take(self.worker, spec, action_timeout_ms=timeout_ms,
-                                              timeout=self.browser_timeout, started_ok=self._unseeded_draw)
+                                              timeout=self.browser_timeout)
                 self.prepared_reset = session is not None
                 self.started_reset = session is not None and session.first_snapshot is not None
                 if session is None:
@@ -325,6 +323,7 @@ class WebEnv(AgentEnv):
             self.session = session
             break
         self._close_ended(self.worker)
+        self._predictor.score(task)
         self._prepare_next(task)  # ready by the time this episode ends
         self.reset_counts["prepared" if self.prepared_reset else "cold"] += 1
         self.reset_counts["started"] += self.started_reset
@@ -332,6 +331,11 @@ class WebEnv(AgentEnv):
         limit = self.max_snapshot_chars + 2000
         return [as_tool(getattr(self, name), time_limit=None, max_output_chars=limit)
                 for name in ("click", "type", "select", "press", "scroll", "goto", "finish")]
+
+    @property
+    def next_ready(self) -> bool:
+        """Whether the next episode's context is prepared and ready now (its preparation done, nothing to wait for)."""
+        return self._preparer.ready
 
     @property
     def reset_stats(self) -> dict[str, Any]:
@@ -385,7 +389,7 @@ class WebEnv(AgentEnv):
         """Start an episode (see :class:`~agent_gym.env.core.AgentEnv`).
 
         :attr:`prepared_reset` then says whether it started on a prepared context, :attr:`started_reset` whether
-        its task was started ahead (only a reset without a seed that draws its task takes such a page).
+        its task was started ahead (a reset whose start is exactly the one prepared takes such a page).
         """
         self._drew_task = not options or (options.get("task") is None and options.get("task_index") is None)
         self._unseeded_draw = self._drew_task and seed is None
@@ -405,7 +409,7 @@ class WebEnv(AgentEnv):
         if self.screenshot_trail is not None:
             obs = self.screenshot_trail.record(obs, screenshot_part(self.worker, self.session, self.browser_timeout))
         if not self.episode_running:
-            self._prepare_next(self.task)
+            self._prepare_next(None)  # the guess made at reset, when its preparation failed
         return obs, reward, terminated, truncated, info
 
     def close(self) -> None:

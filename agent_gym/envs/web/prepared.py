@@ -14,19 +14,25 @@ when the env closes, and killed with its browser when that crashes or hangs.
 
 Three kinds: ``loaded`` (a MiniWoB++ page: loaded, its score display hidden, Playwright's page script
 in place), *started* (loaded, and the task already started with its setup argument and its first
-snapshot read: for a next episode whose task and argument are known in advance, see below) and blank
+snapshot read, with no warm-up snapshot before it, as on a page a reset loads itself: for a next
+episode whose task and argument are known in advance, see below) and blank
 (a synthetic site: each episode's site instance gets an address of its own at reset, so only the
 context and an empty page can be ready).
 
-A started page serves only a reset that asks for exactly that start (the same page spec, setup
-argument included) and says it may take one (``started_ok``: the env allows it only for a reset
-that draws its task with the env's own generator and no seed, the draw the preparation predicted).
-Such a reset costs no round trip to the browser: it takes the instruction and the first snapshot
-as they are and sends the page's clock restart (the spec's ``restart_script``) without waiting for
-it; the driver delivers a page's commands in order, so it runs before anything the episode then
-does on the page. A started page that does not serve its reset (another task or argument, a seeded
-reset, a page that ended its task by itself) is closed, and the reset opens its own context: a
-problem once started is never started again on the same page.
+A started page serves only a reset whose start is exactly that start: the same page spec (setup
+argument included) and the same context options. Nothing else of a page's start depends on the reset:
+a MiniWoB++ page's problem is fixed by its task's instance seed (the spec's setup argument), not by
+the reset's seed, which only draws the task (and the episode id). So a reset with a seed, or with a
+given task, takes a started page as an unseeded draw does when its task is the one started; the env
+predicts that task (see :class:`~agent_gym.envs.web.env.WebEnv`). Such a reset costs no round trip to
+the browser (it asks the OS whether the browser's processes still run, so that a browser killed
+since the preparation is found at the reset, which is then retried on a new browser): it takes the
+instruction and the first snapshot as they are and sends the page's clock
+restart (the spec's ``restart_script``) without waiting for it; the driver delivers a page's commands
+in order, so it runs before anything the episode then does on the page. A started page that does not
+serve its reset (another task or argument, other context options, a page that ended its task by
+itself) is closed, never shown, and the reset opens its own context: a problem once started is never
+started again on the same page.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from __future__ import annotations
 import concurrent.futures
 from dataclasses import dataclass, replace
 
-from agent_gym.envs.web.browser import BrowserError, BrowserWorker
+from agent_gym.envs.web.browser import BrowserCrashed, BrowserError, BrowserWorker
 from agent_gym.envs.web.page import PageSession, PageSpec
 
 __all__ = ["PagePreparer", "close_quietly"]
@@ -44,9 +50,10 @@ async def _make_ready(session: PageSession, worker: BrowserWorker, load: bool, s
     await session.open_blank(worker, prepared=True)
     if load:
         await session.load()
-        await session.warm()
-        if start:
+        if start:  # the first snapshot is read here: no warm-up snapshot (as on a page a reset loads itself)
             await session.start_ahead()
+        else:
+            await session.warm()
 
 
 async def close_quietly(session: PageSession, worker: BrowserWorker) -> None:
@@ -65,11 +72,11 @@ class _Prepared:
     loaded: bool
     started: bool
 
-    def fits(self, spec: PageSpec, action_timeout_ms: float, started_ok: bool) -> bool:
+    def fits(self, spec: PageSpec, action_timeout_ms: float) -> bool:
         if self.session.action_timeout_ms != action_timeout_ms:
             return False
-        if self.started:  # exactly this start, for a reset that may take it
-            return started_ok and self.session.spec == spec
+        if self.started:  # exactly this start: the same page, setup argument and context options
+            return self.session.spec == spec
         if self.loaded:  # the same page and options; only the setup's argument (the instance seed) may differ
             return replace(self.session.spec, setup_arg=None) == replace(spec, setup_arg=None)
         return self.session.spec.viewport == spec.viewport
@@ -92,6 +99,21 @@ class PagePreparer:
     def pending(self) -> bool:
         """Whether a prepared context is waiting for a reset."""
         return self._next is not None
+
+    @property
+    def spec(self) -> PageSpec | None:
+        """The spec the waiting context was prepared for (None when none waits)."""
+        return None if self._next is None else self._next.session.spec
+
+    @property
+    def ready(self) -> bool:
+        """Whether a prepared context waits and its preparation is done (a reset taking it waits for nothing)."""
+        return self._next is not None and self._next.future.done()
+
+    @property
+    def started_ahead(self) -> bool:
+        """Whether the waiting context's task was started ahead (False when none waits)."""
+        return self._next is not None and self._next.started
 
     def prepare(self, worker: BrowserWorker, spec: PageSpec, *, action_timeout_ms: float, load: bool,
                 start: bool = False) -> None:
@@ -119,27 +141,27 @@ class PagePreparer:
         self.prepared += 1
         self.started += start
 
-    def take(self, worker: BrowserWorker, spec: PageSpec, *, action_timeout_ms: float, timeout: float,
-             started_ok: bool = False) -> PageSession | None:
+    def take(self, worker: BrowserWorker, spec: PageSpec, *, action_timeout_ms: float,
+             timeout: float) -> PageSession | None:
         """The prepared session, now for ``spec``, when it fits; otherwise None (the prepared context is closed).
 
         A session whose task was started ahead (its :attr:`~PageSession.first_snapshot` set) is returned only
-        for exactly its spec and with ``started_ok``; its clock restart is then sent to the page, not waited for.
+        for exactly its spec; its clock restart is then sent to the page, not waited for.
 
         Args:
             worker: The env's browser now.
             spec: The episode's page.
             action_timeout_ms: The episode's action timeout.
             timeout: Seconds to wait for a preparation still under way (or a close).
-            started_ok: The reset may take a task started ahead (it draws its task as the preparation predicted).
 
         Raises:
-            BrowserError: When the browser crashed or hung meanwhile (the worker is then dead).
+            BrowserError: When the browser crashed or hung meanwhile (the worker is then dead; for a task started
+                ahead, found by :meth:`~agent_gym.envs.web.browser.BrowserWorker.alive`).
         """
         prepared = self._next
         if prepared is None:
             return None
-        if prepared.worker is not worker or not prepared.fits(spec, action_timeout_ms, started_ok):
+        if prepared.worker is not worker or not prepared.fits(spec, action_timeout_ms):
             self.discard(timeout=timeout)
             return None
         self._next = None
@@ -154,6 +176,8 @@ class PagePreparer:
         if prepared.started and session.reports:  # the page ended its task by itself before the episode
             worker.call(close_quietly, session, worker, timeout=timeout)
             return None
+        if prepared.started and not worker.alive():  # no browser call below: ask the OS whether it still runs
+            raise BrowserCrashed(worker.dead or "the browser process went away")
         session.spec = spec
         worker.prepared.discard(session.context)
         if prepared.started:

@@ -31,13 +31,21 @@ def pool():
 
 
 def _signal_browser(env: WebEnv, sig: int) -> None:
-    """Send ``sig`` to the env's browser processes (the driver's children), as a crash or a hang would."""
+    """Send ``sig`` to the env's browser processes (the driver's children), as a crash or a hang would.
+
+    A SIGKILL returns once the processes are gone (a crash that happened: a reset that takes a page started
+    ahead asks the OS whether the browser runs, and a process still dying of the signal runs).
+    """
     assert env.worker is not None
+    procs = []
     for pid in env.worker.browser_pids()[1:]:
         try:
             os.kill(pid, sig)
-        except ProcessLookupError:
+            procs.append(psutil.Process(pid))
+        except (ProcessLookupError, psutil.Error):
             continue
+    if sig == signal.SIGKILL:
+        psutil.wait_procs(procs, timeout=10)
 
 
 def _click_first_button(text: str) -> str:
