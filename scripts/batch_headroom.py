@@ -108,8 +108,8 @@ def simulate(rates: Mapping[str, float], tokens: Mapping[str, float], *, group_s
     sampler = TaskSampler([EnvSource("pool", [{"id": k} for k in rates])],
                           curriculum=Curriculum() if curriculum else None, seed=seed)
     rng = random.Random(seed)
-    sampled = kept = fired = wrong = 0
-    spared = 0.0
+    kept = fired = wrong = 0
+    spared = sampled = 0.0
     for _ in range(groups):
         draw = sampler.sample()
         key = draw.task["id"]
