@@ -20,7 +20,7 @@ script measures for the GRPO demo's starting model, then uses:
    share of groups whose rule fires once their first two members agree, the share of the tokens their other
    members would cost, and how many of those groups were informative after all (wrong cancels).
 
-Written to ``--out`` (JSON; one entry per family). Run::
+Written to ``--out`` (JSON; one entry per family, rewritten as each family ends). Run::
 
     python scripts/batch_headroom.py --family lookup units --pool 64 --samples 8 \
         --out scripts/results/grpo_batches/headroom.json
@@ -165,8 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "simulated": sims, "rates": rates, "tokens": tokens}
         print(family, json.dumps({k: out["families"][family][k] for k in ("mean_rate", "successes_histogram",
                                                                           "bounds", "simulated")}, indent=1))
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)  # each family's figures survive a run stopped later
+        Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
     return 0
 
 
