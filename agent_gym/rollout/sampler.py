@@ -7,7 +7,8 @@ id and keyword arguments), so each episode sees only its own env's tools. After 
 sampler observes it: per source it counts groups, episodes, infrastructure failures and successes
 (:meth:`TaskSampler.metrics`), and per task it tracks the pass rate as an exponential moving
 average over *valid* samples only (an episode that ended for infrastructure reasons is never a
-failure; see :mod:`~agent_gym.rollout.outcome`).
+failure; see :mod:`~agent_gym.rollout.outcome`). A group moves the rate by its success share as a
+whole, so the order its siblings finished in does not matter.
 
 With a :class:`Curriculum`, a task's pass rate puts it in a difficulty band (``unseen`` until
 ``min_samples`` valid samples, then ``too_easy`` at or above ``too_easy``, ``too_hard`` at or below
@@ -85,8 +86,9 @@ class Curriculum:
         learnable_weight: Draw weight of a learnable task.
         hard_weight: Draw weight of a too-hard task.
         unseen_weight: Draw weight of a task with fewer than ``min_samples`` valid samples.
-        alpha: Weight of a new valid sample in the moving average (``rate += alpha * (x - rate)``;
-            the first sample sets the rate).
+        alpha: Weight of a new valid sample in the moving average. A group of ``k`` valid samples
+            with success share ``m`` moves the rate as ``k`` samples of ``m`` would:
+            ``rate += (1 - (1 - alpha) ** k) * (m - rate)``; a task's first group sets it to ``m``.
         min_samples: Valid samples before a task leaves the ``unseen`` band.
     """
 
@@ -299,27 +301,38 @@ class TaskSampler:
             source = self._by_name.get(draw.source)
             counts = source.counts if source is not None else _Counts()
             counts.groups += 1
-            rate = self._rates.get(draw.key)
             before = self._band(draw.key)
             alpha = self.curriculum.alpha if self.curriculum is not None else Curriculum.alpha
+            outcomes: list[float] = []
             for trajectory in trajectories:
                 counts.episodes += 1
                 if not is_valid(trajectory):
                     counts.infra += 1
                     continue
-                x = 1.0 if succeeded(trajectory) else 0.0
-                counts.successes += int(x)
+                outcomes.append(1.0 if succeeded(trajectory) else 0.0)
                 counts.res_reward += float(trajectory.metrics.get("res_reward", 0.0))
-                if rate is None:
-                    rate = self._rates[draw.key] = [x, 1.0]
-                else:
-                    rate[0] += alpha * (x - rate[0])
-                    rate[1] += 1
+            counts.successes += int(sum(outcomes))
+            if outcomes:
+                self._move_rate(draw.key, outcomes, alpha)
             after = self._band(draw.key)
             if source is not None and after != before and draw.key in source.index:
                 j = source.index[draw.key]
                 source.buckets[before].remove(j)
                 source.buckets[after].add(j)
+
+    def _move_rate(self, key: str, outcomes: Sequence[float], alpha: float) -> None:
+        """Move the pass rate of ``key`` by one group's valid outcomes, whatever order they finished in.
+
+        The group's success share ``m`` of its ``k`` valid samples moves the rate by ``1 - (1 - alpha) ** k``
+        of the way (what ``k`` samples of ``m`` each would move it); a task's first group sets it to ``m``.
+        """
+        share = sum(outcomes) / len(outcomes)
+        rate = self._rates.get(key)
+        if rate is None:
+            self._rates[key] = [share, float(len(outcomes))]
+            return
+        rate[0] += (1.0 - (1.0 - alpha) ** len(outcomes)) * (share - rate[0])
+        rate[1] += len(outcomes)
 
     # ------------------------------------------------------------------ reading
     def pass_rate(self, key: str) -> float | None:

@@ -135,3 +135,26 @@ def test_arguments_are_checked():
         collect(TOOL_USE, None, tasks=TASKS, sampler=_mixture(), num_episodes=1)
     with pytest.raises(ConfigError, match="tasks or a sampler"):
         RolloutStream(TOOL_USE, None)
+
+
+def test_a_groups_pass_rate_does_not_depend_on_the_order_its_siblings_finished_in():
+    task = TASKS[0]
+    policy = ScriptedOutcomePolicy([task], lambda t, sample: "wrong" if sample == 3 else "right")
+    episodes = collect(TOOL_USE, policy, tasks=[task], samples_per_task=4, max_steps=3, progress=False)
+    assert [t.metrics["res_reward"] > 0 for t in episodes] == [True, True, True, False]
+    rates = []
+    for order in (episodes, episodes[::-1], episodes[1:] + episodes[:1]):
+        sampler = TaskSampler([EnvSource(TOOL_USE, [task])], curriculum=Curriculum(alpha=0.3), seed=0)
+        draw = sampler.sample()
+        sampler.observe(draw, order)
+        first = sampler.pass_rate(draw.key)
+        sampler.observe(draw, order[::-1])
+        rates.append((first, sampler.pass_rate(draw.key)))
+    # the first group sets the rate to its success share; the next moves it as 4 samples of 0.75 would
+    assert rates[0][0] == pytest.approx(0.75)
+    assert all(r == pytest.approx(rates[0]) for r in rates)
+    sampler = TaskSampler([EnvSource(TOOL_USE, [task])], curriculum=Curriculum(alpha=0.3), seed=0)
+    draw = sampler.sample()
+    sampler.observe(draw, episodes[3:])  # one failure: rate 0
+    sampler.observe(draw, episodes[:3])  # three successes: 1 - 0.7 ** 3 of the way to 1
+    assert sampler.pass_rate(draw.key) == pytest.approx(1 - 0.7 ** 3)
