@@ -236,8 +236,9 @@ class ToolBox:
         :func:`~agent_gym.tools.non_blocking`) and has no ``episode_scope`` (opening one starts
         a server or a connection); a tool that does not say is taken to block.
         """
+        boxes = (self.own,) if self.current is self.own else (self.own, self.current)
         return any(getattr(tool, "blocking", True) is not False or getattr(tool, "episode_scope", None) is not None
-                   for tools in (self.own, self.current) for tool in tools.values())
+                   for tools in boxes for tool in tools.values())
 
     def schemas(self) -> list[dict[str, Any]]:
         """Fresh copies of the current tools' OpenAI function schemas."""

@@ -26,7 +26,7 @@ import gymnasium as gym
 
 from agent_gym.envs.passive_checker import PassiveEnvChecker
 
-__all__ = ["PLAIN_WRAPPERS", "env_calls_can_block"]
+__all__ = ["PLAIN_WRAPPERS", "calls_can_block_of", "env_calls_can_block", "inner_env_behind_plain_wrappers"]
 
 PLAIN_WRAPPERS: tuple[type, ...] = (
     PassiveEnvChecker,
@@ -39,6 +39,30 @@ PLAIN_WRAPPERS: tuple[type, ...] = (
 """Wrappers whose own work in ``reset``/``step`` is bookkeeping (matched by exact type, not subclass)."""
 
 
+def inner_env_behind_plain_wrappers(env: Any) -> Any | None:
+    """The innermost env of ``env`` when every wrapper around it is one of :data:`PLAIN_WRAPPERS`, else None.
+
+    A wrapper stack does not change once built, so a caller asking often (each ``reset`` and ``step``)
+    finds the env once and asks only it afterwards (see :func:`calls_can_block_of`).
+    """
+    while isinstance(env, gym.Wrapper):
+        if type(env) not in PLAIN_WRAPPERS:
+            return None
+        env = env.env
+    return env
+
+
+def calls_can_block_of(inner: Any | None) -> bool:
+    """Whether the env found by :func:`inner_env_behind_plain_wrappers` may block (True for None)."""
+    probe = getattr(inner, "calls_can_block", None)
+    if inner is None or not callable(probe):
+        return True
+    try:
+        return bool(probe())
+    except Exception:  # noqa: BLE001 - an env that cannot answer is taken to block
+        return True
+
+
 def env_calls_can_block(env: Any) -> bool:
     """Whether ``env.reset`` or ``env.step`` may block (see the module docstring).
 
@@ -49,14 +73,4 @@ def env_calls_can_block(env: Any) -> bool:
         False only when every wrapper is one of :data:`PLAIN_WRAPPERS` and the innermost env's
         ``calls_can_block()`` returns False; True otherwise (also when that method raises).
     """
-    while isinstance(env, gym.Wrapper):
-        if type(env) not in PLAIN_WRAPPERS:
-            return True
-        env = env.env
-    probe = getattr(env, "calls_can_block", None)
-    if not callable(probe):
-        return True
-    try:
-        return bool(probe())
-    except Exception:  # noqa: BLE001 - an env that cannot answer is taken to block
-        return True
+    return calls_can_block_of(inner_env_behind_plain_wrappers(env))

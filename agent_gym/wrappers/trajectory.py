@@ -30,7 +30,7 @@ from agent_gym.checks import check_gamma
 from agent_gym.messages import IMAGES_KEY, attach_images
 from agent_gym.parsers import HermesToolCallParser
 from agent_gym.types import EpisodeStatus, PolicyOutput, Step, StepTrajectory
-from agent_gym.wrappers.blocking import env_calls_can_block
+from agent_gym.wrappers.blocking import calls_can_block_of, inner_env_behind_plain_wrappers
 from agent_gym.wrappers.prompt_view import FullConversation, PromptView, make_prompt_view, memory_info
 from agent_gym.wrappers.trajectory_builder import TrajectoryBuilder
 
@@ -93,6 +93,8 @@ class TrajectoryWrapper(gym.Wrapper):
         self._lock = threading.Lock()
         self._chat_tokens: Any = None
         self._view_factory: Callable[[], PromptView] = make_prompt_view(memory, tokenizer=tokenizer)
+        # The env asked whether its calls may block (None: the memory or a wrapper may, whatever the env says).
+        self._blocking_probe = inner_env_behind_plain_wrappers(env) if memory is None else None
         spec = getattr(env, "spec", None)
         self._env_id: str = str(getattr(spec, "id", "") or "")
         self._reset_state()
@@ -299,9 +301,9 @@ class TrajectoryWrapper(gym.Wrapper):
         """Whether ``reset`` or ``step`` may block.
 
         True with a memory (a summary may call a model), else as the wrapped env says
-        (:func:`~agent_gym.wrappers.blocking.env_calls_can_block`).
+        (:func:`~agent_gym.wrappers.blocking.env_calls_can_block`; the wrapper stack is read once).
         """
-        return self._view_factory is not FullConversation or env_calls_can_block(self.env)
+        return calls_can_block_of(self._blocking_probe)
 
     def record_llm_time(self, seconds: float) -> None:
         """Add policy time measured outside a ``PolicyOutput`` (e.g. string policies)."""
