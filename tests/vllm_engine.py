@@ -132,7 +132,7 @@ class EngineProcess:
 
 
 def start_engine(model: str | Path, log_dir: Path, *, flags: list[str] | None = None, dev_mode: bool = True,
-                 max_model_len: int = 2048) -> EngineProcess:
+                 max_model_len: int = 2048, omp_bind: str = "nobind") -> EngineProcess:
     """Start a real vLLM server for ``model`` in the background (see :meth:`EngineProcess.wait_ready`).
 
     Args:
@@ -141,6 +141,9 @@ def start_engine(model: str | Path, log_dir: Path, *, flags: list[str] | None = 
         flags: Extra command-line flags (e.g. ``["--enable-auto-tool-choice", "--tool-call-parser", "hermes"]``).
         dev_mode: Set ``VLLM_SERVER_DEV_MODE=1`` (the RL routes: pause, resume, weight updates).
         max_model_len: The context length.
+        omp_bind: ``VLLM_CPU_OMP_THREADS_BIND``: ``"nobind"`` (the engine's OpenMP threads float over every core,
+            as the tests run it) or a CPU list such as ``"1"`` (its threads bound there, the other cores left to
+            its API server and to the client, as vLLM's own ``"auto"`` reserves a core).
 
     Raises:
         RuntimeError: The engine is not installed.
@@ -153,7 +156,7 @@ def start_engine(model: str | Path, log_dir: Path, *, flags: list[str] | None = 
     argv = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--host", "127.0.0.1",
             "--port", str(port), "--max-model-len", str(max_model_len), "--dtype", "float32", *flags]
     env = dict(os.environ)
-    env.update({"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind", "HF_HUB_OFFLINE": "1",
+    env.update({"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": omp_bind, "HF_HUB_OFFLINE": "1",
                 "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"})
     env.pop("PYTHONPATH", None)  # the engine's venv, not the project's
     if dev_mode:
