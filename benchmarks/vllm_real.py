@@ -36,7 +36,8 @@ prefill is chunked), ``--max-tokens`` (64) per turn.
 Usage:
     python benchmarks/vllm_real.py [--model DIR] [--episodes16 64] [--episodes64 128] [--rounds 5]
                                    [--latency-requests 8] [--max-tokens 64] [--no-reference] [--json]
-                                   [--engine-cpus nobind|LIST] [--client-cpus LIST] [--burn-ms MS]
+                                   [--engine-cpus nobind|LIST] [--client-cpus LIST] [--client-nice N]
+                                   [--burn-ms MS]
 """
 
 from __future__ import annotations
@@ -252,6 +253,8 @@ def main() -> None:
     ap.add_argument("--burn-ms", type=float, default=0.0,
                     help="add a third variant: the plain loop plus this much busy CPU per turn (a client as costly "
                          "as agent_gym that does nothing else; e.g. agent_gym's client CPU minus the plain loop's)")
+    ap.add_argument("--client-nice", type=int, default=0,
+                    help="lower this process's priority by this much once the engine runs (the engine's first)")
     ap.add_argument("--client-cpus", default=None, help="CPUs this process is bound to once the engine runs, e.g. 0")
     args = ap.parse_args()
     model = str(Path(args.model).resolve())
@@ -266,7 +269,10 @@ def main() -> None:
     engine = start_engine(model, log_dir, dev_mode=False, omp_bind=args.engine_cpus)
     if args.client_cpus:
         bind_process(parse_cpus(args.client_cpus))  # after the engine started: it keeps its own
-    print(f"engine OpenMP threads: {args.engine_cpus}; client CPUs: {sorted(os.sched_getaffinity(0))}", flush=True)
+    if args.client_nice:
+        os.nice(args.client_nice)  # after the engine started: its processes keep the default priority
+    print(f"engine OpenMP threads: {args.engine_cpus}; client CPUs: {sorted(os.sched_getaffinity(0))}, "
+          f"niceness {os.nice(0)}", flush=True)
     ref_proc = None
     try:
         t0 = time.perf_counter()
