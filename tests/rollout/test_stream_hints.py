@@ -1,0 +1,87 @@
+"""RolloutStream's next-episode hints: groups laid out ahead, claimed for envs with ``expect_reset``, none for others."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rollout_fakes import ScriptedPolicy, make_tasks, strip_timings
+from test_next_reset import HintedEnv, _Envs
+
+from agent_gym.rollout import RolloutStream
+from agent_gym.rollout.stream_plan import GroupPlan
+
+
+def _stream(hinted: bool, tasks: Any, samples: int = 2, concurrency: int = 4) -> tuple[list[Any], _Envs]:
+    envs = _Envs(hinted)
+    with RolloutStream(envs, ScriptedPolicy(delay=0.01), tasks, samples_per_task=samples,
+                       concurrency=concurrency, seed=30) as stream:
+        groups = list(stream)
+    return groups, envs
+
+
+def _by_task(groups: list[Any]) -> list[Any]:
+    return sorted((strip_timings(t.to_dict()) for g in groups for t in g.trajectories),
+                  key=lambda r: (r["task"]["id"], r["rollout_id"] if "rollout_id" in r else r["idx"]))
+
+
+def test_a_stream_tells_each_env_the_episode_it_runs_next():
+    tasks = make_tasks(12)
+    groups, envs = _stream(True, tasks)
+    assert sorted(g.task["id"] for g in groups) == sorted(t["id"] for t in tasks)
+    told = right = 0
+    for env in envs.built:
+        events = env.events
+        for i, (kind, seed, task) in enumerate(events):
+            if kind == "hint":
+                told += 1
+                resets = [e for e in events[i + 1:] if e[0] == "reset"]
+                right += len(resets) > 1 and resets[1] == ("reset", seed, task)
+    episodes = 2 * len(tasks)
+    # every episode but the last ones (no next episode) was told its successor, and it ran on the env told
+    assert told >= episodes - 2 * 4
+    assert right >= told - 4
+    # the k-th task's group resets with seed + k, whichever order the groups started in
+    for group in groups:
+        k = next(i for i, t in enumerate(tasks) if t["id"] == group.task["id"])
+        assert {t.group_id.split("-")[0] for t in group.trajectories} == {str(30 + k)}
+
+
+def test_a_stream_over_envs_without_the_hook_is_unchanged():
+    tasks = make_tasks(8)
+    plain, envs = _stream(False, tasks)
+    assert not any(hasattr(env, "events") for env in envs.built)
+    hinted, _ = _stream(True, tasks)
+    assert _by_task(plain) == _by_task(hinted)
+
+
+def test_a_generator_of_tasks_is_read_one_group_at_a_time_and_gets_no_hints_across_groups():
+    read: list[str] = []
+
+    def tasks():
+        for task in make_tasks(6):
+            read.append(task["id"])
+            yield task
+
+    plan = GroupPlan(tasks(), None, samples_per_task=2, seed=0, ahead=8)
+    first = plan.next()
+    assert first is not None and read == ["add-0"] and len(plan.later) == 0
+    groups, envs = _stream(True, tasks(), concurrency=2)
+    assert len(groups) == 6
+    for env in envs.built:  # a hint only within a group (n_parallel 2 = its size: none)
+        assert [e for e in env.events if e[0] == "hint"] == []
+
+
+def test_the_plan_starts_first_a_group_whose_claimed_envs_are_idle():
+    plan = GroupPlan(make_tasks(6), None, samples_per_task=2, seed=0, ahead=4)
+    first = plan.next()
+    assert first is not None and first.task["id"] == "add-0" and len(plan.later) == 4  # groups 1 and 2 laid out
+    busy, idle = HintedEnv(), HintedEnv()
+    plan.later.claim(busy, first.specs[0])  # add-1's first episode for an env still running
+    plan.later.claim(busy, first.specs[0])  # and its second
+    plan.later.claim(idle, first.specs[1])  # add-2's first episode for one that is done
+    assert [e[2]["id"] for e in idle.events] == ["add-2"]
+    chosen = plan.next(lambda env: env is idle)
+    assert chosen is not None and chosen.task["id"] == "add-2"
+    assert plan.later.claimant(chosen.specs[0]) is idle and plan.later.claimant(chosen.specs[1]) is None
+    # no other group has idle envs claimed: the first laid out starts
+    assert [plan.next(lambda env: env is idle).task["id"] for _ in range(2)] == ["add-1", "add-3"]
