@@ -1,7 +1,7 @@
 """Web-v0 benchmark: oracles, latency, the pool against a fresh browser, leaks under faults, a model baseline.
 
 Run:  python benchmarks/web.py [--oracle N] [--latency N] [--think S] [--resets N] [--seeded N] [--pause S]
-                               [--parallel N [N ...]] [--leak N] [--baseline N] [--json OUT]
+                               [--parallel N [N ...]] [--prep-cpu N] [--leak N] [--baseline N] [--json OUT]
 
 --oracle N    the oracle on N instances of every solvable MiniWoB++ page and every synthetic site
               (success must be 100%), and an empty ``finish`` on each (success must be 0%).
@@ -28,7 +28,12 @@ Run:  python benchmarks/web.py [--oracle N] [--latency N] [--think S] [--resets 
               without a model (a policy that waits 0.5 s and calls ``finish``): 4 samples per task given, and seeded
               draws (``num_episodes``), at n_parallel 1 and 16, each reset timed inside the env. Reset p50/p95 of
               all, the started hits' share and their p50.
---parallel N [N ...]  the n_parallel values of --seeded (default 1 16).
+--parallel N [N ...]  the n_parallel values of --seeded and --prep-cpu (default 1 16).
+--prep-cpu N  the CPU seconds one preparation of a next episode costs (a fresh context, the page load, the task's
+              start and its first snapshot), N rounds of one preparation per browser at once, at each n_parallel:
+              the browsers' processes, the drivers and this process, read with psutil before and after (see
+              ``benchmarks/web_prep_cpu.py``); at n_parallel 1 also per stage. Then whether n_parallel of them (and
+              their contexts' closes) fit in one model turn (--pause, default 0.5 s) on 2 cores.
 --pause S     the pause before each reset in --seeded (default 0.5; at n_parallel 16 a preparation takes longer
               than that on 2 cores, and a reset waits for the rest of it).
 --leak N      N episodes through ``collect`` at n_parallel 16, 10% of them with a fault: browser killed before
@@ -53,6 +58,7 @@ import time
 from typing import Any
 
 import psutil
+from web_prep_cpu import prep_cpu
 
 import agent_gym  # noqa: F401 - registers the env ids
 from agent_gym.envs.web import BrowserPool, WebEnv
@@ -499,6 +505,7 @@ def main() -> None:
     parser.add_argument("--seeded", type=int, default=0)
     parser.add_argument("--pause", type=float, default=0.5)
     parser.add_argument("--parallel", type=int, nargs="+", default=[1, 16])
+    parser.add_argument("--prep-cpu", type=int, default=0)
     parser.add_argument("--leak", type=int, default=0)
     parser.add_argument("--baseline", type=int, default=0)
     parser.add_argument("--json", default=None)
@@ -518,6 +525,8 @@ def main() -> None:
         out["resets"] = reset_compare(args.resets)
     if args.seeded:
         out["seeded"] = seeded(args.seeded, args.pause, tuple(args.parallel))
+    if args.prep_cpu:
+        out["prep_cpu"] = prep_cpu(args.prep_cpu, tuple(args.parallel), turn_s=args.pause)
     if args.leak:
         out["leak"] = leak(args.leak)
     if args.baseline:
