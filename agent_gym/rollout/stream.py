@@ -130,7 +130,8 @@ class RolloutStream:
     Args:
         env: What ``collect`` takes (a registered env id, a callable, ...).
         policy: The policy (a ``VLLMPolicy`` records per-id weight versions).
-        tasks: The tasks, in order (an iterable: the stream takes them as it goes); None with a sampler.
+        tasks: The tasks, in order (an iterable: the stream takes them as it goes; a sequence is laid out
+            ahead, ``concurrency`` episodes, for the envs' next-episode hints); None with a sampler.
         samples_per_task: Episodes per task (the group size).
         concurrency: Target number of episodes running at once.
         max_staleness: Most versions a handed-out sample may lag (None: unbounded).
