@@ -1,4 +1,4 @@
-"""RolloutStream's next-episode hints: groups laid out ahead, claimed for envs with ``expect_reset``, none for others."""
+"""RolloutStream's next-episode hints: groups laid out ahead, claimed for envs with expect_reset, none for others."""
 
 from __future__ import annotations
 
