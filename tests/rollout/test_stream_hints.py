@@ -7,7 +7,8 @@ from typing import Any
 from rollout_fakes import ScriptedPolicy, make_tasks, strip_timings
 from test_next_reset import HintedEnv, _Envs
 
-from agent_gym.rollout import RolloutStream
+from agent_gym.rollout import RolloutStream, plan_episodes
+from agent_gym.rollout.next_reset import LaterEpisodes, SpecQueue
 from agent_gym.rollout.stream_plan import GroupPlan
 
 
@@ -85,3 +86,20 @@ def test_the_plan_starts_first_a_group_whose_claimed_envs_are_idle():
     assert plan.later.claimant(chosen.specs[0]) is idle and plan.later.claimant(chosen.specs[1]) is None
     # no other group has idle envs claimed: the first laid out starts
     assert [plan.next(lambda env: env is idle).task["id"] for _ in range(2)] == ["add-1", "add-3"]
+
+
+def test_no_claim_while_each_waiting_episode_has_a_worker_of_its_own_then_a_later_one():
+    specs = plan_episodes(make_tasks(2), None, seed=3)
+    later_specs = plan_episodes(make_tasks(2, offset=5), None, seed=8)
+    later = LaterEpisodes()
+    later.add(later_specs)
+    queue, env = SpecQueue(2, workers=2), HintedEnv()
+    assert queue.next("a") == 0
+    queue.hinter("a", specs, specs[0], later)(env)  # "b" runs episode 1: a later episode is claimed instead
+    assert env.events == [("hint", later_specs[0].seed, later_specs[0].task)] and queue.next("b") == 1
+    other = type(later_specs[1])(**{**later_specs[1].__dict__, "env_kwargs": {"max_steps": 2}})
+    later.add([other])
+    later.started([later_specs[1]])  # started elsewhere: no longer offered
+    queue.hinter("b", specs, specs[1], later)(env)  # the next later episode runs on other env kwargs: not claimed
+    assert len(env.events) == 1 and len(later) == 2  # the claim (not started) and ``other``
+    assert later.claimant(later_specs[0]) is env and later.claimant(later_specs[0]) is None
