@@ -23,10 +23,11 @@ and results stay in spec order either way.
 
 A :class:`~agent_gym.rollout.stream.RolloutStream` runs each group as a run of its own, so a group's
 episodes have little of their own run to claim. Its next groups, where it knows them ahead, are
-:class:`LaterEpisodes`: a worker with nothing of its run left to claim claims the first of those
-(same env id and keyword arguments) and tells its env; the run that later starts that episode takes
-that env when it is idle (:meth:`EnvPool.take <agent_gym.rollout.env_pool.EnvPool.take>`'s
-``prefer``), and the stream starts first a group whose claimed envs are all idle.
+:class:`LaterEpisodes`: a worker with nothing of its run left to claim claims one of those (same
+env id and keyword arguments; a group's episodes claim those of one later group) and tells its env;
+the run that later starts that episode takes that env when it is idle (:meth:`EnvPool.take
+<agent_gym.rollout.env_pool.EnvPool.take>`'s ``prefer``), and the stream starts first a group whose
+claimed envs are all idle.
 """
 
 from __future__ import annotations
@@ -127,33 +128,59 @@ def _tell(hook: Callable[..., Any], spec: EpisodeSpec) -> None:
 class LaterEpisodes:
     """Episodes that later runs start, known ahead (a stream's next groups), claimed for envs one run hands back.
 
-    The owner adds episodes (:meth:`add`) in the order it means to start them and says when some start
-    (:meth:`started`); a worker with nothing of its own run left to claim claims the first one not claimed for
-    its env (:meth:`claim`), and the run that starts it takes that env when it is idle (:meth:`claimant`).
+    The owner adds each later run's episodes (:meth:`add`, one call per run: a group) in the order it means to
+    start them and says when a run starts (:meth:`started`); a worker with nothing of its own run left to claim
+    claims one for its env (:meth:`claim`), and the run that starts it takes that env when it is idle
+    (:meth:`claimant`). The episodes of one run claim those of one later run: the first of them a run none of
+    whose episodes is claimed yet, the others the rest of that run; so when a run ends, the envs told of a later
+    run are all free together.
     """
 
     def __init__(self) -> None:
-        self._upcoming: collections.deque[EpisodeSpec] = collections.deque()  # not started, not claimed
+        self._runs: collections.deque[list[EpisodeSpec]] = collections.deque()  # per run: its episodes not claimed
+        self._sizes: dict[int, int] = {}  # id(run's list) -> its episodes
+        self._run_of: dict[int, list[EpisodeSpec]] = {}  # id(spec) -> its run's list
+        self._targets: dict[str, list[EpisodeSpec]] = {}  # group id of a run -> the later run its envs claim
         self._claims: dict[int, tuple[EpisodeSpec, Any]] = {}  # id(spec) -> (spec, the env told of it)
 
     def __len__(self) -> int:
         """Episodes added and not started (claimed or not)."""
-        return len(self._upcoming) + len(self._claims)
+        return sum(self._sizes.values())
 
     def add(self, specs: Sequence[EpisodeSpec]) -> None:
-        """Add episodes that will start after those added before (unless :meth:`envs_of` reorders groups)."""
-        self._upcoming.extend(specs)
+        """Add the episodes of a run that will start after those added before (unless the owner reorders)."""
+        if specs:
+            run = list(specs)
+            self._runs.append(run)
+            self._sizes[id(run)] = len(run)
+            self._run_of.update((id(spec), run) for spec in run)
+
+    def _target(self, current: EpisodeSpec) -> list[EpisodeSpec] | None:
+        """The later run whose episodes ``current``'s run claims (its episodes not claimed yet), or None."""
+        target = self._targets.get(current.group_id)
+        if target and any(run is target for run in self._runs):
+            return target
+        self._targets.pop(current.group_id, None)
+        fits = [run for run in self._runs if run and _same_env(run[0], current)]
+        whole = next((run for run in fits if len(run) == self._sizes[id(run)]), None)
+        target = whole if whole is not None else next(iter(fits), None)
+        if target is not None:
+            self._targets[current.group_id] = target
+        return target
 
     def claim(self, env: Any, current: EpisodeSpec) -> None:
-        """Claim for ``env`` (whose episode ``current`` starts now) the first episode not claimed, and tell it.
+        """Claim for ``env`` (whose episode ``current`` starts now) a later episode, and tell it.
 
-        Nothing is claimed for an env without the hook, or when that episode runs on another env id or
-        keyword arguments than ``current``.
+        Nothing is claimed for an env without the hook, or when no later episode runs on the env id and keyword
+        arguments of ``current``.
         """
         hook = reset_hook(env)
-        if hook is None or not self._upcoming or not _same_env(self._upcoming[0], current):
+        if hook is None:
             return
-        spec = self._upcoming.popleft()
+        target = self._target(current)
+        if target is None:
+            return
+        spec = target.pop(0)
         self._claims[id(spec)] = (spec, env)
         _tell(hook, spec)
 
@@ -162,10 +189,12 @@ class LaterEpisodes:
         return [claim[1] for spec in specs if (claim := self._claims.get(id(spec))) is not None]
 
     def started(self, specs: Sequence[EpisodeSpec]) -> None:
-        """``specs`` start now: they are claimed no more (their claims stay for :meth:`claimant`)."""
-        gone = {id(spec) for spec in specs}
-        if any(id(spec) in gone for spec in self._upcoming):
-            self._upcoming = collections.deque(spec for spec in self._upcoming if id(spec) not in gone)
+        """The run of ``specs`` starts now: no longer offered (their claims stay for :meth:`claimant`)."""
+        for spec in specs:
+            run = self._run_of.pop(id(spec), None)
+            if run is not None and self._sizes.pop(id(run), None) is not None:
+                self._runs.remove(run)
+                self._targets = {group: target for group, target in self._targets.items() if target is not run}
 
     def claimant(self, spec: EpisodeSpec) -> Any | None:
         """The env claimed for ``spec`` (forgotten now), or None."""
@@ -174,5 +203,8 @@ class LaterEpisodes:
 
     def clear(self) -> None:
         """Forget every episode and claim."""
-        self._upcoming.clear()
+        self._runs.clear()
+        self._sizes.clear()
+        self._run_of.clear()
+        self._targets.clear()
         self._claims.clear()

@@ -90,16 +90,31 @@ def test_the_plan_starts_first_a_group_whose_claimed_envs_are_idle():
 
 def test_no_claim_while_each_waiting_episode_has_a_worker_of_its_own_then_a_later_one():
     specs = plan_episodes(make_tasks(2), None, seed=3)
-    later_specs = plan_episodes(make_tasks(2, offset=5), None, seed=8)
+    first, second = plan_episodes(make_tasks(2, offset=5), None, seed=8)
     later = LaterEpisodes()
-    later.add(later_specs)
+    later.add([first])
+    later.add([second])
     queue, env = SpecQueue(2, workers=2), HintedEnv()
     assert queue.next("a") == 0
     queue.hinter("a", specs, specs[0], later)(env)  # "b" runs episode 1: a later episode is claimed instead
-    assert env.events == [("hint", later_specs[0].seed, later_specs[0].task)] and queue.next("b") == 1
-    other = type(later_specs[1])(**{**later_specs[1].__dict__, "env_kwargs": {"max_steps": 2}})
+    assert env.events == [("hint", first.seed, first.task)] and queue.next("b") == 1
+    other = type(second)(**{**second.__dict__, "env_kwargs": {"max_steps": 2}})
     later.add([other])
-    later.started([later_specs[1]])  # started elsewhere: no longer offered
+    later.started([second])  # started elsewhere: no longer offered
     queue.hinter("b", specs, specs[1], later)(env)  # the next later episode runs on other env kwargs: not claimed
     assert len(env.events) == 1 and len(later) == 2  # the claim (not started) and ``other``
-    assert later.claimant(later_specs[0]) is env and later.claimant(later_specs[0]) is None
+    assert later.claimant(first) is env and later.claimant(first) is None
+
+
+def test_the_episodes_of_one_run_claim_those_of_one_later_run():
+    x0, x1, y0, y1 = plan_episodes(make_tasks(2), None, samples_per_task=2, seed=1)
+    p_specs = plan_episodes(make_tasks(1, offset=3), None, samples_per_task=2, seed=20)
+    q_specs = plan_episodes(make_tasks(1, offset=4), None, samples_per_task=2, seed=21)
+    later = LaterEpisodes()
+    later.add(p_specs)
+    later.add(q_specs)
+    envs = {name: HintedEnv() for name in ("x0", "y0", "x1", "y1")}
+    for name, current in (("x0", x0), ("y0", y0), ("x1", x1), ("y1", y1)):  # the runs' episodes start interleaved
+        later.claim(envs[name], current)
+    assert later.envs_of(p_specs) == [envs["x0"], envs["x1"]]  # all of X's envs: free together when X ends
+    assert later.envs_of(q_specs) == [envs["y0"], envs["y1"]]
