@@ -27,7 +27,7 @@ episodes have little of their own run to claim. Its next groups, where it knows 
 env id and keyword arguments; a group's episodes claim those of one later group) and tells its env;
 the run that later starts that episode takes that env when it is idle (:meth:`EnvPool.take
 <agent_gym.rollout.env_pool.EnvPool.take>`'s ``prefer``), and the stream starts first a group whose
-claimed envs are all idle.
+episodes are all claimed by envs idle now.
 """
 
 from __future__ import annotations

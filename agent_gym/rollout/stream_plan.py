@@ -13,10 +13,10 @@ stream whose env wants to be told its next episode (``expect_reset``) claims one
 goes (reading ahead could change what a generator yields), and a sampler's draws depend on the groups
 observed so far: their groups are not known ahead, and their envs' own guesses apply.
 
-The next group started is the first laid out whose claimed envs are all idle (their episodes ended, so
-the group's episodes take them), else the first laid out: groups whose envs finished first start first,
-within the groups laid out ahead, so a group that finished before an older one does not leave the envs
-told of the next group busy (the first laid out is passed over at most as many times as groups fit in the
+The next group started is the first laid out whose episodes are all claimed, by envs all idle now (their
+episodes ended, so the group's episodes take them), else the first laid out: groups whose envs finished
+first start first, within the groups laid out ahead, so a group that finished before an older one does not
+leave the envs told of the next group busy (the first laid out is passed over at most as many times as groups fit in the
 window ahead).
 """
 
@@ -113,7 +113,7 @@ class GroupPlan:
         if idle is not None and chosen.passed_over <= self.ahead // self.samples_per_task:
             for group in self._planned:
                 envs = self.later.envs_of(group.specs)
-                if envs and all(idle(env) for env in envs):
+                if len(envs) == len(group.specs) and all(idle(env) for env in envs):
                     chosen = group
                     break
         if chosen is not self._planned[0]:

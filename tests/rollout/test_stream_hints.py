@@ -73,18 +73,18 @@ def test_a_generator_of_tasks_is_read_one_group_at_a_time_and_gets_no_hints_acro
 
 
 def test_the_plan_starts_first_a_group_whose_claimed_envs_are_idle():
-    plan = GroupPlan(make_tasks(6), None, samples_per_task=2, seed=0, ahead=4)
+    plan = GroupPlan(make_tasks(8), None, samples_per_task=2, seed=0, ahead=6)
     first = plan.next()
-    assert first is not None and first.task["id"] == "add-0" and len(plan.later) == 4  # groups 1 and 2 laid out
+    assert first is not None and first.task["id"] == "add-0" and len(plan.later) == 6  # groups 1 to 3 laid out
     busy, idle = HintedEnv(), HintedEnv()
-    plan.later.claim(busy, first.specs[0])  # add-1's first episode for an env still running
-    plan.later.claim(busy, first.specs[0])  # and its second
-    plan.later.claim(idle, first.specs[1])  # add-2's first episode for one that is done
-    assert [e[2]["id"] for e in idle.events] == ["add-2"]
+    for env in (busy, busy, idle, idle):  # add-0's envs claim add-1 (one of them still running), then add-2
+        plan.later.claim(env, first.specs[0])
+    assert [e[2]["id"] for e in idle.events] == ["add-2", "add-2"]
+    plan.later.claim(idle, plan_episodes(make_tasks(1, offset=7), None, seed=50)[0])  # another group's: add-3
     chosen = plan.next(lambda env: env is idle)
-    assert chosen is not None and chosen.task["id"] == "add-2"
-    assert plan.later.claimant(chosen.specs[0]) is idle and plan.later.claimant(chosen.specs[1]) is None
-    # no other group has idle envs claimed: the first laid out starts
+    assert chosen is not None and chosen.task["id"] == "add-2"  # all its episodes claimed by idle envs
+    assert plan.later.claimant(chosen.specs[0]) is idle and plan.later.claimant(chosen.specs[1]) is idle
+    # add-3 is claimed in part only, add-1 by a busy env: the first laid out starts
     assert [plan.next(lambda env: env is idle).task["id"] for _ in range(2)] == ["add-1", "add-3"]
 
 
