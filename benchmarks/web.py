@@ -1,7 +1,8 @@
 """Web-v0 benchmark: oracles, latency, the pool against a fresh browser, leaks under faults, a model baseline.
 
 Run:  python benchmarks/web.py [--oracle N] [--latency N] [--think S] [--resets N] [--seeded N] [--pause S]
-                               [--parallel N [N ...]] [--leak N] [--baseline N] [--json OUT]
+                               [--parallel N [N ...]] [--prep-cpu N] [--stream N] [--leak N] [--baseline N]
+                               [--json OUT]
 
 --oracle N    the oracle on N instances of every solvable MiniWoB++ page and every synthetic site
               (success must be 100%), and an empty ``finish`` on each (success must be 0%).
@@ -28,7 +29,15 @@ Run:  python benchmarks/web.py [--oracle N] [--latency N] [--think S] [--resets 
               without a model (a policy that waits 0.5 s and calls ``finish``): 4 samples per task given, and seeded
               draws (``num_episodes``), at n_parallel 1 and 16, each reset timed inside the env. Reset p50/p95 of
               all, the started hits' share and their p50.
---parallel N [N ...]  the n_parallel values of --seeded (default 1 16).
+--parallel N [N ...]  the n_parallel values of --seeded and --prep-cpu (default 1 16).
+--stream N    N episodes per env through a ``RolloutStream`` (4 samples per given task, concurrency n_parallel, a
+              policy that waits --pause and calls ``finish``), without the stream's hints across groups and with them:
+              reset p50/p95, the started hits' share.
+--prep-cpu N  the CPU seconds one preparation of a next episode costs (a fresh context, the page load, the task's
+              start and its first snapshot), N rounds of one preparation per browser at once, at each n_parallel:
+              the browsers' processes, the drivers and this process, read with psutil before and after (see
+              ``benchmarks/web_prep_cpu.py``); at n_parallel 1 also per stage. Then whether n_parallel of them (and
+              their contexts' closes) fit in one model turn (--pause, default 0.5 s) on 2 cores.
 --pause S     the pause before each reset in --seeded (default 0.5; at n_parallel 16 a preparation takes longer
               than that on 2 cores, and a reset waits for the rest of it).
 --leak N      N episodes through ``collect`` at n_parallel 16, 10% of them with a fault: browser killed before
@@ -53,12 +62,13 @@ import time
 from typing import Any
 
 import psutil
+from web_prep_cpu import prep_cpu
 
 import agent_gym  # noqa: F401 - registers the env ids
 from agent_gym.envs.web import BrowserPool, WebEnv
 from agent_gym.envs.web.miniwob import SOLVABLE_PAGES, miniwob_tasks
 from agent_gym.envs.web.sites import site_tasks
-from agent_gym.rollout import collect
+from agent_gym.rollout import RolloutStream, collect
 from agent_gym.types import EpisodeStatus
 
 
@@ -379,6 +389,25 @@ def collect_point(n_parallel: int, episodes: int, given: bool, think: float = 0.
     return row
 
 
+def stream_point(n_parallel: int, episodes: int, think: float = 0.5, hints: bool = True) -> dict[str, Any]:
+    """``episodes`` episodes per env through a ``RolloutStream`` (concurrency ``n_parallel``), 4 samples per task."""
+    pool = BrowserPool(max_idle=n_parallel)
+    tasks = [t for t in miniwob_tasks("train") if t["page"] in ("click-button", "enter-text", "choose-list")]
+    records: list[tuple[float, str, bool]] = []
+    groups = max(1, episodes * n_parallel // 4)
+    started = time.perf_counter()
+    given = [tasks[(7 * g) % len(tasks)] for g in range(groups)]
+    # an iterator is not read ahead: hints within a group only, as before the stream gave hints across groups
+    with RolloutStream(lambda: TimedWebEnv(records, tasks=tasks, pool=pool, max_steps=4), ThinkPolicy(think),
+                       given if hints else iter(given), samples_per_task=4, concurrency=n_parallel) as stream:
+        handed = list(stream)
+    wall = time.perf_counter() - started
+    pool.close()
+    assert len(handed) == groups
+    name = f"stream, 4 samples per given task, {'with' if hints else 'without'} hints, n_parallel {n_parallel}"
+    return {"n_parallel": n_parallel, "hints": hints, "wall_s": wall, **_summary(name, records)}
+
+
 def seeded(resets: int, pause: float = 0.5, parallel: tuple[int, ...] = (1, 16)) -> dict[str, Any]:
     print(f"seeded and given-task resets on a kept browser, {pause:g} s before each ({os.getloadavg()[0]:.1f} load "
           "average at the start):")
@@ -499,6 +528,8 @@ def main() -> None:
     parser.add_argument("--seeded", type=int, default=0)
     parser.add_argument("--pause", type=float, default=0.5)
     parser.add_argument("--parallel", type=int, nargs="+", default=[1, 16])
+    parser.add_argument("--prep-cpu", type=int, default=0)
+    parser.add_argument("--stream", type=int, default=0)
     parser.add_argument("--leak", type=int, default=0)
     parser.add_argument("--baseline", type=int, default=0)
     parser.add_argument("--json", default=None)
@@ -518,6 +549,13 @@ def main() -> None:
         out["resets"] = reset_compare(args.resets)
     if args.seeded:
         out["seeded"] = seeded(args.seeded, args.pause, tuple(args.parallel))
+    if args.stream:
+        print(f"RolloutStream over Web-v0, {args.pause:g} s per turn (load {os.getloadavg()[0]:.1f} at the start):")
+        out["stream"] = [stream_point(n, args.stream, args.pause, hints)
+                         for n in args.parallel for hints in (False, True)]
+        print(f"  load average at the end {os.getloadavg()[0]:.1f}")
+    if args.prep_cpu:
+        out["prep_cpu"] = prep_cpu(args.prep_cpu, tuple(args.parallel), turn_s=args.pause)
     if args.leak:
         out["leak"] = leak(args.leak)
     if args.baseline:

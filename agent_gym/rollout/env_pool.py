@@ -83,12 +83,18 @@ class EnvPool:
         """Envs waiting for an episode."""
         return len(self._idle)
 
-    def take(self, key: Hashable) -> Any | None:
-        """An idle env of ``key`` (the most recently used), or None: build one and :meth:`count_built` it."""
+    def take(self, key: Hashable, prefer: Any = None) -> Any | None:
+        """An idle env of ``key``: ``prefer`` when it is one, else the most recently used; None: build one."""
+        if prefer is not None and self.is_idle(prefer) and self._idle[id(prefer)][0] == key:
+            return self._idle.pop(id(prefer))[1]
         for token in reversed(self._idle):
             if self._idle[token][0] == key:
                 return self._idle.pop(token)[1]
         return None
+
+    def is_idle(self, env: Any) -> bool:
+        """Whether ``env`` waits in the pool for an episode."""
+        return self._idle.get(id(env), (None, None))[1] is env
 
     def count_built(self) -> int:
         """Record one env built; returns its index among the envs built (a factory list cycles by it)."""

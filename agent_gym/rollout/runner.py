@@ -34,7 +34,7 @@ from agent_gym.parsers import env_parser_for, policy_parser_names
 from agent_gym.rollout.env_pool import EnvPool, env_key, safe_close
 from agent_gym.rollout.episode import ActCall, EndEpisode, EpisodeCall, ResetCall, TurnCall, adrive, episode_loop
 from agent_gym.rollout.long_tail import EpisodeOverBudget, LongTailGate, mark_resumes
-from agent_gym.rollout.next_reset import SpecQueue
+from agent_gym.rollout.next_reset import LaterEpisodes, SpecQueue
 from agent_gym.rollout.options import RolloutOptions
 from agent_gym.rollout.planning import EpisodeSpec, make_env_factory
 from agent_gym.rollout.reporting import STOPPED_REASON, Progress, failed_trajectory, label, notify, stopped_trajectory
@@ -183,11 +183,11 @@ class EpisodeRunner:
             self._factories[key] = factory
         return key, factory
 
-    async def _take_env(self, state: _Episode, spec: EpisodeSpec) -> Any:
+    async def _take_env(self, state: _Episode, spec: EpisodeSpec, prefer: Any = None) -> Any:
         env = spec.env if spec.env is not None else self.env
         env_kwargs = spec.env_kwargs if spec.env_kwargs is not None else self.options.env_kwargs
         state.key, factory = self._factory(env, env_kwargs, state.policy)
-        wrapper = self.envs.take(state.key)
+        wrapper = self.envs.take(state.key, prefer)
         if wrapper is None:
             from agent_gym.wrappers.trajectory import TrajectoryWrapper
 
@@ -295,7 +295,7 @@ class EpisodeRunner:
 
     async def run_episode(self, spec: EpisodeSpec, *, policy: Any = None, gate: LongTailGate | None = None,
                           on_cancel: Callable[[StepTrajectory], None] | None = None,
-                          on_env: Callable[[Any], None] | None = None) -> StepTrajectory:
+                          on_env: Callable[[Any], None] | None = None, prefer: Any = None) -> StepTrajectory:
         """Run one episode on a pooled env; never raises for env/policy failures.
 
         Args:
@@ -308,6 +308,7 @@ class EpisodeRunner:
                 the cancellation then goes on.
             on_env: Called with the episode's env once taken, before its reset (see
                 :mod:`~agent_gym.rollout.next_reset`).
+            prefer: The env to take when it is idle (one told of this episode); else the pool's choice.
 
         Returns:
             The episode's trajectory, with ``idx``, ``group_id`` and ``task`` set.
@@ -329,16 +330,16 @@ class EpisodeRunner:
         self._in_flight += 1
         try:
             self._widen(self._in_flight)
-            return await self._run_episode(spec, state, on_cancel, on_env)
+            return await self._run_episode(spec, state, on_cancel, on_env, prefer)
         finally:
             self._in_flight -= 1
 
     async def _run_episode(self, spec: EpisodeSpec, state: _Episode,
                            on_cancel: Callable[[StepTrajectory], None] | None,
-                           on_env: Callable[[Any], None] | None = None) -> StepTrajectory:
+                           on_env: Callable[[Any], None] | None = None, prefer: Any = None) -> StepTrajectory:
         policy = state.policy
         try:
-            state.wrapper = await self._take_env(state, spec)
+            state.wrapper = await self._take_env(state, spec, prefer)
         except Exception as exc:  # noqa: BLE001 - env construction failed: record it
             logger.warning("episode %d: building the env raised %s: %s", spec.index, type(exc).__name__, exc)
             return failed_trajectory(spec, self.options.gamma,
@@ -391,6 +392,7 @@ class EpisodeRunner:
         n_parallel: int | None = None,
         progress: bool = False,
         on_episode: Callable[[StepTrajectory], Any] | None = None,
+        later: LaterEpisodes | None = None,
     ) -> list[StepTrajectory]:
         """Run ``specs`` with at most ``n_parallel`` in flight; results in spec order.
 
@@ -400,6 +402,9 @@ class EpisodeRunner:
             n_parallel: Most of them in flight (None: the runner's ``n_parallel``).
             progress: Show a progress bar.
             on_episode: Called with each trajectory as it finishes (see ``RolloutOptions``).
+            later: Episodes of later runs for hints (see :mod:`~agent_gym.rollout.next_reset`): a worker with
+                nothing of ``specs`` left to claim claims one of them for its env, and an episode of ``specs``
+                claimed there takes the env claimed for it when that is idle.
 
         Returns:
             One trajectory per spec. Cancelling the call cancels the running episodes; before the
@@ -411,7 +416,8 @@ class EpisodeRunner:
         self._widen(limit)
         results: list[StepTrajectory | None] = [None] * len(specs)
         stopped: dict[int, StepTrajectory] = {}
-        queue = SpecQueue(len(specs))  # an env with an expect_reset hook is told its next episode
+        # an env with an expect_reset hook is told its next episode
+        queue = SpecQueue(len(specs), workers=min(limit, len(specs)))
         bar = Progress(len(specs), progress)
         extra: list[asyncio.Future] = []
 
@@ -436,7 +442,8 @@ class EpisodeRunner:
                     return
                 trajectory = await self.run_episode(specs[i], policy=policy, gate=gate,
                                                     on_cancel=functools.partial(stopped.__setitem__, i),
-                                                    on_env=queue.hinter(me, specs, specs[i]))
+                                                    on_env=queue.hinter(me, specs, specs[i], later),
+                                                    prefer=later.claimant(specs[i]) if later is not None else None)
                 results[i] = trajectory
                 bar.update(trajectory)
                 if on_episode is not None:

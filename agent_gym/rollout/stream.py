@@ -35,9 +35,12 @@ Every task handed in comes back: as a group, in ``stream.dropped`` (stale), or c
 :class:`~agent_gym.rollout.runner.EpisodeRunner` for its lifetime: every group's episodes run on
 its envs and threads (an env is built once and reused through ``reset``), so a stream never
 holds more envs than episodes it ran at once (with ``backend="ray_sharded"`` the groups run in Ray shards
-instead: :class:`~agent_gym.rollout.sharded_runner.ShardedRunner`). :meth:`RolloutStream.close` (also on leaving the
-``with`` block, on Ctrl-C, and on SIGTERM when ``handle_sigterm``) cancels the running episodes,
-closes the runner's envs and stops the loop.
+instead: :class:`~agent_gym.rollout.sharded_runner.ShardedRunner`). An env with ``expect_reset`` is
+told, as under ``collect``, the episode it runs next: within a group, and, when the tasks are a
+sequence, in the next groups, laid out ahead (:mod:`~agent_gym.rollout.stream_plan`,
+:mod:`~agent_gym.rollout.next_reset`). :meth:`RolloutStream.close` (also on leaving the ``with``
+block, on Ctrl-C, and on SIGTERM when ``handle_sigterm``) cancels the running episodes, closes the
+runner's envs and stops the loop.
 """
 
 from __future__ import annotations
@@ -60,12 +63,12 @@ from agent_gym.policy.vllm_client import VLLMClient
 from agent_gym.rollout.collection import open_runner, warn_if_truncated
 from agent_gym.rollout.dynamic_sampling import DynamicSampling
 from agent_gym.rollout.early_cancel import GroupWatch, watch_group
-from agent_gym.rollout.group_collection import group_specs
 from agent_gym.rollout.long_tail import LongTail, LongTailGate, ParkedEpisode
 from agent_gym.rollout.options import RolloutOptions
 from agent_gym.rollout.outcome import is_valid
-from agent_gym.rollout.planning import plan_episodes
+from agent_gym.rollout.runner import EpisodeRunner
 from agent_gym.rollout.sampler import SampledTask, TaskSampler
+from agent_gym.rollout.stream_plan import GroupPlan
 from agent_gym.utils.runtime import LoopThread
 
 __all__ = ["RolloutGroup", "RolloutStream", "check_checkpoint_dir", "collect_stream"]
@@ -127,7 +130,8 @@ class RolloutStream:
     Args:
         env: What ``collect`` takes (a registered env id, a callable, ...).
         policy: The policy (a ``VLLMPolicy`` records per-id weight versions).
-        tasks: The tasks, in order (an iterable: the stream takes them as it goes); None with a sampler.
+        tasks: The tasks, in order (an iterable: the stream takes them as it goes; a sequence is laid out
+            ahead, ``concurrency`` episodes, for the envs' next-episode hints); None with a sampler.
         samples_per_task: Episodes per task (the group size).
         concurrency: Target number of episodes running at once.
         max_staleness: Most versions a handed-out sample may lag (None: unbounded).
@@ -144,9 +148,9 @@ class RolloutStream:
             episodes parked now are :attr:`parked`.
         collect_kwargs: :class:`~agent_gym.rollout.options.RolloutOptions` fields of the stream's
             runner (``max_steps``, ``episode_timeout``, ``env_kwargs``, ``n_parallel``: most
-            episodes of one group in flight, ...; ``seed``: the k-th group started runs with
-            ``seed + k``, so groups of one task handed in twice get their own episode ids and
-            sampling seeds).
+            episodes of one group in flight, ...; ``seed``: the k-th group taken from the tasks or
+            the sampler runs with ``seed + k``, so groups of one task handed in twice get their own episode
+            ids and sampling seeds).
         sampler: Draws each group's task and env (``env`` may be None) and observes each finished
             group; replaces ``tasks``.
         max_groups: With a sampler, the most groups started (None: until :meth:`close`).
@@ -219,6 +223,11 @@ class RolloutStream:
         options = RolloutOptions.build(given.pop("options", None), where="RolloutStream", **given)
         self.runner = open_runner(env, policy, options, in_flight=concurrency,  # ray_sharded: Ray shards
                                   threads=concurrency + samples_per_task, where="RolloutStream")
+        # groups of a sequence of tasks are laid out ahead, for the hints of envs with expect_reset
+        self.plan = GroupPlan(tasks, sampler, samples_per_task=samples_per_task, seed=self.base_seed,
+                              max_groups=max_groups, ahead=concurrency)
+        # Ray shards run their episodes one at a time: hints are the local runner's
+        self._hints = {"later": self.plan.later} if isinstance(self.runner, EpisodeRunner) else {}
         client = getattr(policy, "client", None)
         self.servers = list(servers if servers is not None else getattr(client, "server_addresses", []) or [])
         # the policy's client makes update_weights' calls (any other policy: one for ``servers``)
@@ -229,7 +238,6 @@ class RolloutStream:
             policy.weight_version = self.version
         self.dropped: list[RolloutGroup] = []
         self.stats = _Stats()
-        self._tasks = iter(tasks) if tasks is not None else iter(())
         self._out: queue.Queue[RolloutGroup | BaseException | None] = queue.Queue()
         self._closed = False
         self._warned = False
@@ -268,11 +276,11 @@ class RolloutStream:
         try:
             while not self._closed:
                 while not self._exhausted and not self._closed and self._free_slots() > 0 and self._admissible():
-                    drawn = self._next_task()
-                    if drawn is None:
+                    planned = self.plan.next(self.runner.envs.is_idle if self._hints else None)
+                    if planned is None:
                         self._exhausted = True
                         break
-                    job = asyncio.ensure_future(self._group(*drawn, self.base_seed + self.stats.started))
+                    job = asyncio.ensure_future(self._group(planned.task, planned.drawn, planned.specs))
                     self.stats.started += 1
                     self._running.add(job)
                     job.add_done_callback(self._job_done)
@@ -282,24 +290,13 @@ class RolloutStream:
                 self._wake.clear()
                 await self._wake.wait()
         finally:
+            self.plan.clear()
             for job in list(self._running):
                 job.cancel()
             if self._running:
                 await asyncio.gather(*self._running, return_exceptions=True)
             self.runner.close()
             await _aclose(self.policy)
-
-    def _next_task(self) -> tuple[Any, SampledTask | None] | None:
-        """The next group's task and draw, or None when there is none."""
-        if self.sampler is None:
-            try:
-                return next(self._tasks), None
-            except StopIteration:
-                return None
-        if self.max_groups is not None and self.stats.started >= self.max_groups:
-            return None
-        drawn = self.sampler.sample()
-        return drawn.task, drawn
 
     def _free_slots(self) -> int:
         """Episodes that may start: the target less those running (parked ones not counted)."""
@@ -340,13 +337,9 @@ class RolloutStream:
         if self._wake is not None:
             self._wake.set()
 
-    async def _group(self, task: Any, drawn: SampledTask | None, seed: int) -> None:
+    async def _group(self, task: Any, drawn: SampledTask | None, specs: list[Any]) -> None:
         start, version = time.perf_counter(), self.version
         try:
-            if drawn is None:
-                specs = plan_episodes([task], None, self.samples_per_task, seed)
-            else:
-                specs = group_specs([(task, drawn)], self.samples_per_task, seed)
             if not self._warned:  # once per stream, not per group
                 self._warned = True
                 warn_if_truncated(self.policy)
@@ -354,10 +347,11 @@ class RolloutStream:
             watch = watch_group(self.dynamic_sampling, self.sampler, drawn, self.samples_per_task,
                                 options.on_episode)
             if watch is None:
-                trajectories = await self.runner.run(specs, progress=options.progress, on_episode=options.on_episode)
+                trajectories = await self.runner.run(specs, progress=options.progress, on_episode=options.on_episode,
+                                                     **self._hints)
             else:
                 job = watch.job = asyncio.ensure_future(self.runner.run(specs, progress=options.progress,
-                                                                        on_episode=watch))
+                                                                        on_episode=watch, **self._hints))
                 try:
                     trajectories = await job
                 except asyncio.CancelledError:
