@@ -29,6 +29,7 @@ from grpo_common import (  # noqa: E402 - beside this file
     plot_rewards,
     rescore_error,
     sequence_logprobs,
+    task_pool,
     worst_family,
 )
 
@@ -212,7 +213,6 @@ def run_async(
     from transformers import AutoModelForCausalLM
 
     from agent_gym.models import default_model_path
-    from agent_gym.models.tiny_agent_data import training_tasks
     from agent_gym.policy import SamplingParams, VLLMPolicy
     from agent_gym.rollout.stream import RolloutStream
 
@@ -248,9 +248,7 @@ def run_async(
         if family == "auto":
             family = record["family"] = worst_family(policy, seed=seed)
             say(f"worst family of the starting model: {family}")
-        pool = [t for t in training_tasks([1000 + seed], per_family=120) if t["family"] == family]
-        if pool_size:
-            pool = pool[:pool_size]
+        pool = task_pool(family, pool_size, seed)
         if len(pool) < tasks_per_iteration:
             raise ValueError(f"tasks_per_iteration: expected at most the pool's {len(pool)} tasks, "
                              f"got {tasks_per_iteration}")

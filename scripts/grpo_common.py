@@ -2,12 +2,14 @@
 
 The training reward of an episode, group-normalised advantages, the trainer's re-scoring of the
 sampled ids, a clipped policy-gradient step, the logprob check of a pushed policy, the weakest
-ToolUse family of a model, the reward plot, and the batch options (``--dynamic-sampling``: drop
-groups whose answers all agree; ``--curriculum``: draw tasks by their tracked pass rate).
+ToolUse family of a model, the training pool of a family (or of every family), the reward plot, and
+the batch options (``--dynamic-sampling``: drop groups whose answers all agree; ``--curriculum``:
+draw tasks by their tracked pass rate).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import sys
 from collections.abc import Sequence
@@ -15,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["REWARDS", "add_batch_arguments", "batch_options", "batch_record", "episode_reward", "grpo_advantages",
-           "plot_rewards", "policy_gradient_step", "rescore_error", "sequence_logprobs", "worst_family"]
+           "plot_rewards", "policy_gradient_step", "rescore_error", "sequence_logprobs", "task_pool", "worst_family"]
 
 #: What an episode earns: ``answer`` is the answer's correctness alone (``res_reward``, 0 or 1);
 #: ``total`` is the environment's whole return (``trajectory_reward``: the answer plus +0.1 per
@@ -121,6 +123,35 @@ def worst_family(policy: Any, per_family: int = 8, seed: int = 0) -> str:
     for t in trajectories:
         success[t.task["family"]].append(float(t.metrics["res_reward"]) > 0)
     return min(TASK_FAMILIES, key=lambda f: sum(success[f]) / max(1, len(success[f])))
+
+
+def task_pool(family: str, pool_size: int = 0, seed: int = 0) -> list[dict[str, Any]]:
+    """The demos' training tasks of ``family``, or of every family with ``family="all"``.
+
+    ``"all"`` interleaves the families (one task of each in turn, in ``TASK_FAMILIES`` order), so the
+    first ``pool_size`` tasks hold every family about equally: the mixture a run on the whole task
+    distribution trains on.
+
+    Args:
+        family: A ``TASK_FAMILIES`` name, or ``"all"``.
+        pool_size: Keep the first this many tasks (0: all of them, about 120 a family).
+        seed: The demo's seed (the tasks come from generator seed ``1000 + seed``).
+
+    Raises:
+        ValueError: If ``family`` is neither a family nor ``"all"``.
+    """
+    from agent_gym.envs.tool_use.tasks import TASK_FAMILIES
+    from agent_gym.models.tiny_agent_data import training_tasks
+
+    if family != "all" and family not in TASK_FAMILIES:
+        raise ValueError(f"family: expected one of {TASK_FAMILIES} or 'all', got {family!r}")
+    tasks = training_tasks([1000 + seed], per_family=120)
+    if family == "all":
+        by_family = [[t for t in tasks if t["family"] == f] for f in TASK_FAMILIES]
+        pool = [t for row in itertools.zip_longest(*by_family) for t in row if t is not None]
+    else:
+        pool = [t for t in tasks if t["family"] == family]
+    return pool[:pool_size] if pool_size else pool
 
 
 def plot_rewards(record: dict[str, Any], path: str | Path) -> Path | None:

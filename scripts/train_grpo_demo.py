@@ -70,6 +70,7 @@ from grpo_common import (  # noqa: E402 - beside this file
     plot_rewards,
     policy_gradient_step,
     rescore_error,
+    task_pool,
     worst_family,
 )
 
@@ -116,7 +117,6 @@ def run(
 
     from agent_gym import collect
     from agent_gym.models import default_model_path
-    from agent_gym.models.tiny_agent_data import training_tasks
     from agent_gym.policy import SamplingParams, TransformersPolicy
     from agent_gym.rollout.outcome import is_valid
 
@@ -132,9 +132,7 @@ def run(
     if family == "auto":
         family = worst_family(policy, seed=seed)
         say(f"worst family of the starting model: {family}")
-    pool = [t for t in training_tasks([1000 + seed], per_family=120) if t["family"] == family]
-    if pool_size:
-        pool = pool[:pool_size]
+    pool = task_pool(family, pool_size, seed)
     if len(pool) < tasks_per_iteration:
         raise ValueError(f"tasks_per_iteration: expected at most the pool's {len(pool)} tasks, "
                          f"got {tasks_per_iteration}")
@@ -304,7 +302,9 @@ def run_solver_judge(
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point."""
     parser = argparse.ArgumentParser(description="GRPO demo on ToolUse-v0 with the embedded tiny agent (CPU).")
-    parser.add_argument("--family", default="auto", help="task family, or 'auto' for the worst one (default)")
+    parser.add_argument("--family", default="auto",
+                        help="task family, 'all' for every family's tasks interleaved, or 'auto' for the worst "
+                             "family (default)")
     parser.add_argument("--iterations", type=int, default=12)
     parser.add_argument("--tasks", type=int, default=8, help="tasks per iteration")
     parser.add_argument("--group-size", type=int, default=4, help="samples per task (GRPO group)")

@@ -92,3 +92,18 @@ def test_batch_record_counts_the_groups_trained_on_and_the_carried_ones(demo):
     assert (row["sampled_episodes"], row["sampled_tokens"]) == (4, 10)
     assert (row["carried_groups"], row["carried_staleness"], row["carry_held"]) == (1, [1], 0)
     assert row["filter"]["carried"] == 1 and row["filter"]["surplus"] == 1
+
+
+def test_task_pool_of_one_family_and_of_every_family(demo):
+    import grpo_common  # beside the script, on sys.path once the script is loaded
+    from agent_gym.envs.tool_use.tasks import TASK_FAMILIES
+
+    units = grpo_common.task_pool("units", 8)
+    assert len(units) == 8 and {t["family"] for t in units} == {"units"}
+    assert units == grpo_common.task_pool("units")[:8]
+    mixed = grpo_common.task_pool("all", 8)
+    assert [t["family"] for t in mixed] == list(TASK_FAMILIES) * 2  # interleaved: each family equally
+    assert len({t["id"] for t in grpo_common.task_pool("all")}) == sum(
+        len(grpo_common.task_pool(f)) for f in TASK_FAMILIES)
+    with pytest.raises(ValueError, match="family"):
+        grpo_common.task_pool("auto")
