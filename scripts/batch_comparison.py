@@ -68,7 +68,8 @@ def summarize(record: dict[str, Any]) -> dict[str, Any]:
     wall = sum(r["iteration_s"] for r in rows)
     sampling = sum(r["sampling_s"] for r in rows)
     informative = sum(r["informative_groups"] for r in rows)
-    late = [r for r in rows if r["cumulative_tokens"] > tokens / 2] or rows[-1:]
+    scored = [r for r in rows if r["mean_reward"] is not None]  # not the iterations that sampled nothing
+    late = [r for r in scored if r["cumulative_tokens"] > tokens / 2] or scored[-1:]
     episodes = sum(r["sampled_episodes"] for r in late)
     return {
         "iterations": len(rows), "sampled_tokens": tokens, "sampled_episodes": sum(r["sampled_episodes"] for r in rows),
@@ -83,7 +84,7 @@ def summarize(record: dict[str, Any]) -> dict[str, Any]:
         "informative_groups_per_sampling_s": informative / sampling if sampling else 0.0,
         "second_half_mean_reward": sum(r["mean_reward"] * r["sampled_episodes"] for r in late) / max(episodes, 1),
         "second_half_success": sum(r["success"] * r["sampled_episodes"] for r in late) / max(episodes, 1),
-        "last_mean_reward": rows[-1]["mean_reward"] if rows else None,
+        "last_mean_reward": scored[-1]["mean_reward"] if scored else None,
         "filter": rows[-1].get("filter") if rows else None,
     }
 
@@ -101,7 +102,8 @@ def plot(records: dict[str, dict[str, Any]], path: Path) -> None:
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     for name, record in records.items():
         rows = record["iterations"]
-        left.plot([r["cumulative_tokens"] for r in rows], [r["mean_reward"] for r in rows], marker="o", label=name)
+        scored = [r for r in rows if r["mean_reward"] is not None]
+        left.plot([r["cumulative_tokens"] for r in scored], [r["mean_reward"] for r in scored], marker="o", label=name)
         wall, informative, xs, ys = 0.0, 0, [0.0], [0]
         for r in rows:
             wall += r["iteration_s"]

@@ -166,8 +166,11 @@ def plot_rewards(record: dict[str, Any], path: str | Path) -> Path | None:
         return None
     its = [r["iteration"] for r in record["iterations"]]
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot(its, [r["mean_reward"] for r in record["iterations"]], marker="o", label="mean reward")
-    ax.plot(its, [r["success"] for r in record["iterations"]], marker=".", linestyle="--", label="success rate")
+    nan = float("nan")  # an iteration that sampled nothing (its batch was carried over) has no reward
+    ax.plot(its, [nan if r["mean_reward"] is None else r["mean_reward"] for r in record["iterations"]], marker="o",
+            label="mean reward")
+    ax.plot(its, [nan if r["success"] is None else r["success"] for r in record["iterations"]], marker=".",
+            linestyle="--", label="success rate")
     ax.set_xlabel("iteration")
     ax.set_title(f"GRPO on ToolUse-v0 ({record['family']}), embedded tiny agent")
     ax.legend()

@@ -174,8 +174,9 @@ def run(
                                        f"error of {stats['max_ratio_error']:.2e}")
             policy.update_weights(trainer.state_dict())
             scored = [t for t in seen if is_valid(t)] or seen  # an infra failure or a cancelled sibling: no outcome
-            mean_reward = sum(episode_reward(t, reward) for t in scored) / len(scored)
-            success = sum(float(t.metrics["res_reward"]) > 0 for t in scored) / len(scored)
+            # None when nothing was sampled: the whole batch was carried over from the iteration before
+            mean_reward = sum(episode_reward(t, reward) for t in scored) / len(scored) if scored else None
+            success = sum(float(t.metrics["res_reward"]) > 0 for t in scored) / len(scored) if scored else None
             row = {"iteration": it, "mean_reward": mean_reward, "success": success, "loss": stats["loss"],
                    "max_ratio_error": stats["max_ratio_error"], "episodes": len(trajectories),
                    "nonzero_advantages": sum(1 for a in advantages if abs(a) > 1e-6),
@@ -188,8 +189,9 @@ def run(
             if out is not None:  # each iteration's records survive a run stopped early
                 Path(out).mkdir(parents=True, exist_ok=True)
                 (Path(out) / "rewards.json").write_text(json.dumps(record, indent=2) + "\n")
-            say(f"iter {it:3d}  mean reward {mean_reward:+.3f}  success {success:.0%}  loss {stats['loss']:+.4f}  "
-                f"|ratio-1| max {stats['max_ratio_error']:.1e}")
+            sampled = ("nothing sampled (the batch was carried)" if mean_reward is None or success is None
+                       else f"mean reward {mean_reward:+.3f}  success {success:.0%}")
+            say(f"iter {it:3d}  {sampled}  loss {stats['loss']:+.4f}  |ratio-1| max {stats['max_ratio_error']:.1e}")
         record["post_update_rescore_error"] = rescore_error(policy, trainer, pool[0])
     finally:
         policy.close()
