@@ -4,7 +4,10 @@ Runs :func:`train_grpo_demo.run` twice, back to back, with the same seed, tasks 
 ``unfiltered`` (each iteration trains on ``--tasks`` uniformly drawn groups, informative or not) and
 ``filtered`` (``--dynamic-sampling``: groups whose answers all agree are dropped and more are sampled
 until ``--tasks`` informative groups are in; ``--early-cancel P``, ``--curriculum`` and ``--carry-over N``
-(with ``--max-staleness``) as in the demo).
+(with ``--max-staleness``) as in the demo). Both updates re-score every episode of their batch, as a trainer
+without a filter does (an episode of advantage 0 costs a forward and a backward pass and adds nothing);
+``--skip-zero-advantage`` has both leave those out, so the unfiltered run's update costs its informative
+groups only.
 Each run stops after the iteration that brings its sampled tokens (dropped and cancelled episodes
 included) to the budget; each iteration's records are written as it ends, and the comparison cuts both runs
 after the first iteration that reached the tokens both reached (``--only NAME`` runs one of them,
@@ -16,8 +19,8 @@ staleness, the median update seconds, informative groups per wall-second and per
 reward and success over the second half of the budget and at the last iteration; the ratio
 of the filtered run's informative groups per wall-second to the unfiltered run's; and that ratio with every
 update of both runs costed at the median update seconds of the two runs together, ``update_matched_ratio``:
-an update is the same work on both sides, so this one does not move when the machine's load changes between
-the runs' updates) and
+an update is the same work on both sides (not so with ``--skip-zero-advantage``), so this one does not move
+when the machine's load changes between the runs' updates) and
 ``comparison.png`` (mean reward against sampled tokens; informative groups against wall seconds).
 
 Run::
@@ -143,6 +146,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="most updates a carried group may lag (default 1)")
     parser.add_argument("--n-parallel", type=int, default=8,
                         help="episodes sampled at once, in both runs (default 8)")
+    parser.add_argument("--skip-zero-advantage", action="store_true",
+                        help="both runs leave episodes of advantage 0 out of the update's compute (the unfiltered "
+                             "run's update then costs its informative groups only)")
     parser.add_argument("--out", default="scripts/results/grpo_batches")
     parser.add_argument("--only", choices=RUNS, default=None, help="run only this one (the other's record is read)")
     parser.add_argument("--compare-only", action="store_true",
@@ -151,7 +157,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out)
     common = {"family": args.family, "iterations": args.iterations, "tasks_per_iteration": args.tasks,
               "group_size": args.group_size, "lr": args.lr, "pool_size": args.pool, "seed": args.seed,
-              "token_budget": args.token_budget, "n_parallel": args.n_parallel}
+              "token_budget": args.token_budget, "n_parallel": args.n_parallel,
+              "skip_zero_advantage": args.skip_zero_advantage}
     options = {"unfiltered": {}, "filtered": {"dynamic_sampling": True, "early_cancel": args.early_cancel,
                                               "curriculum": args.curriculum, "carry_over": args.carry_over,
                                               "max_staleness": args.max_staleness}}

@@ -63,11 +63,16 @@ def sequence_logprobs(model: Any, trajectory: Any) -> tuple[Any, Any, Any]:
 
 def policy_gradient_step(
     model: Any, optimizer: Any, trajectories: Sequence[Any], advantages: Sequence[float], *, clip: float = 0.2,
+    skip_zero_advantage: bool = False,
 ) -> dict[str, float]:
     """One clipped policy-gradient step over ``trajectories``; returns loss and ratio statistics.
 
-    The loss is the token-mean of ``-min(ratio * A, clip(ratio) * A)`` over sampled ids.
-    ``max_ratio_error`` is the largest ``|ratio - 1|`` seen, before the step.
+    The loss is the token-mean of ``-min(ratio * A, clip(ratio) * A)`` over sampled ids. Every
+    trajectory is re-scored (forward and backward), those of advantage 0 too, as a trainer without a
+    filter does; with ``skip_zero_advantage`` those are left out of the compute (they add nothing to
+    the loss or the gradient, and their ids still count in the token-mean, so the step is the same)
+    and ``skipped`` counts them. ``max_ratio_error`` is the largest ``|ratio - 1|`` seen (on the
+    trajectories re-scored), before the step.
     """
     import torch
 
@@ -76,7 +81,11 @@ def policy_gradient_step(
     total_tokens = sum(float(t.response_masks.sum()) for t in trajectories)
     loss_sum = 0.0
     max_err = 0.0
+    skipped = 0
     for t, adv in zip(trajectories, advantages, strict=True):
+        if skip_zero_advantage and adv == 0.0:
+            skipped += 1
+            continue
         logp, mask, old = sequence_logprobs(model, t)
         ratio = torch.exp(logp - old)
         max_err = max(max_err, float(((ratio.detach() - 1).abs() * mask).max()))
@@ -85,10 +94,14 @@ def policy_gradient_step(
         loss = -(torch.minimum(unclipped, clipped) * mask).sum() / max(total_tokens, 1.0)
         loss.backward()
         loss_sum += float(loss.detach())
+    if trajectories and skipped == len(trajectories):  # as the zero gradient of a step that re-scored them all
+        for parameter in model.parameters():
+            if parameter.requires_grad and parameter.grad is None:
+                parameter.grad = torch.zeros_like(parameter)
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     optimizer.step()
     model.eval()
-    return {"loss": loss_sum, "max_ratio_error": max_err}
+    return {"loss": loss_sum, "max_ratio_error": max_err, "skipped": skipped}
 
 
 def rescore_error(policy: Any, trainer: Any, task: dict[str, Any]) -> float:
@@ -201,6 +214,9 @@ def add_batch_arguments(parser: Any) -> None:
                             "cap): runs compared at equal sampled tokens")
     group.add_argument("--n-parallel", type=int, default=8,
                        help="episodes sampled at once by the synchronous tool-use demo (default 8)")
+    group.add_argument("--skip-zero-advantage", action="store_true",
+                       help="leave episodes of advantage 0 (a group whose answers all agree) out of the update's "
+                            "forward and backward passes: the same step, computed over fewer episodes")
     group.add_argument("--too-easy", type=float, default=0.9, help="pass rate of a too-easy task (default 0.9)")
     group.add_argument("--too-hard", type=float, default=0.1, help="pass rate of a too-hard task (default 0.1)")
 

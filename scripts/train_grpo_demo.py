@@ -98,6 +98,7 @@ def run(
     carry_over: int = 0,
     max_staleness: int | None = None,
     n_parallel: int = 8,
+    skip_zero_advantage: bool = False,
 ) -> dict[str, Any]:
     """Run the demo and return its record (rewards per iteration, ratio check, loss, timings).
 
@@ -107,7 +108,9 @@ def run(
     an iteration's batch train in the next one, at most ``max_staleness`` updates late; None: 1);
     with ``token_budget`` the run stops after the iteration that brings the sampled tokens to it
     (``iterations`` stays the cap). ``n_parallel`` is ``collect``'s: episodes sampled at once (the
-    in-process policy decodes them in one batch).
+    in-process policy decodes them in one batch). The update re-scores every episode of the batch, those
+    of groups whose answers all agree (advantage 0) too, as a trainer without a filter does; with
+    ``skip_zero_advantage`` it leaves those out (the same step, less compute; ``skipped`` in each record).
 
     Raises:
         RuntimeError: If the first update's importance ratio is not 1 within 1e-3.
@@ -143,7 +146,8 @@ def run(
     record: dict[str, Any] = {"family": family, "reward": reward, "iterations": [], "first_ratio_error": None,
                               "dynamic_sampling": dynamic_sampling, "curriculum": curriculum,
                               "early_cancel": early_cancel, "token_budget": token_budget,
-                              "carry_over": carry_over, "max_staleness": max_staleness, "n_parallel": n_parallel}
+                              "carry_over": carry_over, "max_staleness": max_staleness, "n_parallel": n_parallel,
+                              "skip_zero_advantage": skip_zero_advantage}
     started = time.perf_counter()
     sampled_tokens = 0
     try:
@@ -166,7 +170,8 @@ def run(
                       and float(t.response_masks.sum()) > 0]
             rewards = [episode_reward(t, reward) for t in usable]
             advantages = grpo_advantages(rewards, [t.group_id for t in usable])
-            stats = policy_gradient_step(trainer, optimizer, usable, advantages)
+            stats = policy_gradient_step(trainer, optimizer, usable, advantages,
+                                         skip_zero_advantage=skip_zero_advantage)
             if it == 0:
                 record["first_ratio_error"] = stats["max_ratio_error"]
                 if stats["max_ratio_error"] > 1e-3:
@@ -179,7 +184,7 @@ def run(
             success = sum(float(t.metrics["res_reward"]) > 0 for t in scored) / len(scored) if scored else None
             row = {"iteration": it, "mean_reward": mean_reward, "success": success, "loss": stats["loss"],
                    "max_ratio_error": stats["max_ratio_error"], "episodes": len(trajectories),
-                   "nonzero_advantages": sum(1 for a in advantages if abs(a) > 1e-6),
+                   "nonzero_advantages": sum(1 for a in advantages if abs(a) > 1e-6), "skipped": stats["skipped"],
                    **batch_record(seen, usable, batch_s, dynamic, sampler)}
             sampled_tokens += row["sampled_tokens"]
             row["cumulative_tokens"] = sampled_tokens
@@ -335,8 +340,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--carry-over needs --dynamic-sampling")
     if args.carry_over and (args.run_async or args.env != "tool-use"):
         parser.error("--carry-over is an option of the synchronous tool-use demo (a stream has no surplus groups)")
-    if (args.early_cancel is not None or args.token_budget is not None) and (args.run_async or args.env != "tool-use"):
-        parser.error("--early-cancel and --token-budget are options of the synchronous tool-use demo")
+    if (args.early_cancel is not None or args.token_budget is not None or args.skip_zero_advantage) \
+            and (args.run_async or args.env != "tool-use"):
+        parser.error("--early-cancel, --token-budget and --skip-zero-advantage are options of the synchronous "
+                     "tool-use demo")
     if args.env == "solver-judge" and (args.dynamic_sampling or args.curriculum):
         parser.error("--env solver-judge takes neither --dynamic-sampling nor --curriculum")
     if args.env == "solver-judge":
@@ -362,7 +369,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         lr=args.lr, reward=args.reward, pool_size=args.pool, seed=args.seed, out=args.out, model_path=args.model,
         dynamic_sampling=args.dynamic_sampling, curriculum=args.curriculum, too_easy=args.too_easy,
         too_hard=args.too_hard, early_cancel=args.early_cancel, token_budget=args.token_budget,
-        carry_over=args.carry_over, max_staleness=args.max_staleness, n_parallel=args.n_parallel)
+        carry_over=args.carry_over, max_staleness=args.max_staleness, n_parallel=args.n_parallel,
+        skip_zero_advantage=args.skip_zero_advantage)
     return 0
 
 
