@@ -96,6 +96,7 @@ def test_batch_record_counts_the_groups_trained_on_and_the_carried_ones(demo):
 
 def test_task_pool_of_one_family_and_of_every_family(demo):
     import grpo_common  # beside the script, on sys.path once the script is loaded
+
     from agent_gym.envs.tool_use.tasks import TASK_FAMILIES
 
     units = grpo_common.task_pool("units", 8)
