@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["REWARDS", "add_batch_arguments", "batch_options", "batch_record", "episode_reward", "grpo_advantages",
-           "plot_rewards", "policy_gradient_step", "rescore_error", "sequence_logprobs", "task_pool", "worst_family"]
+__all__ = ["REWARDS", "add_batch_arguments", "batch_options", "batch_record", "episode_reward", "evaluate",
+           "grpo_advantages", "plot_rewards", "policy_gradient_step", "rescore_error", "sequence_logprobs",
+           "task_pool", "worst_family"]
 
 #: What an episode earns: ``answer`` is the answer's correctness alone (``res_reward``, 0 or 1);
 #: ``total`` is the environment's whole return (``trajectory_reward``: the answer plus +0.1 per
@@ -124,6 +125,29 @@ def rescore_error(policy: Any, trainer: Any, task: dict[str, Any]) -> float:
     return float((logp - torch.tensor(out.logprobs)).abs().max())
 
 
+def evaluate(policy: Any, tasks: Sequence[dict[str, Any]], samples: int, seed: int, n_parallel: int = 8,
+             reward: str = "answer") -> dict[str, Any]:
+    """The policy's mean reward and success on a fixed task set: ``samples`` episodes of each of ``tasks``.
+
+    Unlike a training iteration's mean reward, which is over the episodes it sampled (tasks drawn by a
+    curriculum, groups cancelled early left out), this is over the same tasks, each equally, whatever the
+    options: reward curves of runs with different options compare on it.
+    """
+    import time
+
+    from agent_gym import collect
+    from agent_gym.rollout.outcome import is_valid
+
+    started = time.perf_counter()
+    episodes = collect("agent_gym/ToolUse-v0", policy, tasks=list(tasks), samples_per_task=samples,
+                       n_parallel=n_parallel, progress=False, max_steps=6, seed=seed)
+    scored = [t for t in episodes if is_valid(t)]
+    return {"episodes": len(scored),
+            "mean_reward": sum(episode_reward(t, reward) for t in scored) / max(len(scored), 1),
+            "success": sum(float(t.metrics["res_reward"]) > 0 for t in scored) / max(len(scored), 1),
+            "seconds": time.perf_counter() - started}
+
+
 def worst_family(policy: Any, per_family: int = 8, seed: int = 0) -> str:
     """The ToolUse family with the lowest success of ``policy`` on training-distribution tasks."""
     from agent_gym import collect
@@ -217,6 +241,11 @@ def add_batch_arguments(parser: Any) -> None:
     group.add_argument("--skip-zero-advantage", action="store_true",
                        help="leave episodes of advantage 0 (a group whose answers all agree) out of the update's "
                             "forward and backward passes: the same step, computed over fewer episodes")
+    group.add_argument("--eval-every", type=int, default=None, metavar="TOKENS",
+                       help="evaluate the policy on the whole pool (--eval-samples episodes a task) before training, "
+                            "each time the sampled tokens pass a multiple of TOKENS, and at the end; not counted in "
+                            "the iterations' seconds or tokens")
+    group.add_argument("--eval-samples", type=int, default=4, help="episodes per task of an evaluation (default 4)")
     group.add_argument("--too-easy", type=float, default=0.9, help="pass rate of a too-easy task (default 0.9)")
     group.add_argument("--too-hard", type=float, default=0.1, help="pass rate of a too-hard task (default 0.1)")
 

@@ -66,6 +66,7 @@ from grpo_common import (  # noqa: E402 - beside this file
     batch_options,
     batch_record,
     episode_reward,
+    evaluate,
     grpo_advantages,
     plot_rewards,
     policy_gradient_step,
@@ -99,6 +100,8 @@ def run(
     max_staleness: int | None = None,
     n_parallel: int = 8,
     skip_zero_advantage: bool = False,
+    eval_every: int | None = None,
+    eval_samples: int = 4,
 ) -> dict[str, Any]:
     """Run the demo and return its record (rewards per iteration, ratio check, loss, timings).
 
@@ -111,6 +114,10 @@ def run(
     in-process policy decodes them in one batch). The update re-scores every episode of the batch, those
     of groups whose answers all agree (advantage 0) too, as a trainer without a filter does; with
     ``skip_zero_advantage`` it leaves those out (the same step, less compute; ``skipped`` in each record).
+    With ``eval_every`` (tokens) the policy is evaluated on the whole pool (``eval_samples`` episodes a
+    task, the same seeds each time) before training (``record["eval_start"]``), each time the sampled tokens
+    pass a multiple of ``eval_every`` and after the last iteration (the iteration's ``eval``); evaluations are
+    counted in neither the iterations' seconds nor their tokens.
 
     Raises:
         RuntimeError: If the first update's importance ratio is not 1 within 1e-3.
@@ -147,10 +154,15 @@ def run(
                               "dynamic_sampling": dynamic_sampling, "curriculum": curriculum,
                               "early_cancel": early_cancel, "token_budget": token_budget,
                               "carry_over": carry_over, "max_staleness": max_staleness, "n_parallel": n_parallel,
-                              "skip_zero_advantage": skip_zero_advantage}
+                              "skip_zero_advantage": skip_zero_advantage,
+                              "eval_every": eval_every, "eval_samples": eval_samples}
     started = time.perf_counter()
     sampled_tokens = 0
+    eval_seed = 10**6 + seed
     try:
+        if eval_every:
+            record["eval_start"] = evaluate(policy, pool, eval_samples, eval_seed, n_parallel, reward)
+        next_eval = eval_every or 0
         for it in range(iterations):
             if token_budget is not None and sampled_tokens >= token_budget:
                 break
@@ -191,6 +203,10 @@ def run(
             row["sampling_s"] = batch_s
             row["iteration_s"] = time.perf_counter() - batch_started  # sampling and the update
             record["iterations"].append(row)
+            last = it == iterations - 1 or (token_budget is not None and sampled_tokens >= token_budget)
+            if eval_every and (sampled_tokens >= next_eval or last):
+                row["eval"] = evaluate(policy, pool, eval_samples, eval_seed, n_parallel, reward)
+                next_eval = (sampled_tokens // eval_every + 1) * eval_every
             if out is not None:  # each iteration's records survive a run stopped early
                 Path(out).mkdir(parents=True, exist_ok=True)
                 (Path(out) / "rewards.json").write_text(json.dumps(record, indent=2) + "\n")
@@ -340,10 +356,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--carry-over needs --dynamic-sampling")
     if args.carry_over and (args.run_async or args.env != "tool-use"):
         parser.error("--carry-over is an option of the synchronous tool-use demo (a stream has no surplus groups)")
-    if (args.early_cancel is not None or args.token_budget is not None or args.skip_zero_advantage) \
-            and (args.run_async or args.env != "tool-use"):
-        parser.error("--early-cancel, --token-budget and --skip-zero-advantage are options of the synchronous "
-                     "tool-use demo")
+    if (args.early_cancel is not None or args.token_budget is not None or args.skip_zero_advantage
+            or args.eval_every) and (args.run_async or args.env != "tool-use"):
+        parser.error("--early-cancel, --token-budget, --skip-zero-advantage and --eval-every are options of the "
+                     "synchronous tool-use demo")
     if args.env == "solver-judge" and (args.dynamic_sampling or args.curriculum):
         parser.error("--env solver-judge takes neither --dynamic-sampling nor --curriculum")
     if args.env == "solver-judge":
@@ -370,7 +386,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         dynamic_sampling=args.dynamic_sampling, curriculum=args.curriculum, too_easy=args.too_easy,
         too_hard=args.too_hard, early_cancel=args.early_cancel, token_budget=args.token_budget,
         carry_over=args.carry_over, max_staleness=args.max_staleness, n_parallel=args.n_parallel,
-        skip_zero_advantage=args.skip_zero_advantage)
+        skip_zero_advantage=args.skip_zero_advantage, eval_every=args.eval_every, eval_samples=args.eval_samples)
     return 0
 
 
