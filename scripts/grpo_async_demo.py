@@ -155,7 +155,7 @@ def _staleness(trajectories: Sequence[Any], version: int) -> dict[str, Any]:
     lags = [version - t.weight_version_start for t in trajectories if t.weight_version_start >= 0]
     ids: dict[str, int] = {}
     for t in trajectories:
-        versions = torch.as_tensor(t.segments[0].weight_versions)[t.response_masks > 0] if t.segments else []
+        versions: Any = torch.as_tensor(t.segments[0].weight_versions)[t.response_masks > 0] if t.segments else []
         for v in [int(x) for x in versions]:
             if v >= 0:
                 ids[str(version - v)] = ids.get(str(version - v), 0) + 1

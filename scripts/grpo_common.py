@@ -156,7 +156,7 @@ def worst_family(policy: Any, per_family: int = 8, seed: int = 0) -> str:
 
     tasks = [t for t in training_tasks([900 + seed], per_family=per_family)]
     trajectories = collect("agent_gym/ToolUse-v0", policy, tasks=tasks, n_parallel=8, progress=False, max_steps=6)
-    success = {f: [] for f in TASK_FAMILIES}
+    success: dict[str, list[bool]] = {f: [] for f in TASK_FAMILIES}
     for t in trajectories:
         success[t.task["family"]].append(float(t.metrics["res_reward"]) > 0)
     return min(TASK_FAMILIES, key=lambda f: sum(success[f]) / max(1, len(success[f])))
@@ -274,7 +274,7 @@ def batch_options(pool: Sequence[dict[str, Any]], *, dynamic_sampling: bool = Fa
         raise ValueError("carry_over: needs dynamic_sampling (it carries the filter's surplus groups)")
     if not dynamic_sampling:
         return sampler, None
-    staleness = {} if max_staleness is None else {"carry_max_staleness": max_staleness}
+    staleness: dict[str, Any] = {} if max_staleness is None else {"carry_max_staleness": max_staleness}
     return sampler, DynamicSampling(early_cancel=early_cancel, carry_over=carry_over, **staleness)
 
 
