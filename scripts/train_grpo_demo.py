@@ -30,6 +30,11 @@ updates late, default 1; older ones are dropped and counted). The
 iteration records then carry the episodes and tokens sampled, the informative groups (outcomes differ) trained
 on and per second of sampling (also without the options, for comparison), the filter's counters (cumulative) and
 the groups carried into the batch with their staleness, and ``--out/sampler_state.json`` holds the sampler's state.
+``--family all`` trains on every family's tasks, interleaved. ``--skip-zero-advantage`` leaves the episodes of
+advantage 0 out of the update's forward and backward passes (the same step, less compute); ``--eval-every TOKENS``
+evaluates the policy on the whole pool (``--eval-samples`` episodes a task) before training, every TOKENS sampled
+tokens and at the end, outside the iterations' seconds and tokens: with a curriculum or early cancel the mean
+reward of the sampled episodes is over other tasks than without them, the evaluation over the same ones.
 
 The mean reward per iteration (over every sampled episode, dropped groups included) is printed,
 written to ``--out/rewards.json`` and plotted to
