@@ -4,7 +4,10 @@ Runs :func:`train_grpo_demo.run` twice, back to back, with the same seed, tasks 
 ``unfiltered`` (each iteration trains on ``--tasks`` uniformly drawn groups, informative or not) and
 ``filtered`` (``--dynamic-sampling``: groups whose answers all agree are dropped and more are sampled
 until ``--tasks`` informative groups are in; ``--early-cancel P``, ``--curriculum`` and ``--carry-over N``
-(with ``--max-staleness``) as in the demo).
+(with ``--max-staleness``) as in the demo). Both updates re-score every episode of their batch, as a trainer
+without a filter does (an episode of advantage 0 costs a forward and a backward pass and adds nothing);
+``--skip-zero-advantage`` has both leave those out, so the unfiltered run's update costs its informative
+groups only.
 Each run stops after the iteration that brings its sampled tokens (dropped and cancelled episodes
 included) to the budget; each iteration's records are written as it ends, and the comparison cuts both runs
 after the first iteration that reached the tokens both reached (``--only NAME`` runs one of them,
@@ -13,12 +16,15 @@ after the first iteration that reached the tokens both reached (``--only NAME`` 
 iterations, wall and sampling seconds, informative groups trained on (carried groups included, surplus groups
 never trained on left out), per 1000 sampled tokens and per update, the groups carried and their largest
 staleness, the median update seconds, informative groups per wall-second and per sampling-second, the mean
-reward and success over the second half of the budget and at the last iteration; the ratio
+reward and success over the second half of the budget and at the last iteration (over the episodes sampled:
+with ``--curriculum`` or ``--early-cancel`` those are not the same tasks as the unfiltered run's), the
+evaluations on the whole pool with ``--eval-every TOKENS`` (the same tasks and seeds for both runs); the ratio
 of the filtered run's informative groups per wall-second to the unfiltered run's; and that ratio with every
 update of both runs costed at the median update seconds of the two runs together, ``update_matched_ratio``:
-an update is the same work on both sides, so this one does not move when the machine's load changes between
-the runs' updates) and
-``comparison.png`` (mean reward against sampled tokens; informative groups against wall seconds).
+an update is the same work on both sides (not so with ``--skip-zero-advantage``), so this one does not move
+when the machine's load changes between the runs' updates) and
+``comparison.png`` (mean reward against sampled tokens, sampled and evaluated; informative groups against wall
+seconds).
 
 Run::
 
@@ -68,7 +74,8 @@ def summarize(record: dict[str, Any]) -> dict[str, Any]:
     wall = sum(r["iteration_s"] for r in rows)
     sampling = sum(r["sampling_s"] for r in rows)
     informative = sum(r["informative_groups"] for r in rows)
-    late = [r for r in rows if r["cumulative_tokens"] > tokens / 2] or rows[-1:]
+    scored = [r for r in rows if r["mean_reward"] is not None]  # not the iterations that sampled nothing
+    late = [r for r in scored if r["cumulative_tokens"] > tokens / 2] or scored[-1:]
     episodes = sum(r["sampled_episodes"] for r in late)
     return {
         "iterations": len(rows), "sampled_tokens": tokens, "sampled_episodes": sum(r["sampled_episodes"] for r in rows),
@@ -83,9 +90,17 @@ def summarize(record: dict[str, Any]) -> dict[str, Any]:
         "informative_groups_per_sampling_s": informative / sampling if sampling else 0.0,
         "second_half_mean_reward": sum(r["mean_reward"] * r["sampled_episodes"] for r in late) / max(episodes, 1),
         "second_half_success": sum(r["success"] * r["sampled_episodes"] for r in late) / max(episodes, 1),
-        "last_mean_reward": rows[-1]["mean_reward"] if rows else None,
+        "last_mean_reward": scored[-1]["mean_reward"] if scored else None,
         "filter": rows[-1].get("filter") if rows else None,
+        "eval": evaluations(record),
     }
+
+
+def evaluations(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The run's evaluations on the whole pool (``--eval-every``), each with the sampled tokens it came after."""
+    points = [{"tokens": 0, **record["eval_start"]}] if record.get("eval_start") else []
+    points += [{"tokens": r["cumulative_tokens"], **r["eval"]} for r in record["iterations"] if r.get("eval")]
+    return [{k: round(v, 4) if isinstance(v, float) else v for k, v in p.items()} for p in points]
 
 
 def plot(records: dict[str, dict[str, Any]], path: Path) -> None:
@@ -101,7 +116,13 @@ def plot(records: dict[str, dict[str, Any]], path: Path) -> None:
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     for name, record in records.items():
         rows = record["iterations"]
-        left.plot([r["cumulative_tokens"] for r in rows], [r["mean_reward"] for r in rows], marker="o", label=name)
+        scored = [r for r in rows if r["mean_reward"] is not None]
+        line, = left.plot([r["cumulative_tokens"] for r in scored], [r["mean_reward"] for r in scored], marker="o",
+                          label=f"{name}: sampled episodes")
+        points = evaluations(record)
+        if points:
+            left.plot([p["tokens"] for p in points], [p["mean_reward"] for p in points], marker="s", linestyle="--",
+                      color=line.get_color(), label=f"{name}: whole pool (evaluation)")
         wall, informative, xs, ys = 0.0, 0, [0.0], [0]
         for r in rows:
             wall += r["iteration_s"]
@@ -141,6 +162,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="most updates a carried group may lag (default 1)")
     parser.add_argument("--n-parallel", type=int, default=8,
                         help="episodes sampled at once, in both runs (default 8)")
+    parser.add_argument("--skip-zero-advantage", action="store_true",
+                        help="both runs leave episodes of advantage 0 out of the update's compute (the unfiltered "
+                             "run's update then costs its informative groups only)")
+    parser.add_argument("--eval-every", type=int, default=None, metavar="TOKENS",
+                        help="evaluate both runs on the whole pool at the start, every TOKENS sampled tokens and at "
+                             "the end (not counted in their seconds or tokens)")
+    parser.add_argument("--eval-samples", type=int, default=4, help="episodes per task of an evaluation (default 4)")
     parser.add_argument("--out", default="scripts/results/grpo_batches")
     parser.add_argument("--only", choices=RUNS, default=None, help="run only this one (the other's record is read)")
     parser.add_argument("--compare-only", action="store_true",
@@ -149,7 +177,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out)
     common = {"family": args.family, "iterations": args.iterations, "tasks_per_iteration": args.tasks,
               "group_size": args.group_size, "lr": args.lr, "pool_size": args.pool, "seed": args.seed,
-              "token_budget": args.token_budget, "n_parallel": args.n_parallel}
+              "token_budget": args.token_budget, "n_parallel": args.n_parallel,
+              "skip_zero_advantage": args.skip_zero_advantage, "eval_every": args.eval_every,
+              "eval_samples": args.eval_samples}
     options = {"unfiltered": {}, "filtered": {"dynamic_sampling": True, "early_cancel": args.early_cancel,
                                               "curriculum": args.curriculum, "carry_over": args.carry_over,
                                               "max_staleness": args.max_staleness}}

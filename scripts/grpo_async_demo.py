@@ -29,6 +29,7 @@ from grpo_common import (  # noqa: E402 - beside this file
     plot_rewards,
     rescore_error,
     sequence_logprobs,
+    task_pool,
     worst_family,
 )
 
@@ -154,7 +155,7 @@ def _staleness(trajectories: Sequence[Any], version: int) -> dict[str, Any]:
     lags = [version - t.weight_version_start for t in trajectories if t.weight_version_start >= 0]
     ids: dict[str, int] = {}
     for t in trajectories:
-        versions = torch.as_tensor(t.segments[0].weight_versions)[t.response_masks > 0] if t.segments else []
+        versions: Any = torch.as_tensor(t.segments[0].weight_versions)[t.response_masks > 0] if t.segments else []
         for v in [int(x) for x in versions]:
             if v >= 0:
                 ids[str(version - v)] = ids.get(str(version - v), 0) + 1
@@ -212,7 +213,6 @@ def run_async(
     from transformers import AutoModelForCausalLM
 
     from agent_gym.models import default_model_path
-    from agent_gym.models.tiny_agent_data import training_tasks
     from agent_gym.policy import SamplingParams, VLLMPolicy
     from agent_gym.rollout.stream import RolloutStream
 
@@ -248,9 +248,7 @@ def run_async(
         if family == "auto":
             family = record["family"] = worst_family(policy, seed=seed)
             say(f"worst family of the starting model: {family}")
-        pool = [t for t in training_tasks([1000 + seed], per_family=120) if t["family"] == family]
-        if pool_size:
-            pool = pool[:pool_size]
+        pool = task_pool(family, pool_size, seed)
         if len(pool) < tasks_per_iteration:
             raise ValueError(f"tasks_per_iteration: expected at most the pool's {len(pool)} tasks, "
                              f"got {tasks_per_iteration}")

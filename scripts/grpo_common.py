@@ -2,20 +2,23 @@
 
 The training reward of an episode, group-normalised advantages, the trainer's re-scoring of the
 sampled ids, a clipped policy-gradient step, the logprob check of a pushed policy, the weakest
-ToolUse family of a model, the reward plot, and the batch options (``--dynamic-sampling``: drop
-groups whose answers all agree; ``--curriculum``: draw tasks by their tracked pass rate).
+ToolUse family of a model, the training pool of a family (or of every family), the reward plot, and
+the batch options (``--dynamic-sampling``: drop groups whose answers all agree; ``--curriculum``:
+draw tasks by their tracked pass rate).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["REWARDS", "add_batch_arguments", "batch_options", "batch_record", "episode_reward", "grpo_advantages",
-           "plot_rewards", "policy_gradient_step", "rescore_error", "sequence_logprobs", "worst_family"]
+__all__ = ["REWARDS", "add_batch_arguments", "batch_options", "batch_record", "episode_reward", "evaluate",
+           "grpo_advantages", "plot_rewards", "policy_gradient_step", "rescore_error", "sequence_logprobs",
+           "task_pool", "worst_family"]
 
 #: What an episode earns: ``answer`` is the answer's correctness alone (``res_reward``, 0 or 1);
 #: ``total`` is the environment's whole return (``trajectory_reward``: the answer plus +0.1 per
@@ -61,11 +64,16 @@ def sequence_logprobs(model: Any, trajectory: Any) -> tuple[Any, Any, Any]:
 
 def policy_gradient_step(
     model: Any, optimizer: Any, trajectories: Sequence[Any], advantages: Sequence[float], *, clip: float = 0.2,
+    skip_zero_advantage: bool = False,
 ) -> dict[str, float]:
     """One clipped policy-gradient step over ``trajectories``; returns loss and ratio statistics.
 
-    The loss is the token-mean of ``-min(ratio * A, clip(ratio) * A)`` over sampled ids.
-    ``max_ratio_error`` is the largest ``|ratio - 1|`` seen, before the step.
+    The loss is the token-mean of ``-min(ratio * A, clip(ratio) * A)`` over sampled ids. Every
+    trajectory is re-scored (forward and backward), those of advantage 0 too, as a trainer without a
+    filter does; with ``skip_zero_advantage`` those are left out of the compute (they add nothing to
+    the loss or the gradient, and their ids still count in the token-mean, so the step is the same)
+    and ``skipped`` counts them. ``max_ratio_error`` is the largest ``|ratio - 1|`` seen (on the
+    trajectories re-scored), before the step.
     """
     import torch
 
@@ -74,7 +82,11 @@ def policy_gradient_step(
     total_tokens = sum(float(t.response_masks.sum()) for t in trajectories)
     loss_sum = 0.0
     max_err = 0.0
+    skipped = 0
     for t, adv in zip(trajectories, advantages, strict=True):
+        if skip_zero_advantage and adv == 0.0:
+            skipped += 1
+            continue
         logp, mask, old = sequence_logprobs(model, t)
         ratio = torch.exp(logp - old)
         max_err = max(max_err, float(((ratio.detach() - 1).abs() * mask).max()))
@@ -83,10 +95,14 @@ def policy_gradient_step(
         loss = -(torch.minimum(unclipped, clipped) * mask).sum() / max(total_tokens, 1.0)
         loss.backward()
         loss_sum += float(loss.detach())
+    if trajectories and skipped == len(trajectories):  # as the zero gradient of a step that re-scored them all
+        for parameter in model.parameters():
+            if parameter.requires_grad and parameter.grad is None:
+                parameter.grad = torch.zeros_like(parameter)
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     optimizer.step()
     model.eval()
-    return {"loss": loss_sum, "max_ratio_error": max_err}
+    return {"loss": loss_sum, "max_ratio_error": max_err, "skipped": skipped}
 
 
 def rescore_error(policy: Any, trainer: Any, task: dict[str, Any]) -> float:
@@ -109,6 +125,29 @@ def rescore_error(policy: Any, trainer: Any, task: dict[str, Any]) -> float:
     return float((logp - torch.tensor(out.logprobs)).abs().max())
 
 
+def evaluate(policy: Any, tasks: Sequence[dict[str, Any]], samples: int, seed: int, n_parallel: int = 8,
+             reward: str = "answer") -> dict[str, Any]:
+    """The policy's mean reward and success on a fixed task set: ``samples`` episodes of each of ``tasks``.
+
+    Unlike a training iteration's mean reward, which is over the episodes it sampled (tasks drawn by a
+    curriculum, groups cancelled early left out), this is over the same tasks, each equally, whatever the
+    options: reward curves of runs with different options compare on it.
+    """
+    import time
+
+    from agent_gym import collect
+    from agent_gym.rollout.outcome import is_valid
+
+    started = time.perf_counter()
+    episodes = collect("agent_gym/ToolUse-v0", policy, tasks=list(tasks), samples_per_task=samples,
+                       n_parallel=n_parallel, progress=False, max_steps=6, seed=seed)
+    scored = [t for t in episodes if is_valid(t)]
+    return {"episodes": len(scored),
+            "mean_reward": sum(episode_reward(t, reward) for t in scored) / max(len(scored), 1),
+            "success": sum(float(t.metrics["res_reward"]) > 0 for t in scored) / max(len(scored), 1),
+            "seconds": time.perf_counter() - started}
+
+
 def worst_family(policy: Any, per_family: int = 8, seed: int = 0) -> str:
     """The ToolUse family with the lowest success of ``policy`` on training-distribution tasks."""
     from agent_gym import collect
@@ -117,10 +156,39 @@ def worst_family(policy: Any, per_family: int = 8, seed: int = 0) -> str:
 
     tasks = [t for t in training_tasks([900 + seed], per_family=per_family)]
     trajectories = collect("agent_gym/ToolUse-v0", policy, tasks=tasks, n_parallel=8, progress=False, max_steps=6)
-    success = {f: [] for f in TASK_FAMILIES}
+    success: dict[str, list[bool]] = {f: [] for f in TASK_FAMILIES}
     for t in trajectories:
         success[t.task["family"]].append(float(t.metrics["res_reward"]) > 0)
     return min(TASK_FAMILIES, key=lambda f: sum(success[f]) / max(1, len(success[f])))
+
+
+def task_pool(family: str, pool_size: int = 0, seed: int = 0) -> list[dict[str, Any]]:
+    """The demos' training tasks of ``family``, or of every family with ``family="all"``.
+
+    ``"all"`` interleaves the families (one task of each in turn, in ``TASK_FAMILIES`` order), so the
+    first ``pool_size`` tasks hold every family about equally: the mixture a run on the whole task
+    distribution trains on.
+
+    Args:
+        family: A ``TASK_FAMILIES`` name, or ``"all"``.
+        pool_size: Keep the first this many tasks (0: all of them, about 120 a family).
+        seed: The demo's seed (the tasks come from generator seed ``1000 + seed``).
+
+    Raises:
+        ValueError: If ``family`` is neither a family nor ``"all"``.
+    """
+    from agent_gym.envs.tool_use.tasks import TASK_FAMILIES
+    from agent_gym.models.tiny_agent_data import training_tasks
+
+    if family != "all" and family not in TASK_FAMILIES:
+        raise ValueError(f"family: expected one of {TASK_FAMILIES} or 'all', got {family!r}")
+    tasks = training_tasks([1000 + seed], per_family=120)
+    if family == "all":
+        by_family = [[t for t in tasks if t["family"] == f] for f in TASK_FAMILIES]
+        pool = [t for row in itertools.zip_longest(*by_family) for t in row if t is not None]
+    else:
+        pool = [t for t in tasks if t["family"] == family]
+    return pool[:pool_size] if pool_size else pool
 
 
 def plot_rewards(record: dict[str, Any], path: str | Path) -> Path | None:
@@ -135,8 +203,11 @@ def plot_rewards(record: dict[str, Any], path: str | Path) -> Path | None:
         return None
     its = [r["iteration"] for r in record["iterations"]]
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot(its, [r["mean_reward"] for r in record["iterations"]], marker="o", label="mean reward")
-    ax.plot(its, [r["success"] for r in record["iterations"]], marker=".", linestyle="--", label="success rate")
+    nan = float("nan")  # an iteration that sampled nothing (its batch was carried over) has no reward
+    ax.plot(its, [nan if r["mean_reward"] is None else r["mean_reward"] for r in record["iterations"]], marker="o",
+            label="mean reward")
+    ax.plot(its, [nan if r["success"] is None else r["success"] for r in record["iterations"]], marker=".",
+            linestyle="--", label="success rate")
     ax.set_xlabel("iteration")
     ax.set_title(f"GRPO on ToolUse-v0 ({record['family']}), embedded tiny agent")
     ax.legend()
@@ -167,6 +238,14 @@ def add_batch_arguments(parser: Any) -> None:
                             "cap): runs compared at equal sampled tokens")
     group.add_argument("--n-parallel", type=int, default=8,
                        help="episodes sampled at once by the synchronous tool-use demo (default 8)")
+    group.add_argument("--skip-zero-advantage", action="store_true",
+                       help="leave episodes of advantage 0 (a group whose answers all agree) out of the update's "
+                            "forward and backward passes: the same step, computed over fewer episodes")
+    group.add_argument("--eval-every", type=int, default=None, metavar="TOKENS",
+                       help="evaluate the policy on the whole pool (--eval-samples episodes a task) before training, "
+                            "each time the sampled tokens pass a multiple of TOKENS, and at the end; not counted in "
+                            "the iterations' seconds or tokens")
+    group.add_argument("--eval-samples", type=int, default=4, help="episodes per task of an evaluation (default 4)")
     group.add_argument("--too-easy", type=float, default=0.9, help="pass rate of a too-easy task (default 0.9)")
     group.add_argument("--too-hard", type=float, default=0.1, help="pass rate of a too-hard task (default 0.1)")
 
@@ -195,7 +274,7 @@ def batch_options(pool: Sequence[dict[str, Any]], *, dynamic_sampling: bool = Fa
         raise ValueError("carry_over: needs dynamic_sampling (it carries the filter's surplus groups)")
     if not dynamic_sampling:
         return sampler, None
-    staleness = {} if max_staleness is None else {"carry_max_staleness": max_staleness}
+    staleness: dict[str, Any] = {} if max_staleness is None else {"carry_max_staleness": max_staleness}
     return sampler, DynamicSampling(early_cancel=early_cancel, carry_over=carry_over, **staleness)
 
 

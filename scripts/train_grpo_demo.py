@@ -30,6 +30,11 @@ updates late, default 1; older ones are dropped and counted). The
 iteration records then carry the episodes and tokens sampled, the informative groups (outcomes differ) trained
 on and per second of sampling (also without the options, for comparison), the filter's counters (cumulative) and
 the groups carried into the batch with their staleness, and ``--out/sampler_state.json`` holds the sampler's state.
+``--family all`` trains on every family's tasks, interleaved. ``--skip-zero-advantage`` leaves the episodes of
+advantage 0 out of the update's forward and backward passes (the same step, less compute); ``--eval-every TOKENS``
+evaluates the policy on the whole pool (``--eval-samples`` episodes a task) before training, every TOKENS sampled
+tokens and at the end, outside the iterations' seconds and tokens: with a curriculum or early cancel the mean
+reward of the sampled episodes is over other tasks than without them, the evaluation over the same ones.
 
 The mean reward per iteration (over every sampled episode, dropped groups included) is printed,
 written to ``--out/rewards.json`` and plotted to
@@ -66,10 +71,12 @@ from grpo_common import (  # noqa: E402 - beside this file
     batch_options,
     batch_record,
     episode_reward,
+    evaluate,
     grpo_advantages,
     plot_rewards,
     policy_gradient_step,
     rescore_error,
+    task_pool,
     worst_family,
 )
 
@@ -97,6 +104,9 @@ def run(
     carry_over: int = 0,
     max_staleness: int | None = None,
     n_parallel: int = 8,
+    skip_zero_advantage: bool = False,
+    eval_every: int | None = None,
+    eval_samples: int = 4,
 ) -> dict[str, Any]:
     """Run the demo and return its record (rewards per iteration, ratio check, loss, timings).
 
@@ -106,7 +116,13 @@ def run(
     an iteration's batch train in the next one, at most ``max_staleness`` updates late; None: 1);
     with ``token_budget`` the run stops after the iteration that brings the sampled tokens to it
     (``iterations`` stays the cap). ``n_parallel`` is ``collect``'s: episodes sampled at once (the
-    in-process policy decodes them in one batch).
+    in-process policy decodes them in one batch). The update re-scores every episode of the batch, those
+    of groups whose answers all agree (advantage 0) too, as a trainer without a filter does; with
+    ``skip_zero_advantage`` it leaves those out (the same step, less compute; ``skipped`` in each record).
+    With ``eval_every`` (tokens) the policy is evaluated on the whole pool (``eval_samples`` episodes a
+    task, the same seeds each time) before training (``record["eval_start"]``), each time the sampled tokens
+    pass a multiple of ``eval_every`` and after the last iteration (the iteration's ``eval``); evaluations are
+    counted in neither the iterations' seconds nor their tokens.
 
     Raises:
         RuntimeError: If the first update's importance ratio is not 1 within 1e-3.
@@ -116,7 +132,6 @@ def run(
 
     from agent_gym import collect
     from agent_gym.models import default_model_path
-    from agent_gym.models.tiny_agent_data import training_tasks
     from agent_gym.policy import SamplingParams, TransformersPolicy
     from agent_gym.rollout.outcome import is_valid
 
@@ -132,9 +147,7 @@ def run(
     if family == "auto":
         family = worst_family(policy, seed=seed)
         say(f"worst family of the starting model: {family}")
-    pool = [t for t in training_tasks([1000 + seed], per_family=120) if t["family"] == family]
-    if pool_size:
-        pool = pool[:pool_size]
+    pool = task_pool(family, pool_size, seed)
     if len(pool) < tasks_per_iteration:
         raise ValueError(f"tasks_per_iteration: expected at most the pool's {len(pool)} tasks, "
                          f"got {tasks_per_iteration}")
@@ -145,10 +158,16 @@ def run(
     record: dict[str, Any] = {"family": family, "reward": reward, "iterations": [], "first_ratio_error": None,
                               "dynamic_sampling": dynamic_sampling, "curriculum": curriculum,
                               "early_cancel": early_cancel, "token_budget": token_budget,
-                              "carry_over": carry_over, "max_staleness": max_staleness, "n_parallel": n_parallel}
+                              "carry_over": carry_over, "max_staleness": max_staleness, "n_parallel": n_parallel,
+                              "skip_zero_advantage": skip_zero_advantage,
+                              "eval_every": eval_every, "eval_samples": eval_samples}
     started = time.perf_counter()
     sampled_tokens = 0
+    eval_seed = 10**6 + seed
     try:
+        if eval_every:
+            record["eval_start"] = evaluate(policy, pool, eval_samples, eval_seed, n_parallel, reward)
+        next_eval = eval_every or 0
         for it in range(iterations):
             if token_budget is not None and sampled_tokens >= token_budget:
                 break
@@ -168,7 +187,8 @@ def run(
                       and float(t.response_masks.sum()) > 0]
             rewards = [episode_reward(t, reward) for t in usable]
             advantages = grpo_advantages(rewards, [t.group_id for t in usable])
-            stats = policy_gradient_step(trainer, optimizer, usable, advantages)
+            stats = policy_gradient_step(trainer, optimizer, usable, advantages,
+                                         skip_zero_advantage=skip_zero_advantage)
             if it == 0:
                 record["first_ratio_error"] = stats["max_ratio_error"]
                 if stats["max_ratio_error"] > 1e-3:
@@ -176,22 +196,28 @@ def run(
                                        f"error of {stats['max_ratio_error']:.2e}")
             policy.update_weights(trainer.state_dict())
             scored = [t for t in seen if is_valid(t)] or seen  # an infra failure or a cancelled sibling: no outcome
-            mean_reward = sum(episode_reward(t, reward) for t in scored) / len(scored)
-            success = sum(float(t.metrics["res_reward"]) > 0 for t in scored) / len(scored)
+            # None when nothing was sampled: the whole batch was carried over from the iteration before
+            mean_reward = sum(episode_reward(t, reward) for t in scored) / len(scored) if scored else None
+            success = sum(float(t.metrics["res_reward"]) > 0 for t in scored) / len(scored) if scored else None
             row = {"iteration": it, "mean_reward": mean_reward, "success": success, "loss": stats["loss"],
                    "max_ratio_error": stats["max_ratio_error"], "episodes": len(trajectories),
-                   "nonzero_advantages": sum(1 for a in advantages if abs(a) > 1e-6),
+                   "nonzero_advantages": sum(1 for a in advantages if abs(a) > 1e-6), "skipped": stats["skipped"],
                    **batch_record(seen, usable, batch_s, dynamic, sampler)}
             sampled_tokens += row["sampled_tokens"]
             row["cumulative_tokens"] = sampled_tokens
             row["sampling_s"] = batch_s
             row["iteration_s"] = time.perf_counter() - batch_started  # sampling and the update
             record["iterations"].append(row)
+            last = it == iterations - 1 or (token_budget is not None and sampled_tokens >= token_budget)
+            if eval_every and (sampled_tokens >= next_eval or last):
+                row["eval"] = evaluate(policy, pool, eval_samples, eval_seed, n_parallel, reward)
+                next_eval = (sampled_tokens // eval_every + 1) * eval_every
             if out is not None:  # each iteration's records survive a run stopped early
                 Path(out).mkdir(parents=True, exist_ok=True)
                 (Path(out) / "rewards.json").write_text(json.dumps(record, indent=2) + "\n")
-            say(f"iter {it:3d}  mean reward {mean_reward:+.3f}  success {success:.0%}  loss {stats['loss']:+.4f}  "
-                f"|ratio-1| max {stats['max_ratio_error']:.1e}")
+            sampled = ("nothing sampled (the batch was carried)" if mean_reward is None or success is None
+                       else f"mean reward {mean_reward:+.3f}  success {success:.0%}")
+            say(f"iter {it:3d}  {sampled}  loss {stats['loss']:+.4f}  |ratio-1| max {stats['max_ratio_error']:.1e}")
         record["post_update_rescore_error"] = rescore_error(policy, trainer, pool[0])
     finally:
         policy.close()
@@ -304,7 +330,9 @@ def run_solver_judge(
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point."""
     parser = argparse.ArgumentParser(description="GRPO demo on ToolUse-v0 with the embedded tiny agent (CPU).")
-    parser.add_argument("--family", default="auto", help="task family, or 'auto' for the worst one (default)")
+    parser.add_argument("--family", default="auto",
+                        help="task family, 'all' for every family's tasks interleaved, or 'auto' for the worst "
+                             "family (default)")
     parser.add_argument("--iterations", type=int, default=12)
     parser.add_argument("--tasks", type=int, default=8, help="tasks per iteration")
     parser.add_argument("--group-size", type=int, default=4, help="samples per task (GRPO group)")
@@ -333,8 +361,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--carry-over needs --dynamic-sampling")
     if args.carry_over and (args.run_async or args.env != "tool-use"):
         parser.error("--carry-over is an option of the synchronous tool-use demo (a stream has no surplus groups)")
-    if (args.early_cancel is not None or args.token_budget is not None) and (args.run_async or args.env != "tool-use"):
-        parser.error("--early-cancel and --token-budget are options of the synchronous tool-use demo")
+    if (args.early_cancel is not None or args.token_budget is not None or args.skip_zero_advantage
+            or args.eval_every) and (args.run_async or args.env != "tool-use"):
+        parser.error("--early-cancel, --token-budget, --skip-zero-advantage and --eval-every are options of the "
+                     "synchronous tool-use demo")
     if args.env == "solver-judge" and (args.dynamic_sampling or args.curriculum):
         parser.error("--env solver-judge takes neither --dynamic-sampling nor --curriculum")
     if args.env == "solver-judge":
@@ -360,7 +390,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         lr=args.lr, reward=args.reward, pool_size=args.pool, seed=args.seed, out=args.out, model_path=args.model,
         dynamic_sampling=args.dynamic_sampling, curriculum=args.curriculum, too_easy=args.too_easy,
         too_hard=args.too_hard, early_cancel=args.early_cancel, token_budget=args.token_budget,
-        carry_over=args.carry_over, max_staleness=args.max_staleness, n_parallel=args.n_parallel)
+        carry_over=args.carry_over, max_staleness=args.max_staleness, n_parallel=args.n_parallel,
+        skip_zero_advantage=args.skip_zero_advantage, eval_every=args.eval_every, eval_samples=args.eval_samples)
     return 0
 
 

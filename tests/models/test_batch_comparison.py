@@ -46,3 +46,16 @@ def test_compare_only_cuts_at_equal_tokens_and_matches_the_update_cost(compariso
     assert result["informative_per_wall_s_ratio"] == pytest.approx((12 / 36) / (6 / 9))
     assert result["pooled_median_update_s"] == pytest.approx(5.5)  # 3 updates of 1 s, 3 of 10 s
     assert result["update_matched_ratio"] == pytest.approx(2.0)  # same sampling and updates: twice the groups
+
+
+def test_an_iteration_that_sampled_nothing_has_no_reward(comparison):
+    # the second iteration trained on carried groups only: no episode sampled, no reward to average
+    record = _record([(1000, 4, 2.0, 1.0, []), (0, 4, 0.0, 1.0, [1, 1, 1, 1]), (1000, 4, 2.0, 1.0, [])])
+    record["iterations"][1].update(mean_reward=None, success=None, sampled_episodes=0)
+    record["iterations"][2].update(mean_reward=0.75, success=0.75)
+    figures = comparison.summarize(record)
+    assert figures["informative_groups"] == 12 and figures["iterations"] == 3
+    assert figures["second_half_mean_reward"] == pytest.approx(0.75)  # the last iteration alone is past 1000
+    assert figures["last_mean_reward"] == 0.75
+    record["iterations"][2].update(mean_reward=None, success=None, sampled_episodes=0)
+    assert comparison.summarize(record)["last_mean_reward"] == 0.5

@@ -92,3 +92,59 @@ def test_batch_record_counts_the_groups_trained_on_and_the_carried_ones(demo):
     assert (row["sampled_episodes"], row["sampled_tokens"]) == (4, 10)
     assert (row["carried_groups"], row["carried_staleness"], row["carry_held"]) == (1, [1], 0)
     assert row["filter"]["carried"] == 1 and row["filter"]["surplus"] == 1
+
+
+def test_task_pool_of_one_family_and_of_every_family(demo):
+    import grpo_common  # beside the script, on sys.path once the script is loaded
+
+    from agent_gym.envs.tool_use.tasks import TASK_FAMILIES
+
+    units = grpo_common.task_pool("units", 8)
+    assert len(units) == 8 and {t["family"] for t in units} == {"units"}
+    assert units == grpo_common.task_pool("units")[:8]
+    mixed = grpo_common.task_pool("all", 8)
+    assert [t["family"] for t in mixed] == list(TASK_FAMILIES) * 2  # interleaved: each family equally
+    assert len({t["id"] for t in grpo_common.task_pool("all")}) == sum(
+        len(grpo_common.task_pool(f)) for f in TASK_FAMILIES)
+    with pytest.raises(ValueError, match="family"):
+        grpo_common.task_pool("auto")
+
+
+@pytest.mark.parametrize("advantages", [[0.0, 1.5, -1.5, 0.0], [0.0, 0.0, 0.0, 0.0]])
+def test_skipping_zero_advantage_episodes_gives_the_same_step(demo, advantages):
+    from types import SimpleNamespace
+
+    import grpo_common
+    import torch
+
+    class Tiny(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Embedding(11, 6)
+            self.head = torch.nn.Linear(6, 11)
+
+        def forward(self, input_ids):
+            return SimpleNamespace(logits=self.head(self.embed(input_ids)))
+
+    def episode(seed):
+        g = torch.Generator().manual_seed(seed)
+        return SimpleNamespace(prompt_tokens=torch.randint(0, 11, (3,), generator=g),
+                               response_tokens=torch.randint(0, 11, (4,), generator=g),
+                               response_masks=torch.tensor([1.0, 1.0, 1.0, 0.0]),
+                               response_logprobs=torch.full((4,), -2.4))
+
+    episodes = [episode(i) for i in range(4)]
+    torch.manual_seed(0)
+    models = [Tiny(), Tiny()]
+    models[1].load_state_dict(models[0].state_dict())
+    start = {k: v.clone() for k, v in models[0].state_dict().items()}
+    optimizers = [torch.optim.AdamW(m.parameters(), lr=0.1) for m in models]
+    for _ in range(2):  # the second step also moves by the first one's moments when the gradient is zero
+        full = grpo_common.policy_gradient_step(models[0], optimizers[0], episodes, advantages)
+        lean = grpo_common.policy_gradient_step(models[1], optimizers[1], episodes, advantages,
+                                                skip_zero_advantage=True)
+        assert full["skipped"] == 0 and lean["skipped"] == advantages.count(0.0)
+        assert lean["loss"] == pytest.approx(full["loss"], abs=1e-6)
+    for a, b in zip(models[0].parameters(), models[1].parameters(), strict=True):
+        assert torch.allclose(a, b, atol=1e-6)
+    assert not torch.equal(models[1].head.weight, start["head.weight"])  # a step was taken (weight decay at least)
