@@ -2,49 +2,18 @@
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
-from rollout_fakes import ADD_TASKS, ScriptedPolicy, add, make_add_env, make_tasks, strip_timings
+from hinted_envs import HintedEnv, HintedEnvFactory, count_hints
+from rollout_fakes import ScriptedPolicy, make_add_env, make_tasks, strip_timings
 
-from agent_gym.env.core import AgentEnv
 from agent_gym.rollout import EpisodeRunner, plan_episodes
 from agent_gym.rollout.next_reset import SpecQueue, reset_hook, reset_options
-from agent_gym.tools import FunctionTool
 from agent_gym.utils.runtime import run_sync
 
 
-class HintedEnv(AgentEnv):
-    """The add env with the hook: records each hint and each reset it got, in order."""
-
-    def __init__(self) -> None:
-        super().__init__(tasks=list(ADD_TASKS), tools=[FunctionTool(add, name="add", time_limit=None)], max_steps=4)
-        self.events: list[tuple[str, Any, Any]] = []
-        self.lock = threading.Lock()
-
-    def expect_reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
-        self.events.append(("hint", seed, (options or {}).get("task")))
-
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
-        self.events.append(("reset", seed, (options or {}).get("task")))
-        return super().reset(seed=seed, options=options)
-
-
-class _Envs:
-    def __init__(self, hinted: bool) -> None:
-        self.hinted = hinted
-        self.built: list[Any] = []
-        self.lock = threading.Lock()
-
-    def __call__(self) -> Any:
-        env = HintedEnv() if self.hinted else make_add_env()
-        with self.lock:
-            self.built.append(env)
-        return env
-
-
-def _run(hinted: bool, specs: list[Any], n_parallel: int) -> tuple[list[Any], _Envs]:
-    envs = _Envs(hinted)
+def _run(hinted: bool, specs: list[Any], n_parallel: int) -> tuple[list[Any], HintedEnvFactory]:
+    envs = HintedEnvFactory(hinted)
     with EpisodeRunner(envs, ScriptedPolicy(delay=0.01), n_parallel=n_parallel) as runner:
         results = run_sync(lambda: runner.run(specs))
     return results, envs
@@ -55,15 +24,7 @@ def test_hinted_envs_are_told_their_next_episode_and_the_results_do_not_change()
     plain, _ = _run(False, specs, 3)
     hinted, envs = _run(True, specs, 3)
     assert [strip_timings(t.to_dict()) for t in hinted] == [strip_timings(t.to_dict()) for t in plain]
-    told = right = 0
-    for env in envs.built:
-        events = env.events
-        for i, (kind, seed, task) in enumerate(events):
-            if kind == "hint":
-                told += 1
-                later = [e for e in events[i + 1:] if e[0] == "reset"]
-                assert later, "a hint is given before the reset of the episode it follows"
-                right += len(later) > 1 and later[1] == ("reset", seed, task)
+    told, right = count_hints(envs, reset_after_each=True)
     assert told >= len(specs) - 2 * 3  # every episode but the last ones of each worker was hinted
     assert right >= told - 3  # and ran next on its env (a worker with nothing left may take another's claim)
 

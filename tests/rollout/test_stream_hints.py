@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from hinted_envs import HintedEnv, HintedEnvFactory, count_hints
 from rollout_fakes import ScriptedPolicy, make_tasks, strip_timings
-from test_next_reset import HintedEnv, _Envs
 
 from agent_gym.rollout import RolloutStream, plan_episodes
 from agent_gym.rollout.next_reset import LaterEpisodes, SpecQueue
 from agent_gym.rollout.stream_plan import GroupPlan
 
 
-def _stream(hinted: bool, tasks: Any, samples: int = 2, concurrency: int = 4) -> tuple[list[Any], _Envs]:
-    envs = _Envs(hinted)
+def _stream(hinted: bool, tasks: Any, samples: int = 2, concurrency: int = 4) -> tuple[list[Any], HintedEnvFactory]:
+    envs = HintedEnvFactory(hinted)
     with RolloutStream(envs, ScriptedPolicy(delay=0.01), tasks, samples_per_task=samples,
                        concurrency=concurrency, seed=30) as stream:
         groups = list(stream)
@@ -29,14 +29,7 @@ def test_a_stream_tells_each_env_the_episode_it_runs_next():
     tasks = make_tasks(12)
     groups, envs = _stream(True, tasks)
     assert sorted(g.task["id"] for g in groups) == sorted(t["id"] for t in tasks)
-    told = right = 0
-    for env in envs.built:
-        events = env.events
-        for i, (kind, seed, task) in enumerate(events):
-            if kind == "hint":
-                told += 1
-                resets = [e for e in events[i + 1:] if e[0] == "reset"]
-                right += len(resets) > 1 and resets[1] == ("reset", seed, task)
+    told, right = count_hints(envs)
     episodes = 2 * len(tasks)
     # every episode but the last ones (no next episode) was told its successor, and it ran on the env told
     assert told >= episodes - 2 * 4
