@@ -280,7 +280,8 @@ class RolloutStream:
                     if planned is None:
                         self._exhausted = True
                         break
-                    job = asyncio.ensure_future(self._group(planned.task, planned.drawn, planned.specs))
+                    job = asyncio.ensure_future(self._group(planned.task, planned.drawn, planned.specs,
+                                                            planned.error))
                     self.stats.started += 1
                     self._running.add(job)
                     job.add_done_callback(self._job_done)
@@ -337,9 +338,12 @@ class RolloutStream:
         if self._wake is not None:
             self._wake.set()
 
-    async def _group(self, task: Any, drawn: SampledTask | None, specs: list[Any]) -> None:
+    async def _group(self, task: Any, drawn: SampledTask | None, specs: list[Any],
+                     error: Exception | None = None) -> None:
         start, version = time.perf_counter(), self.version
         try:
+            if error is not None:
+                raise error  # its episodes could not be laid out: the consumer sees why
             if not self._warned:  # once per stream, not per group
                 self._warned = True
                 warn_if_truncated(self.policy)

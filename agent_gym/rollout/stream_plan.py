@@ -37,12 +37,17 @@ __all__ = ["GroupPlan", "PlannedGroup"]
 
 @dataclass
 class PlannedGroup:
-    """A group laid out: its task, the sampler's draw (None without a sampler) and its episodes."""
+    """A group laid out: its task, the sampler's draw (None without a sampler) and its episodes.
+
+    ``error`` is why its episodes could not be laid out (a task that is not a dict, ...): the stream hands
+    it to the consumer in the group's place and goes on.
+    """
 
     task: Any
     drawn: SampledTask | None
     specs: list[EpisodeSpec]
     passed_over: int = 0
+    error: Exception | None = None
 
 
 class GroupPlan:
@@ -79,15 +84,20 @@ class GroupPlan:
                 task = next(self._tasks)
             except StopIteration:
                 return None
-            specs = plan_episodes([task], None, self.samples_per_task, self.seed + self.taken)
             drawn = None
         else:
             if self.max_groups is not None and self.taken >= self.max_groups:
                 return None
             drawn = self.sampler.sample()
             task = drawn.task
-            specs = group_specs([(task, drawn)], self.samples_per_task, self.seed + self.taken)
-        self.taken += 1
+        seed, self.taken = self.seed + self.taken, self.taken + 1
+        try:
+            if drawn is None:
+                specs = plan_episodes([task], None, self.samples_per_task, seed)
+            else:
+                specs = group_specs([(task, drawn)], self.samples_per_task, seed)
+        except Exception as exc:  # noqa: BLE001 - a bad task is the consumer's to see, the stream goes on
+            return PlannedGroup(task, drawn, [], error=exc)
         return PlannedGroup(task, drawn, specs)
 
     def _fill(self, episodes: int) -> None:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hinted_envs import HintedEnv, HintedEnvFactory, count_hints
 from rollout_fakes import ScriptedPolicy, make_tasks, strip_timings
 
+from agent_gym.errors import AgentGymError
 from agent_gym.rollout import RolloutStream, plan_episodes
 from agent_gym.rollout.next_reset import LaterEpisodes, SpecQueue
 from agent_gym.rollout.stream_plan import GroupPlan
@@ -46,6 +48,26 @@ def test_a_stream_over_envs_without_the_hook_is_unchanged():
     assert not any(hasattr(env, "events") for env in envs.built)
     hinted, _ = _stream(True, tasks)
     assert _by_task(plain) == _by_task(hinted)
+
+
+@pytest.mark.parametrize("hinted", [True, False])
+def test_a_task_that_cannot_be_laid_out_is_reported_and_the_others_come_back(hinted):
+    tasks = [*make_tasks(2), "not a task", *make_tasks(4)[2:]]
+    groups, errors = [], []
+    with RolloutStream(HintedEnvFactory(hinted), ScriptedPolicy(delay=0.01), tasks, samples_per_task=2,
+                       concurrency=4) as stream:
+        while True:
+            try:
+                group = stream.get(timeout=120)
+            except AgentGymError as exc:
+                errors.append(exc)
+                continue
+            if group is None:
+                break
+            groups.append(group)
+    assert sorted(g.task["id"] for g in groups) == ["add-0", "add-1", "add-2", "add-3"]
+    assert len(errors) == 1 and isinstance(errors[0].__cause__, TypeError)
+    assert "expected dict" in str(errors[0].__cause__)
 
 
 def test_a_generator_of_tasks_is_read_one_group_at_a_time_and_gets_no_hints_across_groups():
