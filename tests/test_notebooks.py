@@ -31,8 +31,22 @@ def _execute(path: Path) -> list[str]:
     client = nbclient.NotebookClient(
         notebook, kernel_name="python3", timeout=600, resources={"metadata": {"path": str(path.parent)}}
     )
-    client.execute()
+    try:
+        client.execute()
+    except nbclient.exceptions.CellExecutionError as exc:
+        raise AssertionError(f"{path.name}: {exc}\n\nwhat the cells before it printed:\n{_printed(notebook)}") from exc
     return client.km.kernel_spec.argv if client.km is not None and client.km.kernel_spec else []
+
+
+def _printed(notebook: object, limit: int = 6000) -> str:
+    """The text the executed cells printed (streams and plain-text results), the last ``limit`` characters."""
+    parts = []
+    for index, cell in enumerate(getattr(notebook, "cells", [])):
+        for output in cell.get("outputs", []):
+            text = output.get("text") or output.get("data", {}).get("text/plain") or ""
+            if text:
+                parts.append(f"[cell {index}] {text}")
+    return "".join(parts)[-limit:]
 
 
 @pytest.fixture(scope="module")
